@@ -1,0 +1,173 @@
+// Command mcpedge serves MCP over TCP and stdio (and, later, Streamable
+// HTTP) with a built-in handler set. Every flag has an environment twin:
+// -tcp is MCPEDGE_TCP, -max-message is MCPEDGE_MAX_MESSAGE.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/handlers/builtin"
+	"github.com/mcpedge/mcpedge/transport/stdio"
+	"github.com/mcpedge/mcpedge/transport/tcp"
+)
+
+type config struct {
+	tcp         string
+	stdio       bool
+	handlers    string
+	framing     string
+	loops       int
+	workers     int
+	maxMessage  int
+	maxOutbound int
+	maxConns    int
+	pageSize    int
+	drain       time.Duration
+	logLevel    string
+	version     bool
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func parse(args []string, stderr io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("mcpedge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.tcp, "tcp", tcp.DefaultAddr, "serve MCP over TCP on `addr` (empty: off)")
+	fs.BoolVar(&c.stdio, "stdio", false, "serve MCP on stdin/stdout only (logs go to stderr)")
+	fs.StringVar(&c.handlers, "handlers", "demo", "handler set to serve: "+strings.Join(builtin.Names(), ", "))
+	fs.StringVar(&c.framing, "framing", "newline", "TCP and stdio framing: newline or content-length")
+	fs.IntVar(&c.loops, "loops", runtime.NumCPU(), "TCP event loops")
+	fs.IntVar(&c.workers, "workers", 256*runtime.NumCPU(), "handlers running at once")
+	fs.IntVar(&c.maxMessage, "max-message", codec.DefaultMaxMessage, "largest inbound message in `bytes`")
+	fs.IntVar(&c.maxOutbound, "max-outbound", 8<<20, "bytes queued per connection before it is closed as a slow consumer")
+	fs.IntVar(&c.maxConns, "max-conns", 0, "TCP connection limit (0: none)")
+	fs.IntVar(&c.pageSize, "page-size", 100, "items per list page")
+	fs.DurationVar(&c.drain, "drain", 10*time.Second, "how long shutdown waits for in-flight requests")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: mcpedge [flags]\n\nServes MCP with a built-in handler set. Each flag has an environment twin,\nMCPEDGE_<FLAG> in upper case with '-' as '_'; a flag given wins.\n\n")
+		fs.PrintDefaults()
+	}
+	// Environment twins first, so explicit flags override them.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		key := "MCPEDGE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(key); ok && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", key, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return c, nil
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpedge:", err)
+		return 2
+	}
+	if c.version {
+		fmt.Fprintln(stdout, "mcpedge", engine.Version, runtime.Version())
+		return 0
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		fmt.Fprintln(stderr, "mcpedge: -log-level:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	framer, ok := codec.FramerByName(c.framing, c.maxMessage)
+	if !ok {
+		fmt.Fprintf(stderr, "mcpedge: -framing: unknown framing %q (newline, content-length)\n", c.framing)
+		return 2
+	}
+
+	srv := engine.New(engine.Options{
+		Workers:    c.workers,
+		MaxMessage: c.maxMessage,
+		PageSize:   c.pageSize,
+		Logger:     log,
+	})
+	if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated}); err != nil {
+		fmt.Fprintln(stderr, "mcpedge:", err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if c.stdio {
+		log.Info("serving MCP on stdio", "handlers", c.handlers, "framing", framer.Name())
+		err := stdio.Serve(ctx, srv, stdin, stdout, stdio.Options{Framer: framer, MaxOutbound: c.maxOutbound, DrainTimeout: c.drain})
+		dctx, cancel := context.WithTimeout(context.Background(), c.drain)
+		defer cancel()
+		_ = srv.Shutdown(dctx)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("stdio", "err", err)
+			return 1
+		}
+		return 0
+	}
+
+	if c.tcp == "" {
+		fmt.Fprintln(stderr, "mcpedge: nothing to serve: give -tcp ADDR or -stdio")
+		return 2
+	}
+	t := tcp.New(srv, tcp.Options{Addr: c.tcp, Loops: c.loops, Framer: framer, MaxOutbound: c.maxOutbound, MaxConns: c.maxConns})
+	errc := make(chan error, 1)
+	go func() { errc <- t.ListenAndServe() }()
+	if a := t.Addr(ctx); a != nil {
+		log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops)
+	}
+	select {
+	case err := <-errc:
+		if err != nil {
+			log.Error("tcp", "err", err)
+			return 1
+		}
+		return 0
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining in-flight requests", "active", srv.Active(), "timeout", c.drain)
+	dctx, cancel := context.WithTimeout(context.Background(), c.drain)
+	defer cancel()
+	if err := srv.Shutdown(dctx); err != nil {
+		log.Warn("drain incomplete", "err", err)
+	}
+	if err := t.Shutdown(dctx); err != nil {
+		log.Warn("tcp shutdown", "err", err)
+	}
+	<-errc
+	log.Info("stopped")
+	return 0
+}

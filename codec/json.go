@@ -1,0 +1,40 @@
+package codec
+
+import (
+	"github.com/bytedance/sonic"
+	"github.com/bytedance/sonic/decoder"
+)
+
+// API is the one place sonic is configured for mcpedge. Keys are matched
+// case-sensitively (JSON-RPC and MCP field names are exact) and decoded
+// strings are copied out of the input, so values decoded into handler types
+// never alias a transport buffer that will be reused.
+//
+// API is safe for concurrent use.
+var API = sonic.Config{
+	CaseSensitive:    true,
+	CopyString:       true,
+	ValidateString:   true,
+	EscapeHTML:       false,
+	CompactMarshaler: true,
+	UseInt64:         false,
+	NoNullSliceOrMap: false,
+}.Froze()
+
+// noCopy decodes envelopes in place: strings and raw messages alias the
+// input. It is used only by Decode, whose results document that lifetime.
+var noCopy = sonic.Config{
+	CaseSensitive:  true,
+	CopyString:     false,
+	ValidateString: true,
+}.Froze()
+
+// noCopyOpts are noCopy's options for the pooled decoders of Decode.
+const noCopyOpts = decoder.OptionCaseSensitive | decoder.OptionValidateString
+
+// Unmarshal decodes JSON into v with the pinned configuration. Strings in v
+// are copies: data may be reused as soon as Unmarshal returns.
+func Unmarshal(data []byte, v any) error { return API.Unmarshal(data, v) }
+
+// Marshal encodes v with the pinned configuration.
+func Marshal(v any) ([]byte, error) { return API.Marshal(v) }

@@ -1,0 +1,232 @@
+// Package codec holds mcpedge's JSON-RPC 2.0 layer: the message envelope and
+// its zero-copy decoder, append-style encoders, the error codes, pooled
+// buffers and the framers (newline, Content-Length, SSE).
+//
+// Lifetimes: a Message filled by Decode aliases the bytes it was decoded
+// from. It is valid only while those bytes are; a transport that hands a
+// message to another goroutine copies the frame first (see Frame).
+package codec
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+	"unsafe"
+
+	"github.com/bytedance/sonic"
+	"github.com/bytedance/sonic/decoder"
+)
+
+// Kind classifies a decoded JSON-RPC message.
+type Kind uint8
+
+// The kinds of message. Decode leaves KindInvalid on any error.
+const (
+	KindInvalid      Kind = iota // not a valid JSON-RPC 2.0 message
+	KindRequest                  // method and id
+	KindNotification             // method, no id
+	KindResponse                 // result and id
+	KindError                    // error and id (id may be null)
+)
+
+// String returns the kind's lower-case name.
+func (k Kind) String() string {
+	switch k {
+	case KindRequest:
+		return "request"
+	case KindNotification:
+		return "notification"
+	case KindResponse:
+		return "response"
+	case KindError:
+		return "error"
+	}
+	return "invalid"
+}
+
+// Message is one JSON-RPC 2.0 message. Decode fills it in place: every field
+// aliases the decoded bytes. ID is the raw JSON of the id (a string with its
+// quotes, or a number) so that it is echoed with its exact type; it is nil
+// when the message has no id, and "null" when the id is null.
+type Message struct {
+	JSONRPC string                 `json:"jsonrpc"`
+	ID      sonic.NoCopyRawMessage `json:"id"`
+	Method  string                 `json:"method"`
+	Params  sonic.NoCopyRawMessage `json:"params"`
+	Result  sonic.NoCopyRawMessage `json:"result"`
+	Error   sonic.NoCopyRawMessage `json:"error"`
+
+	Kind Kind `json:"-"`
+}
+
+// Reset clears m for reuse. A Message is not safe for concurrent use.
+func (m *Message) Reset() { *m = Message{} }
+
+// Sentinel decoding errors. Transports map ErrParse to -32700 and
+// ErrInvalidRequest to -32600.
+var (
+	ErrParse          = errors.New("codec: parse error")
+	ErrInvalidRequest = errors.New("codec: invalid request")
+	ErrTooLarge       = errors.New("codec: message too large")
+)
+
+var nullJSON = []byte("null")
+
+// Decode parses one JSON-RPC message from data into m without copying: m's
+// fields alias data, so m is valid only while data is unchanged. It allocates
+// nothing for a well-formed message whose method holds no escape sequence.
+// Decode is safe for concurrent use on distinct Messages.
+//
+// Decode returns ErrParse when data is not JSON (including trailing bytes after
+// the object, and nesting deeper than the JSON engine allows) and
+// ErrInvalidRequest when it is JSON but not a JSON-RPC 2.0 message: not an
+// object (a batch array, a scalar), a jsonrpc member other than "2.0", a
+// member of the wrong type, params that are neither object nor array, an id
+// that is not a string, number or null, a request with a null id, or a
+// message that is neither request, notification, response nor error. On
+// ErrInvalidRequest, m.ID holds the message's id when it could be read, so the
+// error answer can echo it; on ErrParse, m is zero.
+//
+// Duplicate members resolve to the last occurrence. Ids are kept as their raw
+// JSON text (a string keeps its quotes and escapes, a number its exact
+// spelling) so that answers echo them byte for byte.
+func Decode(data []byte, m *Message) error {
+	*m = Message{}
+	i := skipWS(data, 0)
+	if i >= len(data) {
+		return ErrParse
+	}
+	if data[i] != '{' {
+		// Valid JSON that is not an object (an array batch, a scalar) is an
+		// invalid request; anything else is a parse error.
+		if validJSON(data) {
+			return ErrInvalidRequest
+		}
+		return ErrParse
+	}
+	if err := decodeNoCopy(data, m); err != nil {
+		return m.decodeFailed(data, err)
+	}
+	return m.classify()
+}
+
+// decodeFailed sorts a failed decode into ErrParse or ErrInvalidRequest.
+func (m *Message) decodeFailed(data []byte, err error) error {
+	switch err.(type) {
+	case decoder.SyntaxError, *decoder.SyntaxError:
+		// Not JSON: a raw control character in a string, a bad token, a
+		// truncated value, trailing bytes, nesting too deep.
+		*m = Message{}
+		return ErrParse
+	}
+	if !validJSON(data) {
+		*m = Message{}
+		return ErrParse
+	}
+	// JSON of the wrong shape (a member of the wrong type): keep the id, if
+	// it could be read, for the error answer.
+	id := m.ID
+	*m = Message{}
+	if validID(id) {
+		m.ID = id
+	}
+	return ErrInvalidRequest
+}
+
+func (m *Message) classify() error {
+	hasID := m.ID != nil
+	if hasID && !validID(m.ID) {
+		m.ID = nil
+		return ErrInvalidRequest
+	}
+	if m.JSONRPC != "2.0" {
+		return ErrInvalidRequest
+	}
+	switch {
+	case m.Method != "":
+		if m.Result != nil || m.Error != nil {
+			return ErrInvalidRequest
+		}
+		if len(m.Params) > 0 && m.Params[0] != '{' && m.Params[0] != '[' {
+			if !bytes.Equal(m.Params, nullJSON) {
+				return ErrInvalidRequest
+			}
+			m.Params = nil
+		}
+		if hasID {
+			if bytes.Equal(m.ID, nullJSON) {
+				return ErrInvalidRequest
+			}
+			m.Kind = KindRequest
+		} else {
+			m.Kind = KindNotification
+		}
+		return nil
+	case m.Error != nil:
+		if !hasID || m.Result != nil || len(m.Error) == 0 || m.Error[0] != '{' {
+			return ErrInvalidRequest
+		}
+		m.Kind = KindError
+		return nil
+	case m.Result != nil:
+		if !hasID || bytes.Equal(m.ID, nullJSON) {
+			return ErrInvalidRequest
+		}
+		m.Kind = KindResponse
+		return nil
+	}
+	return ErrInvalidRequest
+}
+
+// validID reports whether raw is a JSON-RPC id: a string, a number, or null.
+func validID(raw []byte) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		return true
+	case c == '-' || (c >= '0' && c <= '9'):
+		return true
+	case c == 'n':
+		return bytes.Equal(raw, nullJSON)
+	}
+	return false
+}
+
+func validJSON(data []byte) bool { return noCopy.Valid(data) }
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\r', '\n':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// decoders recycles sonic decoders: sonic's Unmarshal copies its input into a
+// string and builds a decoder per call, two allocations Decode avoids.
+var decoders = sync.Pool{New: func() any { return decoder.NewDecoder("") }}
+
+func decodeNoCopy(data []byte, m *Message) error { return UnmarshalNoCopy(data, m) }
+
+// UnmarshalNoCopy decodes data into v like Unmarshal, but strings and raw
+// messages in v alias data, and nothing is allocated beyond what v's own
+// fields need. v is valid only while data is: use it for values consumed
+// before the buffer is reused (a cursor, a URI looked up at once).
+func UnmarshalNoCopy(data []byte, v any) error {
+	d := decoders.Get().(*decoder.Decoder)
+	d.Reset(unsafe.String(unsafe.SliceData(data), len(data)))
+	d.SetOptions(noCopyOpts)
+	err := d.Decode(v)
+	if err == nil {
+		err = d.CheckTrailings()
+	}
+	d.Reset("")
+	decoders.Put(d)
+	return err
+}

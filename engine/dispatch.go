@@ -1,0 +1,296 @@
+package engine
+
+import (
+	"context"
+	"sync"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/handlers"
+	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/mcpedge/mcpedge/session"
+)
+
+var messages = sync.Pool{New: func() any { return new(codec.Message) }}
+
+// HandleFrame serves one inbound frame for sess from an event loop, which
+// it never blocks. Answers that need no handler code (errors, ping,
+// initialize, cached lists, log level, subscriptions, static resources) are
+// appended to out, which is returned; everything else is copied once and run
+// on the worker pool, its answer sent to sess.Out. frame is not retained.
+func (s *Server) HandleFrame(sess *session.Session, frame []byte, out []byte) []byte {
+	m := messages.Get().(*codec.Message)
+	defer messages.Put(m)
+	if err := codec.Decode(frame, m); err != nil {
+		return appendDecodeError(out, m, err)
+	}
+	sess.Touch()
+	switch m.Kind {
+	case codec.KindResponse, codec.KindError:
+		s.handleResponse(sess, m)
+		return out
+	case codec.KindNotification:
+		s.handleNotification(sess, m)
+		return out
+	}
+	if dst, ok := s.fast(sess, m, out); ok {
+		return dst
+	}
+	if s.closing.Load() {
+		return codec.AppendError(out, m.ID, codec.CodeServerBusy, "server shutting down", nil)
+	}
+	r := s.newRequest(sess, sess.Out)
+	r.buf = append(r.buf[:0], frame...)
+	if err := codec.Decode(r.buf, &r.msg); err != nil { // cannot fail: decoded above
+		s.release(r)
+		return appendDecodeError(out, m, err)
+	}
+	r.ctx, r.cancel = sess.Track(r.msg.ID)
+	s.inflight.Add(1)
+	if err := s.pool.Invoke(r); err != nil {
+		s.inflight.Done()
+		sess.Done(r.msg.ID, r.cancel)
+		s.release(r)
+		return codec.AppendError(out, m.ID, codec.CodeServerBusy, "server busy: worker pool full", nil)
+	}
+	return out
+}
+
+// ServeFrame serves one inbound frame for sess on the caller's goroutine and
+// returns when it has been answered (for a request) or handled. Every
+// message it produces, the answer included, is sent to reply. ctx, when it
+// ends, cancels the request (a Streamable HTTP client that disconnects).
+// frame must stay valid and unmodified until ServeFrame returns.
+//
+// It reports the decoded message's kind (KindInvalid for an undecodable
+// frame, which is answered with an error).
+func (s *Server) ServeFrame(ctx context.Context, sess *session.Session, frame []byte, reply session.Sink) codec.Kind {
+	r := s.newRequest(sess, reply)
+	defer s.release(r)
+	m := &r.msg
+	if err := codec.Decode(frame, m); err != nil {
+		b := codec.GetBuffer()
+		b.B = appendDecodeError(b.B, m, err)
+		_ = reply.Send(b)
+		return codec.KindInvalid
+	}
+	sess.Touch()
+	switch m.Kind {
+	case codec.KindResponse, codec.KindError:
+		s.handleResponse(sess, m)
+		return m.Kind
+	case codec.KindNotification:
+		s.handleNotification(sess, m)
+		return m.Kind
+	}
+	b := codec.GetBuffer()
+	if dst, ok := s.fast(sess, m, b.B); ok {
+		b.B = dst
+		_ = reply.Send(b)
+		return m.Kind
+	}
+	if s.closing.Load() {
+		b.B = codec.AppendError(b.B, m.ID, codec.CodeServerBusy, "server shutting down", nil)
+		_ = reply.Send(b)
+		return m.Kind
+	}
+	codec.PutBuffer(b)
+	r.buf = frame
+	r.ctx, r.cancel = sess.Track(m.ID)
+	if ctx != nil && ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { r.cancel(context.Cause(ctx)) })
+		defer stop()
+	}
+	s.inflight.Add(1)
+	s.run(r)
+	r.buf = nil // the caller's; must not go back to the pool
+	return m.Kind
+}
+
+// appendDecodeError answers a frame that Decode rejected.
+func appendDecodeError(out []byte, m *codec.Message, err error) []byte {
+	switch err {
+	case codec.ErrParse:
+		return codec.AppendError(out, nil, codec.CodeParseError, "parse error: invalid JSON", nil)
+	default:
+		if m.Kind == codec.KindNotification {
+			return out
+		}
+		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message", nil)
+	}
+}
+
+// fast answers the requests that need no handler code, appending the answer
+// to dst. It reports false for requests that must go to a handler.
+func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]byte, bool) {
+	switch m.Method {
+	case mcp.MethodPing:
+		return codec.AppendResult(dst, m.ID, nil), true
+	case mcp.MethodInitialize:
+		return s.initialize(sess, m, dst), true
+	}
+	if !sess.Initialized() {
+		if sess.State() == session.StateClosed {
+			return codec.AppendError(dst, m.ID, codec.CodeInvalidRequest, "session closed", nil), true
+		}
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidRequest, "session not initialized: send initialize first", nil), true
+	}
+	switch m.Method {
+	case mcp.MethodToolsList:
+		return s.listPage(handlers.ListNameTools, m, dst), true
+	case mcp.MethodResourcesList:
+		return s.listPage(handlers.ListNameResources, m, dst), true
+	case mcp.MethodResourcesTemplatesList:
+		return s.listPage(handlers.ListNameTemplates, m, dst), true
+	case mcp.MethodPromptsList:
+		return s.listPage(handlers.ListNamePrompts, m, dst), true
+	case mcp.MethodLoggingSetLevel:
+		return s.setLevel(sess, m, dst), true
+	case mcp.MethodResourcesSubscribe:
+		return s.subscribe(sess, m, dst), true
+	case mcp.MethodResourcesUnsubscribe:
+		return s.unsubscribe(sess, m, dst), true
+	case mcp.MethodResourcesRead:
+		var p struct {
+			URI string `json:"uri"`
+		}
+		if len(m.Params) > 0 && codec.UnmarshalNoCopy(m.Params, &p) == nil {
+			if res, ok := s.reg.StaticResourceResult(p.URI); ok {
+				return codec.AppendResult(dst, m.ID, res), true
+			}
+		}
+	}
+	return dst, false
+}
+
+func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte) []byte {
+	var p struct {
+		Cursor string `json:"cursor"`
+	}
+	if len(m.Params) > 0 {
+		if err := codec.UnmarshalNoCopy(m.Params, &p); err != nil {
+			return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: "+err.Error(), nil)
+		}
+	}
+	page, err := s.reg.ListPage(list, p.Cursor)
+	if err != nil {
+		return codec.AppendErrorObject(dst, m.ID, codec.AsError(err))
+	}
+	return codec.AppendResult(dst, m.ID, page)
+}
+
+func (s *Server) setLevel(sess *session.Session, m *codec.Message, dst []byte) []byte {
+	var p mcp.SetLevelParams
+	if len(m.Params) == 0 || codec.UnmarshalNoCopy(m.Params, &p) != nil {
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: logging/setLevel needs a level", nil)
+	}
+	i := mcp.LogLevelIndex(p.Level)
+	if i < 0 {
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: unknown log level "+p.Level, nil)
+	}
+	sess.SetLogLevel(i)
+	return codec.AppendResult(dst, m.ID, nil)
+}
+
+func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) []byte {
+	var p mcp.SubscribeParams
+	if len(m.Params) == 0 || codec.Unmarshal(m.Params, &p) != nil || p.URI == "" {
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: resources/subscribe needs a uri", nil)
+	}
+	if !sess.Subscribed(p.URI) {
+		out := sess.Out
+		unsub := s.bus.Subscribe(session.TopicResourceUpdated+p.URI, func(_ string, uriJSON []byte) {
+			b := codec.GetBuffer()
+			b.B = append(b.B, `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":`...)
+			b.B = append(b.B, uriJSON...)
+			b.B = append(b.B, "}}"...)
+			_ = out.Send(b)
+		})
+		sess.Subscribe(p.URI, unsub)
+	}
+	return codec.AppendResult(dst, m.ID, nil)
+}
+
+func (s *Server) unsubscribe(sess *session.Session, m *codec.Message, dst []byte) []byte {
+	var p mcp.SubscribeParams
+	if len(m.Params) == 0 || codec.UnmarshalNoCopy(m.Params, &p) != nil || p.URI == "" {
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: resources/unsubscribe needs a uri", nil)
+	}
+	sess.Unsubscribe(p.URI)
+	return codec.AppendResult(dst, m.ID, nil)
+}
+
+func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte) []byte {
+	var p mcp.InitializeParams
+	if len(m.Params) == 0 {
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs params", nil)
+	}
+	if err := codec.Unmarshal(m.Params, &p); err != nil {
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: "+err.Error(), nil)
+	}
+	if p.ProtocolVersion == "" {
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs protocolVersion", nil)
+	}
+	version, err := sess.Initialize(&p)
+	if err != nil {
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidRequest, "invalid request: session already initialized", nil)
+	}
+	res := mcp.InitializeResult{
+		ProtocolVersion: version,
+		Capabilities:    s.Capabilities(),
+		ServerInfo:      mcp.Implementation{Name: s.opts.Name, Title: s.opts.Title, Version: s.opts.Version},
+		Instructions:    s.opts.Instructions,
+	}
+	body, err := codec.Marshal(&res)
+	if err != nil {
+		return codec.AppendError(dst, m.ID, codec.CodeInternalError, "internal error: "+err.Error(), nil)
+	}
+	return codec.AppendResult(dst, m.ID, body)
+}
+
+// Capabilities returns what the server advertises: the features its
+// registry serves now, and logging.
+func (s *Server) Capabilities() mcp.ServerCapabilities {
+	c := mcp.ServerCapabilities{Logging: &struct{}{}}
+	if s.reg.Len(handlers.ListNameTools) > 0 {
+		c.Tools = &mcp.ListChangedCap{ListChanged: true}
+	}
+	if s.reg.Len(handlers.ListNameResources) > 0 || s.reg.Len(handlers.ListNameTemplates) > 0 {
+		c.Resources = &mcp.ResourcesCapability{Subscribe: true, ListChanged: true}
+	}
+	if s.reg.Len(handlers.ListNamePrompts) > 0 {
+		c.Prompts = &mcp.ListChangedCap{ListChanged: true}
+	}
+	if s.reg.HasCompletions() {
+		c.Completions = &struct{}{}
+	}
+	return c
+}
+
+func (s *Server) handleNotification(sess *session.Session, m *codec.Message) {
+	switch m.Method {
+	case mcp.NotificationInitialized:
+		sess.MarkReady()
+	case mcp.NotificationCancelled:
+		var p struct {
+			RequestID codec.RawJSON `json:"requestId"`
+		}
+		if len(m.Params) > 0 && codec.UnmarshalNoCopy(m.Params, &p) == nil && len(p.RequestID) > 0 {
+			sess.CancelRequest(p.RequestID)
+		}
+	case mcp.NotificationProgress, mcp.NotificationRootsListChanged:
+		// Progress from the client about our requests, and roots changes,
+		// need no answer; handlers ask for roots when they need them.
+	default:
+		s.log.Debug("unknown notification ignored", "session", sess.ID(), "method", m.Method)
+	}
+}
+
+func (s *Server) handleResponse(sess *session.Session, m *codec.Message) {
+	var errObj []byte
+	if m.Kind == codec.KindError {
+		errObj = m.Error
+	}
+	if err := sess.Tracker.Resolve(m.ID, m.Result, errObj); err != nil {
+		s.log.Debug("response with unknown id ignored", "session", sess.ID(), "id", string(m.ID))
+	}
+}

@@ -1,0 +1,256 @@
+// Package engine dispatches MCP messages from transports to handlers. It owns
+// the session table, the registries, the bounded worker pool and the
+// notification bus, and it is the embedding API: construct a Server,
+// register handlers on its Registry, serve it on transports, shut it down.
+//
+// One message's path: a transport frames bytes and calls HandleFrame (event
+// loops: cheap answers are appended to the caller's output at once, the rest
+// is copied once and run on the worker pool) or ServeFrame (goroutine
+// transports: the handler runs on the caller's goroutine). Answers and
+// request-scoped messages go to the request's reply Sink; other server
+// messages go to the session's Out sink.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/handlers"
+	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/mcpedge/mcpedge/session"
+	"github.com/panjf2000/ants/v2"
+)
+
+// Options configure a Server. The zero value works.
+type Options struct {
+	// Name and Version identify the server in initialize (defaults
+	// "mcpedge" and the module version).
+	Name, Title, Version string
+	// Instructions are sent in the initialize result.
+	Instructions string
+
+	// Workers bounds the handlers running at once on the worker pool used
+	// by HandleFrame; <= 0 means 256 per CPU. A request that finds the pool
+	// full is answered with CodeServerBusy.
+	Workers int
+	// MaxMessage bounds one inbound message; <= 0 means 4 MiB.
+	MaxMessage int
+	// PageSize is the number of items per list page; <= 0 means 100.
+	PageSize int
+	// ClientRequestTimeout bounds a server-to-client request (sampling,
+	// elicitation, roots, ping) issued by a handler; <= 0 means 60 s.
+	ClientRequestTimeout time.Duration
+	// ListChangedDelay coalesces list-changed notices: at most one of a
+	// kind per session per delay; <= 0 means 100 ms.
+	ListChangedDelay time.Duration
+
+	// Bus carries resource updates and list changes; nil means an
+	// in-process bus.
+	Bus session.Bus
+	// Logger receives the server's own logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Version is mcpedge's release.
+const Version = "0.1.0"
+
+// Sentinel errors.
+var (
+	ErrShuttingDown = errors.New("engine: shutting down")
+)
+
+// Server is an MCP server engine. Its methods are safe for concurrent use.
+type Server struct {
+	opts     Options
+	reg      *handlers.Registry
+	sessions *session.Table
+	bus      session.Bus
+	log      *slog.Logger
+	pool     *ants.PoolWithFunc
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	closing  atomic.Bool
+	inflight sync.WaitGroup
+	active   atomic.Int64
+
+	listPending [4]atomic.Bool // by handlers.ListKind
+	unsubs      []func()
+}
+
+// New returns a Server configured by opts.
+func New(opts Options) *Server {
+	if opts.Name == "" {
+		opts.Name = "mcpedge"
+	}
+	if opts.Version == "" {
+		opts.Version = Version
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 256 * runtime.GOMAXPROCS(0)
+	}
+	if opts.MaxMessage <= 0 {
+		opts.MaxMessage = codec.DefaultMaxMessage
+	}
+	if opts.ClientRequestTimeout <= 0 {
+		opts.ClientRequestTimeout = 60 * time.Second
+	}
+	if opts.ListChangedDelay <= 0 {
+		opts.ListChangedDelay = 100 * time.Millisecond
+	}
+	if opts.Bus == nil {
+		opts.Bus = session.NewLocalBus()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Server{
+		opts:     opts,
+		reg:      handlers.NewRegistry(handlers.Options{PageSize: opts.PageSize}),
+		sessions: session.NewTable(),
+		bus:      opts.Bus,
+		log:      log,
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	pool, err := ants.NewPoolWithFunc(opts.Workers, s.work, ants.WithNonblocking(true), ants.WithDisablePurge(false))
+	if err != nil {
+		panic(fmt.Sprintf("engine: worker pool: %v", err)) // only for a non-positive size, excluded above
+	}
+	s.pool = pool
+	s.reg.OnChange(s.registryChanged)
+	for _, k := range []handlers.ListKind{handlers.ListTools, handlers.ListResources, handlers.ListPrompts} {
+		kind := k
+		s.unsubs = append(s.unsubs, s.bus.Subscribe(listTopic(kind), func(string, []byte) { s.broadcastListChanged(kind) }))
+	}
+	return s
+}
+
+// Registry returns the server's handler registry. Register and remove
+// handlers on it at any time.
+func (s *Server) Registry() *handlers.Registry { return s.reg }
+
+// Sessions returns the live session table.
+func (s *Server) Sessions() *session.Table { return s.sessions }
+
+// Bus returns the notification bus.
+func (s *Server) Bus() session.Bus { return s.bus }
+
+// Logger returns the server's logger.
+func (s *Server) Logger() *slog.Logger { return s.log }
+
+// Options returns the options in effect (defaults filled in).
+func (s *Server) Options() Options { return s.opts }
+
+// NewSession creates a session whose default outbound stream is out and
+// adds it to the table. Transports call it when a connection opens (TCP,
+// stdio) or on initialize (Streamable HTTP).
+func (s *Server) NewSession(out session.Sink) *session.Session {
+	sess := session.New(s.ctx, out)
+	s.sessions.Add(sess)
+	return sess
+}
+
+// CloseSession ends a session with cause: its requests are cancelled, its
+// pending server-to-client requests fail, its subscriptions end.
+func (s *Server) CloseSession(sess *session.Session, cause error) {
+	if sess.Close(cause) {
+		s.log.Debug("session closed", "session", sess.ID(), "cause", cause)
+	}
+}
+
+// Active returns the number of requests being served.
+func (s *Server) Active() int64 { return s.active.Load() }
+
+// ShuttingDown reports whether Shutdown has begun.
+func (s *Server) ShuttingDown() bool { return s.closing.Load() }
+
+// Shutdown drains the server: new requests are refused with
+// ErrShuttingDown's message, in-flight requests run to completion until ctx
+// ends, then every session is closed and the pool released. Transports stop
+// accepting before calling it.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	for _, u := range s.unsubs {
+		u()
+	}
+	s.sessions.CloseAll(ErrShuttingDown)
+	s.cancel()
+	s.pool.Release()
+	return err
+}
+
+// ResourceUpdated tells subscribers of uri that it changed: each session
+// subscribed to it receives notifications/resources/updated.
+func (s *Server) ResourceUpdated(uri string) {
+	s.bus.Publish(session.TopicResourceUpdated+uri, codec.AppendString(nil, uri))
+}
+
+func listTopic(k handlers.ListKind) string {
+	switch k {
+	case handlers.ListTools:
+		return session.TopicListChanged + "tools"
+	case handlers.ListResources:
+		return session.TopicListChanged + "resources"
+	}
+	return session.TopicListChanged + "prompts"
+}
+
+func listNotification(k handlers.ListKind) string {
+	switch k {
+	case handlers.ListTools:
+		return mcp.NotificationToolListChanged
+	case handlers.ListResources:
+		return mcp.NotificationResourceListChanged
+	}
+	return mcp.NotificationPromptListChanged
+}
+
+// registryChanged publishes a registry change on the bus, so that every
+// node of a cluster announces it.
+func (s *Server) registryChanged(k handlers.ListKind) {
+	s.bus.Publish(listTopic(k), nil)
+}
+
+// broadcastListChanged coalesces list changes of kind k: the first change
+// arms a timer, later ones within ListChangedDelay ride on it, and when it
+// fires every initialized session receives one notice.
+func (s *Server) broadcastListChanged(k handlers.ListKind) {
+	if !s.listPending[k].CompareAndSwap(false, true) {
+		return
+	}
+	time.AfterFunc(s.opts.ListChangedDelay, func() {
+		s.listPending[k].Store(false)
+		method := listNotification(k)
+		s.sessions.Range(func(sess *session.Session) bool {
+			if sess.Initialized() && sess.Out != nil {
+				s.notify(sess.Out, method, nil)
+			}
+			return true
+		})
+	})
+}
+
+// notify sends a notification to sink, ignoring a closed sink.
+func (s *Server) notify(sink session.Sink, method string, params []byte) error {
+	b := codec.GetBuffer()
+	b.B = codec.AppendNotification(b.B, method, params)
+	return sink.Send(b)
+}

@@ -1,0 +1,368 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+
+	"github.com/bytedance/sonic"
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/handlers"
+	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/mcpedge/mcpedge/session"
+)
+
+// request is one client request being served by a handler. It implements
+// handlers.Peer for that handler: everything it sends goes to reply, the
+// request's own stream. It is pooled: a handler must not keep its Peer past
+// its return.
+type request struct {
+	s      *Server
+	sess   *session.Session
+	reply  session.Sink
+	buf    []byte // the frame: an owned copy (HandleFrame) or the caller's (ServeFrame)
+	msg    codec.Message
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	tokenParsed bool
+	token       []byte // progressToken from params._meta, aliasing buf
+}
+
+var requests = sync.Pool{New: func() any { return new(request) }}
+
+func (s *Server) newRequest(sess *session.Session, reply session.Sink) *request {
+	r := requests.Get().(*request)
+	r.s, r.sess, r.reply = s, sess, reply
+	return r
+}
+
+func (s *Server) release(r *request) {
+	buf := r.buf
+	if cap(buf) > 64<<10 {
+		buf = nil
+	}
+	*r = request{buf: buf[:0]}
+	requests.Put(r)
+}
+
+// work is the worker pool's function.
+func (s *Server) work(arg any) {
+	r := arg.(*request)
+	s.run(r)
+	s.release(r)
+}
+
+// run serves r and sends its answer. The caller has called inflight.Add.
+func (s *Server) run(r *request) {
+	s.active.Add(1)
+	defer func() {
+		s.active.Add(-1)
+		r.sess.Done(r.msg.ID, r.cancel)
+		s.inflight.Done()
+	}()
+	b := codec.GetBuffer()
+	b.B = s.serve(r, b.B)
+	if len(b.B) == 0 || r.sess.State() == session.StateClosed {
+		codec.PutBuffer(b)
+		return
+	}
+	_ = r.reply.Send(b)
+}
+
+// serve runs the handler and appends the answer to dst. It appends nothing
+// when the client cancelled the request: no answer is due then.
+func (s *Server) serve(r *request, dst []byte) (out []byte) {
+	id := r.msg.ID
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("handler panic", "method", r.msg.Method, "session", r.sess.ID(), "panic", p, "stack", string(debug.Stack()))
+			out = codec.AppendError(dst[:0], id, codec.CodeInternalError, fmt.Sprintf("internal error: handler panicked: %v", p), nil)
+		}
+	}()
+	start := len(dst)
+	dst = codec.AppendResultStart(dst, id)
+	body := len(dst)
+	var err error
+	switch r.msg.Method {
+	case mcp.MethodToolsCall:
+		dst, err = s.callTool(r, dst)
+	case mcp.MethodResourcesRead:
+		dst, err = s.readResource(r, dst)
+	case mcp.MethodPromptsGet:
+		dst, err = s.getPrompt(r, dst)
+	case mcp.MethodCompletionComplete:
+		dst, err = s.complete(r, dst)
+	default:
+		err = codec.NewError(codec.CodeMethodNotFound, "method not found: "+r.msg.Method)
+	}
+	if errors.Is(context.Cause(r.ctx), session.ErrCancelledByClient) {
+		return dst[:start]
+	}
+	if err != nil {
+		return codec.AppendErrorObject(dst[:start], id, codec.AsError(err))
+	}
+	if len(dst) == body {
+		dst = append(dst, "{}"...)
+	}
+	return append(dst, '}')
+}
+
+func decodeParams(r *request, v any) error {
+	if len(r.msg.Params) == 0 {
+		return codec.NewError(codec.CodeInvalidParams, "invalid params: "+r.msg.Method+" needs params")
+	}
+	if err := codec.Unmarshal(r.msg.Params, v); err != nil {
+		return &codec.Error{Code: codec.CodeInvalidParams, Message: "invalid params: " + err.Error()}
+	}
+	return nil
+}
+
+func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
+	var p mcp.CallToolParams
+	if err := decodeParams(r, &p); err != nil {
+		return dst, err
+	}
+	if p.Name == "" {
+		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: tools/call needs a name")
+	}
+	res, err := s.reg.CallTool(r.ctx, &handlers.CallToolRequest{Peer: r, Params: &p})
+	if err != nil {
+		return dst, err
+	}
+	if res == nil {
+		res = &mcp.CallToolResult{}
+	}
+	return res.AppendJSON(dst)
+}
+
+func (s *Server) readResource(r *request, dst []byte) ([]byte, error) {
+	var p mcp.ReadResourceParams
+	if err := decodeParams(r, &p); err != nil {
+		return dst, err
+	}
+	if p.URI == "" {
+		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: resources/read needs a uri")
+	}
+	res, err := s.reg.ReadResource(r.ctx, &handlers.ReadResourceRequest{Peer: r, Params: &p})
+	if err != nil {
+		return dst, err
+	}
+	if res.Contents == nil {
+		res.Contents = []mcp.ResourceContents{}
+	}
+	return appendJSON(dst, res)
+}
+
+func (s *Server) getPrompt(r *request, dst []byte) ([]byte, error) {
+	var p mcp.GetPromptParams
+	if err := decodeParams(r, &p); err != nil {
+		return dst, err
+	}
+	res, err := s.reg.GetPrompt(r.ctx, &handlers.GetPromptRequest{Peer: r, Params: &p})
+	if err != nil {
+		return dst, err
+	}
+	if res.Messages == nil {
+		res.Messages = []mcp.PromptMessage{}
+	}
+	return appendJSON(dst, res)
+}
+
+func (s *Server) complete(r *request, dst []byte) ([]byte, error) {
+	var p mcp.CompleteParams
+	if err := decodeParams(r, &p); err != nil {
+		return dst, err
+	}
+	res, err := s.reg.Complete(r.ctx, &handlers.CompleteRequest{Peer: r, Params: &p})
+	if err != nil {
+		return dst, err
+	}
+	return appendJSON(dst, res)
+}
+
+func appendJSON(dst []byte, v any) ([]byte, error) {
+	b, err := codec.Marshal(v)
+	if err != nil {
+		return dst, fmt.Errorf("engine: encoding result: %w", err)
+	}
+	return append(dst, b...), nil
+}
+
+// Peer implementation.
+
+func (r *request) SessionID() string                           { return r.sess.ID() }
+func (r *request) ProtocolVersion() string                     { return r.sess.Version() }
+func (r *request) ClientInfo() mcp.Implementation              { return r.sess.ClientInfo() }
+func (r *request) ClientCapabilities() *mcp.ClientCapabilities { return r.sess.ClientCapabilities() }
+
+// progressToken returns the request's params._meta.progressToken, raw.
+func (r *request) progressToken() []byte {
+	if !r.tokenParsed {
+		r.tokenParsed = true
+		var p struct {
+			Meta struct {
+				ProgressToken sonic.NoCopyRawMessage `json:"progressToken"`
+			} `json:"_meta"`
+		}
+		if len(r.msg.Params) > 0 && codec.UnmarshalNoCopy(r.msg.Params, &p) == nil {
+			if t := p.Meta.ProgressToken; len(t) > 0 && (t[0] == '"' || t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) {
+				r.token = t
+			}
+		}
+	}
+	return r.token
+}
+
+// Progress implements handlers.Peer.
+func (r *request) Progress(progress, total float64, message string) error {
+	tok := r.progressToken()
+	if tok == nil {
+		return nil
+	}
+	b := codec.GetBuffer()
+	b.B = append(b.B, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":`...)
+	b.B = append(b.B, tok...)
+	b.B = append(b.B, `,"progress":`...)
+	b.B = codec.AppendFloat(b.B, progress)
+	if total > 0 {
+		b.B = append(b.B, `,"total":`...)
+		b.B = codec.AppendFloat(b.B, total)
+	}
+	if message != "" {
+		b.B = append(b.B, `,"message":`...)
+		b.B = codec.AppendString(b.B, message)
+	}
+	b.B = append(b.B, "}}"...)
+	return r.reply.Send(b)
+}
+
+// Log implements handlers.Peer.
+func (r *request) Log(level, logger string, data any) error {
+	i := mcp.LogLevelIndex(level)
+	if i < 0 {
+		return fmt.Errorf("engine: unknown log level %q", level)
+	}
+	if !r.sess.LogEnabled(i) {
+		return nil
+	}
+	raw, err := codec.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("engine: encoding log data: %w", err)
+	}
+	b := codec.GetBuffer()
+	b.B = append(b.B, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":`...)
+	b.B = codec.AppendString(b.B, level)
+	if logger != "" {
+		b.B = append(b.B, `,"logger":`...)
+		b.B = codec.AppendString(b.B, logger)
+	}
+	b.B = append(b.B, `,"data":`...)
+	b.B = append(b.B, raw...)
+	b.B = append(b.B, "}}"...)
+	return r.reply.Send(b)
+}
+
+// ErrCapability reports a server-to-client request the client did not
+// declare the capability for.
+var ErrCapability = errors.New("engine: client lacks capability")
+
+// CreateMessage implements handlers.Peer.
+func (r *request) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	caps := r.sess.ClientCapabilities()
+	if caps.Sampling == nil {
+		return nil, fmt.Errorf("%w: sampling", ErrCapability)
+	}
+	if (len(p.Tools) > 0 || p.ToolChoice != nil) && caps.Sampling.Tools == nil {
+		return nil, fmt.Errorf("%w: sampling.tools", ErrCapability)
+	}
+	var res mcp.CreateMessageResult
+	if err := r.callClient(ctx, mcp.MethodSamplingCreateMessage, p, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Elicit implements handlers.Peer.
+func (r *request) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	caps := r.sess.ClientCapabilities()
+	if caps.Elicitation == nil {
+		return nil, fmt.Errorf("%w: elicitation", ErrCapability)
+	}
+	if p.Mode == "url" && caps.Elicitation.URL == nil {
+		return nil, fmt.Errorf("%w: elicitation.url", ErrCapability)
+	}
+	if p.Mode != "url" && caps.Elicitation.URL != nil && caps.Elicitation.Form == nil {
+		return nil, fmt.Errorf("%w: elicitation.form", ErrCapability)
+	}
+	var res mcp.ElicitResult
+	if err := r.callClient(ctx, mcp.MethodElicitationCreate, p, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// ListRoots implements handlers.Peer.
+func (r *request) ListRoots(ctx context.Context) (*mcp.ListRootsResult, error) {
+	if r.sess.ClientCapabilities().Roots == nil {
+		return nil, fmt.Errorf("%w: roots", ErrCapability)
+	}
+	var res mcp.ListRootsResult
+	if err := r.callClient(ctx, mcp.MethodRootsList, nil, &res); err != nil {
+		return nil, err
+	}
+	if res.Roots == nil {
+		res.Roots = []mcp.Root{}
+	}
+	return &res, nil
+}
+
+// callClient sends a server-to-client request on the request's stream and
+// waits for the answer, ctx and the configured timeout.
+func (r *request) callClient(ctx context.Context, method string, params, result any) error {
+	reply, err := r.s.CallClient(ctx, r.sess, r.reply, method, params)
+	if err != nil {
+		return err
+	}
+	if err := codec.Unmarshal(reply, result); err != nil {
+		return fmt.Errorf("engine: decoding %s result: %w", method, err)
+	}
+	return nil
+}
+
+// CallClient sends a request to the client of sess on sink (nil means the
+// session's Out stream) and waits for its result, which it returns raw. A
+// JSON-RPC error answer is returned as a *codec.Error. It fails when ctx
+// ends, after Options.ClientRequestTimeout, or when the session closes.
+func (s *Server) CallClient(ctx context.Context, sess *session.Session, sink session.Sink, method string, params any) ([]byte, error) {
+	if sink == nil {
+		sink = sess.Out
+	}
+	var raw []byte
+	if params != nil {
+		var err error
+		if raw, err = codec.Marshal(params); err != nil {
+			return nil, fmt.Errorf("engine: encoding %s params: %w", method, err)
+		}
+	}
+	call, err := sess.Tracker.Start()
+	if err != nil {
+		return nil, err
+	}
+	b := codec.GetBuffer()
+	b.B = codec.AppendRequest(b.B, call.AppendID(nil), method, raw)
+	if err := sink.Send(b); err != nil {
+		sess.Tracker.Forget(call)
+		return nil, fmt.Errorf("engine: sending %s: %w", method, err)
+	}
+	rep, err := sess.Tracker.Wait(ctx, call, s.opts.ClientRequestTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %s: %w", method, err)
+	}
+	if rep.Err != nil {
+		return nil, rep.Err
+	}
+	return rep.Result, nil
+}

@@ -1,0 +1,121 @@
+package handlers
+
+import (
+	"context"
+	"maps"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/mcp"
+)
+
+// MaxCompletionValues is the most values completion/complete returns.
+const MaxCompletionValues = 100
+
+// Completion reference types.
+const (
+	refPrompt   = "ref/prompt"
+	refResource = "ref/resource"
+)
+
+// completionKey names one argument of a prompt or one variable of a
+// resource template.
+type completionKey struct {
+	ref      string // "ref/prompt" or "ref/resource"
+	name     string // prompt name or URI template
+	argument string
+}
+
+// AddPromptCompletion registers h to complete argument of the named prompt,
+// replacing an earlier handler for it. The handler applies while a prompt
+// of that name is registered. It panics if h is nil. Safe for concurrent
+// use.
+func (r *Registry) AddPromptCompletion(prompt, argument string, h CompletionHandler) {
+	r.addCompletion(completionKey{refPrompt, prompt, argument}, h)
+}
+
+// AddTemplateCompletion registers h to complete variable of the resource
+// template uriTemplate, replacing an earlier handler for it. The handler
+// applies while that template is registered. It panics if h is nil. Safe
+// for concurrent use.
+func (r *Registry) AddTemplateCompletion(uriTemplate, variable string, h CompletionHandler) {
+	r.addCompletion(completionKey{refResource, uriTemplate, variable}, h)
+}
+
+func (r *Registry) addCompletion(k completionKey, h CompletionHandler) {
+	if h == nil {
+		panic("handlers: completion handler is nil")
+	}
+	r.update(0, func(s *snapshot) bool {
+		s.completions = maps.Clone(s.completions)
+		s.completions[k] = h
+		return true
+	})
+}
+
+// HasCompletions reports whether any completion handler is registered (the
+// server then advertises the completions capability). Safe for concurrent
+// use.
+func (r *Registry) HasCompletions() bool {
+	return len(r.snap.Load().completions) > 0
+}
+
+// Complete serves completion/complete. The reference is a prompt by name
+// (ref/prompt) or a resource template, or a static resource, by URI
+// (ref/resource); one that is not registered, or another type, yields a
+// *codec.Error with code -32602. An argument without a handler completes to
+// no values. The answer holds at most MaxCompletionValues values; Total is
+// the handler's total when it gave one, else the number of values it
+// returned, and HasMore is set when values were left out. Values is never
+// nil. Safe for concurrent use.
+func (r *Registry) Complete(ctx context.Context, req *CompleteRequest) (*mcp.CompleteResult, error) {
+	if req == nil || req.Params == nil {
+		return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "missing params"}
+	}
+	p := req.Params
+	s := r.snap.Load()
+	var k completionKey
+	switch p.Ref.Type {
+	case refPrompt:
+		if _, ok := s.prompts.get(p.Ref.Name); !ok {
+			return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "unknown prompt: " + p.Ref.Name}
+		}
+		k = completionKey{refPrompt, p.Ref.Name, p.Argument.Name}
+	case refResource:
+		if _, ok := s.templates.get(p.Ref.URI); !ok {
+			if _, ok := s.resources.get(p.Ref.URI); !ok {
+				return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "unknown resource template: " + p.Ref.URI}
+			}
+		}
+		k = completionKey{refResource, p.Ref.URI, p.Argument.Name}
+	default:
+		return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "invalid completion reference type: " + p.Ref.Type}
+	}
+	h, ok := s.completions[k]
+	if !ok {
+		return &mcp.CompleteResult{Completion: mcp.Completion{Values: []string{}}}, nil
+	}
+	res, err := h(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var c mcp.Completion
+	if res != nil {
+		c = res.Completion
+	}
+	n := len(c.Values)
+	total := n
+	if c.Total != nil && *c.Total > n {
+		total = *c.Total
+	}
+	out := mcp.Completion{Values: c.Values, Total: &total, HasMore: c.HasMore}
+	if n > MaxCompletionValues {
+		out.Values = c.Values[:MaxCompletionValues:MaxCompletionValues]
+	}
+	if out.Values == nil {
+		out.Values = []string{}
+	}
+	if total > len(out.Values) {
+		out.HasMore = true
+	}
+	return &mcp.CompleteResult{Completion: out}, nil
+}

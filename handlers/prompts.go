@@ -1,0 +1,103 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/mcp"
+)
+
+// promptEntry is a registered prompt.
+type promptEntry struct {
+	prompt   *mcp.Prompt
+	h        PromptHandler
+	required []string // names of the required arguments
+}
+
+// AddPrompt registers a prompt, replacing (in place) a prompt of the same
+// name. An empty name, an argument without a name or a nil handler yields
+// an error wrapping ErrInvalidPrompt. The Registry keeps a copy of *p. Safe
+// for concurrent use.
+func (r *Registry) AddPrompt(p *mcp.Prompt, h PromptHandler) error {
+	if p == nil || p.Name == "" {
+		return fmt.Errorf("%w: empty name", ErrInvalidPrompt)
+	}
+	if h == nil {
+		return fmt.Errorf("%w %q: nil handler", ErrInvalidPrompt, p.Name)
+	}
+	c := *p
+	c.Arguments = slices.Clone(c.Arguments)
+	c.Meta = slices.Clone(c.Meta)
+	var required []string
+	for _, a := range c.Arguments {
+		if a.Name == "" {
+			return fmt.Errorf("%w %q: argument without a name", ErrInvalidPrompt, p.Name)
+		}
+		if a.Required {
+			required = append(required, a.Name)
+		}
+	}
+	enc, err := codec.Marshal(&c)
+	if err != nil {
+		return fmt.Errorf("%w %q: %w", ErrInvalidPrompt, p.Name, err)
+	}
+	e := &promptEntry{prompt: &c, h: h, required: required}
+	r.update(ListPrompts, func(s *snapshot) bool {
+		s.prompts = s.prompts.with(c.Name, enc, e)
+		return true
+	})
+	return nil
+}
+
+// RemovePrompts removes the named prompts and returns how many it removed.
+// Safe for concurrent use.
+func (r *Registry) RemovePrompts(names ...string) int {
+	var n int
+	r.update(ListPrompts, func(s *snapshot) bool {
+		s.prompts, n = s.prompts.without(names)
+		return n > 0
+	})
+	return n
+}
+
+// GetPrompt serves prompts/get. An unknown prompt, or a required argument
+// that is absent, yields a *codec.Error with code -32602 naming it. A
+// handler's nil result is an empty one. Safe for concurrent use.
+func (r *Registry) GetPrompt(ctx context.Context, req *GetPromptRequest) (*mcp.GetPromptResult, error) {
+	if req == nil || req.Params == nil {
+		return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "missing params"}
+	}
+	pe, ok := r.snap.Load().prompts.get(req.Params.Name)
+	if !ok {
+		return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "unknown prompt: " + req.Params.Name}
+	}
+	e := pe.v
+	var missing []string
+	for _, name := range e.required {
+		if _, ok := req.Params.Arguments[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		what := "argument"
+		if len(missing) > 1 {
+			what = "arguments"
+		}
+		return nil, &codec.Error{Code: codec.CodeInvalidParams,
+			Message: "prompt " + req.Params.Name + ": missing required " + what + ": " + strings.Join(missing, ", ")}
+	}
+	res, err := e.h(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		res = &mcp.GetPromptResult{}
+	}
+	if res.Messages == nil {
+		res.Messages = []mcp.PromptMessage{}
+	}
+	return res, nil
+}

@@ -1,0 +1,248 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/mcp"
+)
+
+// defaultInputSchema is the input schema of a tool registered without one:
+// any object.
+const defaultInputSchema = `{"type":"object"}`
+
+// toolEntry is a registered tool.
+type toolEntry struct {
+	tool *mcp.Tool
+	h    ToolHandler
+	in   *schema
+	out  *schema // nil without an output schema
+}
+
+// AddTool registers a tool, replacing (in place, keeping its list position)
+// a tool of the same name. A tool without an InputSchema accepts any object:
+// its schema is {"type":"object"}. InputSchema and OutputSchema are compiled
+// once, as JSON Schema draft 2020-12 unless their $schema names another
+// draft; $defs and local $ref work, references to other documents do not.
+// They are served to clients as given, less insignificant whitespace.
+//
+// An empty name, a nil handler, or a schema that is not a valid JSON Schema
+// object yields an error wrapping ErrInvalidTool. The Registry keeps a copy
+// of *t; slices t refers to must not be modified afterwards. Safe for
+// concurrent use.
+func (r *Registry) AddTool(t *mcp.Tool, h ToolHandler) error {
+	if t == nil || t.Name == "" {
+		return fmt.Errorf("%w: empty name", ErrInvalidTool)
+	}
+	if h == nil {
+		return fmt.Errorf("%w %q: nil handler", ErrInvalidTool, t.Name)
+	}
+	tool := *t
+	raw := tool.InputSchema
+	if len(raw) == 0 {
+		raw = codec.RawJSON(defaultInputSchema)
+	}
+	in, err := compileSchema(raw)
+	if err != nil {
+		return fmt.Errorf("%w %q: input schema: %w", ErrInvalidTool, t.Name, err)
+	}
+	tool.InputSchema = in.raw
+	var out *schema
+	if len(tool.OutputSchema) > 0 {
+		if out, err = compileSchema(tool.OutputSchema); err != nil {
+			return fmt.Errorf("%w %q: output schema: %w", ErrInvalidTool, t.Name, err)
+		}
+		tool.OutputSchema = out.raw
+	}
+	tool.Meta = slices.Clone(tool.Meta)
+	enc, err := codec.Marshal(&tool)
+	if err != nil {
+		return fmt.Errorf("%w %q: %w", ErrInvalidTool, t.Name, err)
+	}
+	e := &toolEntry{tool: &tool, h: h, in: in, out: out}
+	r.update(ListTools, func(s *snapshot) bool {
+		s.tools = s.tools.with(tool.Name, enc, e)
+		return true
+	})
+	return nil
+}
+
+// RemoveTools removes the named tools and returns how many it removed. Safe
+// for concurrent use.
+func (r *Registry) RemoveTools(names ...string) int {
+	var n int
+	r.update(ListTools, func(s *snapshot) bool {
+		s.tools, n = s.tools.without(names)
+		return n > 0
+	})
+	return n
+}
+
+// Tool returns the registered tool of that name. The *mcp.Tool is the
+// Registry's own: it must not be modified. Lock-free and safe for
+// concurrent use.
+func (r *Registry) Tool(name string) (*mcp.Tool, bool) {
+	e, ok := r.snap.Load().tools.get(name)
+	if !ok {
+		return nil, false
+	}
+	return e.v.tool, true
+}
+
+// CallTool serves tools/call.
+//
+// An unknown tool is a *codec.Error with code -32602. Absent or null
+// arguments are {} (req.Params.Arguments is set so). Arguments that fail the
+// input schema are not a protocol error (MCP 2025-11-25, SEP-1303): the
+// answer is a result with isError set whose text describes the failure, so
+// the model can correct its call; the handler does not run.
+//
+// A handler's error is returned as is. When the tool has an output schema
+// and the result is not an error result, structuredContent must be present
+// and valid, else CallTool returns a *codec.Error with code -32603. A nil
+// result is an empty one. A handler panic is not recovered. Safe for
+// concurrent use.
+func (r *Registry) CallTool(ctx context.Context, req *CallToolRequest) (*mcp.CallToolResult, error) {
+	if req == nil || req.Params == nil {
+		return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "missing params"}
+	}
+	p := req.Params
+	te, ok := r.snap.Load().tools.get(p.Name)
+	if !ok {
+		return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "unknown tool: " + p.Name}
+	}
+	e := te.v
+	if i := skipSpace(p.Arguments); i == len(p.Arguments) || string(p.Arguments[i:]) == "null" {
+		p.Arguments = codec.RawJSON("{}")
+	}
+	if err := e.in.validate(p.Arguments); err != nil {
+		return mcp.ErrorResult("invalid arguments for tool " + p.Name + ": " + describe(err)), nil
+	}
+	res, err := e.h(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		res = &mcp.CallToolResult{Content: []mcp.Content{}}
+	}
+	if e.out != nil && !res.IsError {
+		if len(res.StructuredContent) == 0 {
+			return nil, &codec.Error{Code: codec.CodeInternalError,
+				Message: "tool " + p.Name + " has an output schema but returned no structured content"}
+		}
+		if err := e.out.validate(res.StructuredContent); err != nil {
+			return nil, &codec.Error{Code: codec.CodeInternalError,
+				Message: "tool " + p.Name + " returned structured content that does not match its output schema: " + describe(err)}
+		}
+	}
+	return res, nil
+}
+
+// AddTool registers a tool whose arguments decode into In and whose
+// structured result is Out.
+//
+// When t.InputSchema is empty it is inferred from In with
+// github.com/google/jsonschema-go; likewise t.OutputSchema from Out when Out
+// encodes as a JSON object (a struct, a pointer to one, a map with string
+// keys), since MCP output schemas describe objects. In must be such a type.
+//
+// Arguments are validated against the input schema, then decoded into In
+// with codec.Unmarshal. Arguments that fail either step never reach h: the
+// answer is a result with isError set describing the failure (MCP
+// 2025-11-25, SEP-1303), so the model can correct its call.
+//
+// When h returns a nil result, the result is built from out: one text
+// content holding its JSON, and the same JSON as structuredContent when it
+// is an object. When h returns a result without structuredContent and the
+// tool has an output schema, structuredContent is set from out. An error
+// from h is returned as is (see ToolHandler).
+//
+// AddTool panics on misuse: an unsupported In, a schema that cannot be
+// inferred, or a tool Registry.AddTool rejects. Safe for concurrent use.
+func AddTool[In, Out any](r *Registry, t *mcp.Tool, h func(ctx context.Context, req *CallToolRequest, in In) (*mcp.CallToolResult, Out, error)) {
+	if t == nil || h == nil {
+		panic("handlers: AddTool with nil tool or handler")
+	}
+	if !objectKind(reflect.TypeFor[In]()) {
+		panic(fmt.Sprintf("handlers: AddTool %q: input type %v is not a struct, struct pointer or map with string keys", t.Name, reflect.TypeFor[In]()))
+	}
+	tool := *t
+	if len(tool.InputSchema) == 0 {
+		tool.InputSchema = mustInfer(t.Name, "input", reflect.TypeFor[In]())
+	}
+	if outT := reflect.TypeFor[Out](); len(tool.OutputSchema) == 0 && objectKind(outT) {
+		tool.OutputSchema = mustInfer(t.Name, "output", outT)
+	}
+	fillStructured := len(tool.OutputSchema) > 0
+	name := tool.Name
+	err := r.AddTool(&tool, func(ctx context.Context, req *CallToolRequest) (*mcp.CallToolResult, error) {
+		var in In
+		if err := codec.Unmarshal(req.Params.Arguments, &in); err != nil {
+			return mcp.ErrorResult("invalid arguments for tool " + name + ": " + err.Error()), nil
+		}
+		res, out, err := h(ctx, req, in)
+		if err != nil {
+			return nil, err
+		}
+		if res != nil && (res.IsError || len(res.StructuredContent) > 0 || !fillStructured) {
+			return res, nil
+		}
+		b, err := codec.Marshal(out)
+		if err != nil {
+			return nil, fmt.Errorf("handlers: tool %s: encoding result: %w", name, err)
+		}
+		isObject := len(b) > 0 && b[0] == '{'
+		if res != nil {
+			if isObject {
+				res.StructuredContent = b
+			}
+			return res, nil
+		}
+		res = &mcp.CallToolResult{Content: []mcp.Content{}}
+		if string(b) != "null" {
+			res.Content = append(res.Content, mcp.Content{Type: mcp.ContentText, Text: string(b)})
+		}
+		if isObject {
+			res.StructuredContent = b
+		}
+		return res, nil
+	})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// objectKind reports whether values of t encode as JSON objects.
+func objectKind(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Struct:
+		return true
+	case reflect.Pointer:
+		return t.Elem().Kind() == reflect.Struct
+	case reflect.Map:
+		return t.Key().Kind() == reflect.String
+	}
+	return false
+}
+
+// mustInfer returns the JSON Schema of t (of the struct a pointer type
+// points to, so that the schema's type is "object"), panicking when it has
+// none.
+func mustInfer(tool, what string, t reflect.Type) codec.RawJSON {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	s, err := jsonschema.ForType(t, nil)
+	if err != nil {
+		panic(fmt.Sprintf("handlers: AddTool %q: inferring %s schema from %v: %v", tool, what, t, err))
+	}
+	b, err := codec.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("handlers: AddTool %q: encoding %s schema: %v", tool, what, err))
+	}
+	return b
+}

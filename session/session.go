@@ -1,0 +1,341 @@
+// Package session holds per-client state shared by every transport: the
+// sharded session table, the lifecycle state machine, version and capability
+// negotiation, the tracker of server-to-client requests, the in-flight
+// request set (for cancellation) and resource subscriptions.
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/puzpuzpuz/xsync/v4"
+)
+
+// State is a session's lifecycle state.
+type State uint32
+
+const (
+	StateNew          State = iota // connected; only initialize and ping are served
+	StateInitializing              // initialize answered; waiting for notifications/initialized
+	StateReady                     // initialized
+	StateClosed                    // ended; nothing more is sent
+)
+
+func (s State) String() string {
+	switch s {
+	case StateNew:
+		return "new"
+	case StateInitializing:
+		return "initializing"
+	case StateReady:
+		return "ready"
+	}
+	return "closed"
+}
+
+// Sentinel errors.
+var (
+	ErrClosed            = errors.New("session: closed")
+	ErrNotInitialized    = errors.New("session: not initialized")
+	ErrAlreadyInitialize = errors.New("session: already initialized")
+	ErrSlowConsumer      = errors.New("session: slow consumer")
+)
+
+// Sink receives a session's outbound messages. Send takes ownership of b
+// (the sink returns it to the codec pool when written or dropped) and must
+// not block for long: a sink that cannot keep up drops the connection as a
+// slow consumer and returns ErrSlowConsumer. Sinks are safe for concurrent
+// use.
+type Sink interface {
+	Send(b *codec.Buffer) error
+}
+
+// Session is one client's state. Its methods are safe for concurrent use.
+// Fields set by Initialize (version, client info, capabilities) are
+// written once before the state leaves StateNew and read after it.
+type Session struct {
+	id     string
+	handle uint64
+	state  atomic.Uint32
+
+	version    string
+	clientInfo mcp.Implementation
+	clientCaps mcp.ClientCapabilities
+
+	logLevel   atomic.Int32
+	lastActive atomic.Int64
+
+	// Out is the session's default outbound stream: the connection for TCP
+	// and stdio, the standalone GET stream for Streamable HTTP.
+	Out Sink
+
+	// Tracker tracks the server-to-client requests of this session.
+	Tracker *Tracker
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	inflight *xsync.Map[string, context.CancelCauseFunc]
+
+	mu      sync.Mutex
+	subs    map[string]func() // resource URI → unsubscribe from the bus
+	onClose []func()
+}
+
+// New returns a session in StateNew with a fresh random id. parent bounds
+// the session's context, which Close cancels.
+func New(parent context.Context, out Sink) *Session {
+	ctx, cancel := context.WithCancelCause(parent)
+	s := &Session{
+		id:       NewID(),
+		Out:      out,
+		Tracker:  NewTracker(),
+		ctx:      ctx,
+		cancel:   cancel,
+		inflight: xsync.NewMap[string, context.CancelCauseFunc](),
+	}
+	s.logLevel.Store(-1)
+	s.Touch()
+	return s
+}
+
+// NewID returns a 128-bit random id from crypto/rand as 32 hex digits
+// (visible ASCII, as MCP-Session-Id requires).
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.id }
+
+// Handle returns the table's integer handle (0 when not in a table).
+func (s *Session) Handle() uint64 { return s.handle }
+
+// Context is cancelled when the session closes.
+func (s *Session) Context() context.Context { return s.ctx }
+
+// State returns the lifecycle state.
+func (s *Session) State() State { return State(s.state.Load()) }
+
+// Version is the negotiated protocol version ("" before initialize).
+func (s *Session) Version() string { return s.version }
+
+// ClientInfo is the client's implementation info.
+func (s *Session) ClientInfo() mcp.Implementation { return s.clientInfo }
+
+// ClientCapabilities are the client's declared capabilities.
+func (s *Session) ClientCapabilities() *mcp.ClientCapabilities { return &s.clientCaps }
+
+// Touch records activity, for idle reaping.
+func (s *Session) Touch() { s.lastActive.Store(time.Now().UnixNano()) }
+
+// IdleSince returns when the session was last active.
+func (s *Session) IdleSince() time.Time { return time.Unix(0, s.lastActive.Load()) }
+
+// Initialize moves the session from StateNew to StateInitializing, storing
+// the negotiated version and the client's declarations. It returns the
+// negotiated version, or ErrAlreadyInitialize if the session is past
+// StateNew, or ErrClosed.
+func (s *Session) Initialize(p *mcp.InitializeParams) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.State() {
+	case StateNew:
+	case StateClosed:
+		return "", ErrClosed
+	default:
+		return "", ErrAlreadyInitialize
+	}
+	// The fields are written before the state is published; readers load
+	// the state first, so they see them.
+	s.version = NegotiateVersion(p.ProtocolVersion)
+	s.clientInfo = p.ClientInfo
+	s.clientCaps = p.Capabilities
+	s.state.Store(uint32(StateInitializing))
+	return s.version, nil
+}
+
+// SetVersion sets the negotiated version of a session that was not
+// initialized through Initialize (a stateless request). Call it before the
+// session is shared.
+func (s *Session) SetVersion(v string, caps *mcp.ClientCapabilities, info *mcp.Implementation) {
+	s.version = v
+	if caps != nil {
+		s.clientCaps = *caps
+	}
+	if info != nil {
+		s.clientInfo = *info
+	}
+	s.state.Store(uint32(StateReady))
+}
+
+// MarkReady handles notifications/initialized: StateInitializing → StateReady.
+// It reports whether the state changed.
+func (s *Session) MarkReady() bool {
+	return s.state.CompareAndSwap(uint32(StateInitializing), uint32(StateReady))
+}
+
+// Initialized reports whether initialize has been answered: requests other
+// than initialize and ping are served from then on.
+func (s *Session) Initialized() bool {
+	st := s.state.Load()
+	return st == uint32(StateInitializing) || st == uint32(StateReady)
+}
+
+// LogLevel returns the minimum level index for notifications/message, or -1
+// when the client never set one (then every level is sent).
+func (s *Session) LogLevel() int { return int(s.logLevel.Load()) }
+
+// SetLogLevel sets the minimum level index (see mcp.LogLevelIndex).
+func (s *Session) SetLogLevel(i int) { s.logLevel.Store(int32(i)) }
+
+// LogEnabled reports whether a message at level index i passes the filter.
+func (s *Session) LogEnabled(i int) bool {
+	min := s.logLevel.Load()
+	return min < 0 || int32(i) >= min
+}
+
+// Track registers an in-flight client request so notifications/cancelled
+// (or the session closing) can cancel it. id is the request's raw JSON id.
+// It returns the request's context; call Done when the request ends.
+func (s *Session) Track(id []byte) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	s.inflight.Store(string(id), cancel)
+	return ctx, cancel
+}
+
+// Done forgets an in-flight request and releases its context.
+func (s *Session) Done(id []byte, cancel context.CancelCauseFunc) {
+	s.inflight.Compute(string(id), func(old context.CancelCauseFunc, loaded bool) (context.CancelCauseFunc, xsync.ComputeOp) {
+		return nil, xsync.DeleteOp
+	})
+	cancel(nil)
+}
+
+// ErrCancelledByClient is the cause of a context cancelled by
+// notifications/cancelled.
+var ErrCancelledByClient = errors.New("session: request cancelled by client")
+
+// CancelRequest cancels the in-flight request with raw JSON id, reporting
+// whether one was found.
+func (s *Session) CancelRequest(id []byte) bool {
+	cancel, ok := s.inflight.Load(codec.B2S(id))
+	if ok {
+		cancel(ErrCancelledByClient)
+	}
+	return ok
+}
+
+// InFlight returns the number of requests being served.
+func (s *Session) InFlight() int { return s.inflight.Size() }
+
+// Subscribe records a resource subscription; unsub is called when the
+// client unsubscribes or the session closes. A repeated subscription keeps
+// the first and calls the new unsub at once. It returns false if the
+// session is closed.
+func (s *Session) Subscribe(uri string, unsub func()) bool {
+	s.mu.Lock()
+	if s.State() == StateClosed {
+		s.mu.Unlock()
+		unsub()
+		return false
+	}
+	if _, dup := s.subs[uri]; dup {
+		s.mu.Unlock()
+		unsub()
+		return true
+	}
+	if s.subs == nil {
+		s.subs = make(map[string]func())
+	}
+	s.subs[uri] = unsub
+	s.mu.Unlock()
+	return true
+}
+
+// Unsubscribe ends a resource subscription, reporting whether there was one.
+func (s *Session) Unsubscribe(uri string) bool {
+	s.mu.Lock()
+	unsub, ok := s.subs[uri]
+	delete(s.subs, uri)
+	s.mu.Unlock()
+	if ok {
+		unsub()
+	}
+	return ok
+}
+
+// Subscribed reports whether the session subscribes to uri.
+func (s *Session) Subscribed(uri string) bool {
+	s.mu.Lock()
+	_, ok := s.subs[uri]
+	s.mu.Unlock()
+	return ok
+}
+
+// Subscriptions returns the number of resource subscriptions.
+func (s *Session) Subscriptions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.subs)
+}
+
+// OnClose registers fn to run once when the session closes. If it is
+// already closed, fn runs at once.
+func (s *Session) OnClose(fn func()) {
+	s.mu.Lock()
+	if s.State() == StateClosed {
+		s.mu.Unlock()
+		fn()
+		return
+	}
+	s.onClose = append(s.onClose, fn)
+	s.mu.Unlock()
+}
+
+// Close ends the session: in-flight requests are cancelled with cause,
+// pending server-to-client requests fail, subscriptions and close hooks
+// run. It is idempotent and reports whether this call closed it.
+func (s *Session) Close(cause error) bool {
+	if cause == nil {
+		cause = ErrClosed
+	}
+	s.mu.Lock()
+	if s.state.Swap(uint32(StateClosed)) == uint32(StateClosed) {
+		s.mu.Unlock()
+		return false
+	}
+	subs := s.subs
+	s.subs = nil
+	hooks := s.onClose
+	s.onClose = nil
+	s.mu.Unlock()
+
+	s.cancel(cause)
+	s.Tracker.FailAll(cause)
+	for _, unsub := range subs {
+		unsub()
+	}
+	for _, fn := range hooks {
+		fn()
+	}
+	return true
+}
+
+// NegotiateVersion answers a client's requested protocol version: the same
+// version when supported, else the latest.
+func NegotiateVersion(requested string) string {
+	if mcp.SupportedVersion(requested) {
+		return requested
+	}
+	return mcp.LatestVersion
+}

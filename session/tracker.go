@@ -1,0 +1,170 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/puzpuzpuz/xsync/v4"
+)
+
+// Tracker matches answers to outbound requests: each request gets a fresh
+// integer id and a Call to wait on. It is used by the server (requests to
+// the client) and by the client library (requests to the server). It is
+// safe for concurrent use.
+type Tracker struct {
+	next    atomic.Int64
+	pending *xsync.Map[int64, *Call]
+	closed  atomic.Pointer[error]
+}
+
+// Reply is the answer to a tracked request. Result and Err.Data are copies
+// owned by the receiver.
+type Reply struct {
+	Result []byte
+	Err    *codec.Error
+}
+
+// Call is one pending request.
+type Call struct {
+	ID   int64
+	done chan Reply
+	// OnProgress, if set before the request is sent, receives progress
+	// notifications for this call (client side).
+	OnProgress func(progress, total float64, message string)
+}
+
+// Tracker errors.
+var (
+	ErrTimeout       = errors.New("session: request timed out")
+	ErrUnknownID     = errors.New("session: response to an unknown request id")
+	ErrTrackerClosed = errors.New("session: tracker closed")
+)
+
+// NewTracker returns an empty tracker.
+func NewTracker() *Tracker {
+	return &Tracker{pending: xsync.NewMap[int64, *Call]()}
+}
+
+// Start allocates an id and a Call for a new request. It fails once the
+// tracker has been failed by FailAll.
+func (t *Tracker) Start() (*Call, error) {
+	if p := t.closed.Load(); p != nil {
+		return nil, *p
+	}
+	c := &Call{ID: t.next.Add(1), done: make(chan Reply, 1)}
+	t.pending.Store(c.ID, c)
+	if p := t.closed.Load(); p != nil {
+		// FailAll ran concurrently and may have missed this call.
+		t.pending.Delete(c.ID)
+		return nil, *p
+	}
+	return c, nil
+}
+
+// AppendID appends the call's id as JSON.
+func (c *Call) AppendID(dst []byte) []byte { return strconv.AppendInt(dst, c.ID, 10) }
+
+// Lookup returns the pending call with raw JSON id, if any.
+func (t *Tracker) Lookup(rawID []byte) (*Call, bool) {
+	id, ok := parseID(rawID)
+	if !ok {
+		return nil, false
+	}
+	return t.pending.Load(id)
+}
+
+// Resolve delivers the answer to the request with raw JSON id: result for a
+// success, errObj (a raw JSON error object) for a failure. Both are copied.
+// It returns ErrUnknownID when no such request is pending (a late, duplicate
+// or unsolicited answer).
+func (t *Tracker) Resolve(rawID, result, errObj []byte) error {
+	id, ok := parseID(rawID)
+	if !ok {
+		return ErrUnknownID
+	}
+	c, ok := t.pending.LoadAndDelete(id)
+	if !ok {
+		return ErrUnknownID
+	}
+	var r Reply
+	if errObj != nil {
+		e := &codec.Error{}
+		if err := codec.Unmarshal(errObj, e); err != nil {
+			e = &codec.Error{Code: codec.CodeInternalError, Message: "malformed error object in response"}
+		}
+		r.Err = e
+	} else {
+		r.Result = append([]byte(nil), result...)
+	}
+	c.done <- r
+	return nil
+}
+
+// Forget abandons a pending call (its answer, if one comes, is unknown).
+func (t *Tracker) Forget(c *Call) { t.pending.Delete(c.ID) }
+
+// Wait blocks until the call is answered, ctx ends, or timeout (if > 0)
+// passes; on ctx or timeout the call is forgotten.
+func (t *Tracker) Wait(ctx context.Context, c *Call, timeout time.Duration) (Reply, error) {
+	var tc <-chan time.Time
+	if timeout > 0 {
+		tm := time.NewTimer(timeout)
+		defer tm.Stop()
+		tc = tm.C
+	}
+	select {
+	case r, ok := <-c.done:
+		if !ok {
+			if p := t.closed.Load(); p != nil {
+				return Reply{}, *p
+			}
+			return Reply{}, ErrTrackerClosed
+		}
+		return r, nil
+	case <-ctx.Done():
+		t.Forget(c)
+		return Reply{}, context.Cause(ctx)
+	case <-tc:
+		t.Forget(c)
+		return Reply{}, ErrTimeout
+	}
+}
+
+// Pending returns the number of calls awaiting an answer.
+func (t *Tracker) Pending() int { return t.pending.Size() }
+
+// FailAll fails every pending call with cause and every later Start. It is
+// idempotent; the first cause wins.
+func (t *Tracker) FailAll(cause error) {
+	if cause == nil {
+		cause = ErrTrackerClosed
+	}
+	t.closed.CompareAndSwap(nil, &cause)
+	t.pending.Range(func(id int64, c *Call) bool {
+		if _, ok := t.pending.LoadAndDelete(id); ok {
+			close(c.done)
+		}
+		return true
+	})
+}
+
+func parseID(raw []byte) (int64, bool) {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		raw = raw[1 : len(raw)-1] // ids we mint are numbers, but accept them quoted
+	}
+	if len(raw) == 0 || len(raw) > 19 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
