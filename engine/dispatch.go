@@ -149,6 +149,12 @@ func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]by
 		return s.subscribe(sess, m, dst), true
 	case mcp.MethodResourcesUnsubscribe:
 		return s.unsubscribe(sess, m, dst), true
+	case mcp.MethodTasksGet:
+		return s.tasksGet(sess, m, dst), true
+	case mcp.MethodTasksList:
+		return s.tasksList(sess, m, dst), true
+	case mcp.MethodTasksCancel:
+		return s.tasksCancel(sess, m, dst), true
 	case mcp.MethodResourcesRead:
 		var p struct {
 			URI string `json:"uri"`
@@ -263,6 +269,15 @@ func (s *Server) Capabilities() mcp.ServerCapabilities {
 	if s.reg.HasCompletions() {
 		c.Completions = &struct{}{}
 	}
+	if c.Tools != nil {
+		c.Tasks = &mcp.TasksCapability{
+			List:   &struct{}{},
+			Cancel: &struct{}{},
+			Requests: &mcp.TaskRequestsCaps{Tools: &struct {
+				Call *struct{} `json:"call,omitempty"`
+			}{Call: &struct{}{}}},
+		}
+	}
 	return c
 }
 
@@ -277,9 +292,12 @@ func (s *Server) handleNotification(sess *session.Session, m *codec.Message) {
 		if len(m.Params) > 0 && codec.UnmarshalNoCopy(m.Params, &p) == nil && len(p.RequestID) > 0 {
 			sess.CancelRequest(p.RequestID)
 		}
-	case mcp.NotificationProgress, mcp.NotificationRootsListChanged:
-		// Progress from the client about our requests, and roots changes,
-		// need no answer; handlers ask for roots when they need them.
+	case mcp.NotificationRootsListChanged:
+		if f := s.opts.OnRootsListChanged; f != nil {
+			f(sess)
+		}
+	case mcp.NotificationProgress:
+		// Progress from the client about a request of ours needs no answer.
 	default:
 		s.log.Debug("unknown notification ignored", "session", sess.ID(), "method", m.Method)
 	}

@@ -52,6 +52,23 @@ type Options struct {
 	// kind per session per delay; <= 0 means 100 ms.
 	ListChangedDelay time.Duration
 
+	// TaskTTL is the longest a task and its result are kept (a client may
+	// ask for less); <= 0 means 10 minutes.
+	TaskTTL time.Duration
+	// MaxTasks bounds the tasks one session keeps; <= 0 means 64.
+	MaxTasks int
+
+	// KeepAlive, if > 0, pings each initialized session at that interval;
+	// a session that misses KeepAliveMisses answers in a row is closed.
+	KeepAlive time.Duration
+	// KeepAliveMisses is the number of missed pings that closes a session;
+	// <= 0 means 3.
+	KeepAliveMisses int
+
+	// OnRootsListChanged, if set, is called when a client sends
+	// notifications/roots/list_changed.
+	OnRootsListChanged func(sess *session.Session)
+
 	// Bus carries resource updates and list changes; nil means an
 	// in-process bus.
 	Bus session.Bus
@@ -85,6 +102,7 @@ type Server struct {
 
 	listPending [4]atomic.Bool // by handlers.ListKind
 	unsubs      []func()
+	tasks       *taskStore
 }
 
 // New returns a Server configured by opts.
@@ -107,6 +125,15 @@ func New(opts Options) *Server {
 	if opts.ListChangedDelay <= 0 {
 		opts.ListChangedDelay = 100 * time.Millisecond
 	}
+	if opts.TaskTTL <= 0 {
+		opts.TaskTTL = 10 * time.Minute
+	}
+	if opts.MaxTasks <= 0 {
+		opts.MaxTasks = 64
+	}
+	if opts.KeepAliveMisses <= 0 {
+		opts.KeepAliveMisses = 3
+	}
 	if opts.Bus == nil {
 		opts.Bus = session.NewLocalBus()
 	}
@@ -120,6 +147,7 @@ func New(opts Options) *Server {
 		sessions: session.NewTable(),
 		bus:      opts.Bus,
 		log:      log,
+		tasks:    newTaskStore(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	pool, err := ants.NewPoolWithFunc(opts.Workers, s.work, ants.WithNonblocking(true), ants.WithDisablePurge(false))
@@ -131,6 +159,9 @@ func New(opts Options) *Server {
 	for _, k := range []handlers.ListKind{handlers.ListTools, handlers.ListResources, handlers.ListPrompts} {
 		kind := k
 		s.unsubs = append(s.unsubs, s.bus.Subscribe(listTopic(kind), func(string, []byte) { s.broadcastListChanged(kind) }))
+	}
+	if opts.KeepAlive > 0 {
+		go s.keepAlive()
 	}
 	return s
 }
@@ -253,4 +284,19 @@ func (s *Server) notify(sink session.Sink, method string, params []byte) error {
 	b := codec.GetBuffer()
 	b.B = codec.AppendNotification(b.B, method, params)
 	return sink.Send(b)
+}
+
+// ErrUnknownSession reports a session id not in the table.
+var ErrUnknownSession = errors.New("engine: unknown session")
+
+// ElicitationComplete tells the client of session sessionID that the
+// URL-mode elicitation elicitationID is complete
+// (notifications/elicitation/complete).
+func (s *Server) ElicitationComplete(sessionID, elicitationID string) error {
+	sess, ok := s.sessions.Get(sessionID)
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownSession, sessionID)
+	}
+	params := append(codec.AppendString([]byte(`{"elicitationId":`), elicitationID), '}')
+	return s.notify(sess.Out, mcp.NotificationElicitationComplete, params)
 }

@@ -29,6 +29,8 @@ type request struct {
 
 	tokenParsed bool
 	token       []byte // progressToken from params._meta, aliasing buf
+
+	taskID string // set when the request runs as a task
 }
 
 var requests = sync.Pool{New: func() any { return new(request) }}
@@ -95,6 +97,8 @@ func (s *Server) serve(r *request, dst []byte) (out []byte) {
 		dst, err = s.getPrompt(r, dst)
 	case mcp.MethodCompletionComplete:
 		dst, err = s.complete(r, dst)
+	case mcp.MethodTasksResult:
+		dst, err = s.tasksResult(r, dst)
 	default:
 		err = codec.NewError(codec.CodeMethodNotFound, "method not found: "+r.msg.Method)
 	}
@@ -127,6 +131,22 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	}
 	if p.Name == "" {
 		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: tools/call needs a name")
+	}
+	if r.taskID == "" {
+		support := mcp.TaskForbidden
+		if t, ok := s.reg.Tool(p.Name); ok && t.Execution != nil && t.Execution.TaskSupport != "" {
+			support = t.Execution.TaskSupport
+		}
+		switch {
+		case p.Task != nil && support == mcp.TaskForbidden:
+			if _, ok := s.reg.Tool(p.Name); ok {
+				return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" does not support task-augmented calls")
+			}
+		case p.Task == nil && support == mcp.TaskRequired:
+			return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" must be called as a task (params.task)")
+		case p.Task != nil:
+			return s.startToolTask(r, &p, dst)
+		}
 	}
 	res, err := s.reg.CallTool(r.ctx, &handlers.CallToolRequest{Peer: r, Params: &p})
 	if err != nil {
@@ -235,6 +255,7 @@ func (r *request) Progress(progress, total float64, message string) error {
 		b.B = append(b.B, `,"message":`...)
 		b.B = codec.AppendString(b.B, message)
 	}
+	b.B = r.appendRelatedTask(b.B)
 	b.B = append(b.B, "}}"...)
 	return r.reply.Send(b)
 }
@@ -261,8 +282,33 @@ func (r *request) Log(level, logger string, data any) error {
 	}
 	b.B = append(b.B, `,"data":`...)
 	b.B = append(b.B, raw...)
+	b.B = r.appendRelatedTask(b.B)
 	b.B = append(b.B, "}}"...)
 	return r.reply.Send(b)
+}
+
+// appendRelatedTask appends ,"_meta":{related-task} inside a params object
+// when r runs as a task.
+func (r *request) appendRelatedTask(dst []byte) []byte {
+	if r.taskID == "" {
+		return dst
+	}
+	dst = append(dst, `,"_meta":{"`+relatedTaskKey+`":{"taskId":`...)
+	dst = codec.AppendString(dst, r.taskID)
+	return append(dst, "}}"...)
+}
+
+// StreamCloser is implemented by reply sinks whose stream a handler may end
+// early (Streamable HTTP's SSE streams).
+type StreamCloser interface {
+	CloseStream()
+}
+
+// CloseStream implements handlers.Peer.
+func (r *request) CloseStream() {
+	if c, ok := r.reply.(StreamCloser); ok {
+		c.CloseStream()
+	}
 }
 
 // ErrCapability reports a server-to-client request the client did not
@@ -322,7 +368,30 @@ func (r *request) ListRoots(ctx context.Context) (*mcp.ListRootsResult, error) {
 // callClient sends a server-to-client request on the request's stream and
 // waits for the answer, ctx and the configured timeout.
 func (r *request) callClient(ctx context.Context, method string, params, result any) error {
-	reply, err := r.s.CallClient(ctx, r.sess, r.reply, method, params)
+	var raw []byte
+	if params != nil {
+		var err error
+		if raw, err = codec.Marshal(params); err != nil {
+			return fmt.Errorf("engine: encoding %s params: %w", method, err)
+		}
+	}
+	if r.taskID != "" {
+		// A task waiting on its client is input_required meanwhile, and
+		// its requests carry the related-task key.
+		if raw == nil {
+			raw = []byte("{}")
+		}
+		raw = withRelatedTask(raw, r.taskID)
+		if t, err := r.s.lookupTask(r.sess, r.taskID); err == nil && t.setStatus(mcp.TaskInputRequired, "waiting for "+method) {
+			r.s.notifyTaskStatus(t)
+			defer func() {
+				if t.setStatus(mcp.TaskWorking, "") {
+					r.s.notifyTaskStatus(t)
+				}
+			}()
+		}
+	}
+	reply, err := r.s.CallClient(ctx, r.sess, r.reply, method, codec.RawJSON(raw))
 	if err != nil {
 		return err
 	}
@@ -341,7 +410,11 @@ func (s *Server) CallClient(ctx context.Context, sess *session.Session, sink ses
 		sink = sess.Out
 	}
 	var raw []byte
-	if params != nil {
+	switch p := params.(type) {
+	case nil:
+	case codec.RawJSON:
+		raw = p
+	default:
 		var err error
 		if raw, err = codec.Marshal(params); err != nil {
 			return nil, fmt.Errorf("engine: encoding %s params: %w", method, err)
@@ -359,6 +432,16 @@ func (s *Server) CallClient(ctx context.Context, sess *session.Session, sink ses
 	}
 	rep, err := sess.Tracker.Wait(ctx, call, s.opts.ClientRequestTimeout)
 	if err != nil {
+		if sess.State() != session.StateClosed {
+			// Tell the client to stop working on it.
+			var p []byte
+			p = append(p, `{"requestId":`...)
+			p = call.AppendID(p)
+			p = append(p, `,"reason":`...)
+			p = codec.AppendString(p, err.Error())
+			p = append(p, '}')
+			_ = s.notify(sink, mcp.NotificationCancelled, p)
+		}
 		return nil, fmt.Errorf("engine: %s: %w", method, err)
 	}
 	if rep.Err != nil {

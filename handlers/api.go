@@ -40,6 +40,12 @@ type Peer interface {
 	Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
 	// ListRoots sends roots/list and waits for the answer.
 	ListRoots(ctx context.Context) (*mcp.ListRootsResult, error)
+
+	// CloseStream asks the transport to end the request's response stream
+	// now (SSE polling, SEP-1699): the client reconnects with Last-Event-ID
+	// and receives what follows, the result included, by replay. It does
+	// nothing on transports without per-request streams (TCP, stdio).
+	CloseStream()
 }
 
 // CallToolRequest is a tools/call served by a ToolHandler. Params.Arguments

@@ -71,6 +71,8 @@ type Session struct {
 
 	logLevel   atomic.Int32
 	lastActive atomic.Int64
+	pinging    atomic.Bool
+	pingMisses atomic.Int32
 
 	// Out is the session's default outbound stream: the connection for TCP
 	// and stdio, the standalone GET stream for Streamable HTTP.
@@ -189,6 +191,21 @@ func (s *Session) MarkReady() bool {
 func (s *Session) Initialized() bool {
 	st := s.state.Load()
 	return st == uint32(StateInitializing) || st == uint32(StateReady)
+}
+
+// BeginPing claims the session's keep-alive slot: false if a ping is
+// already outstanding.
+func (s *Session) BeginPing() bool { return s.pinging.CompareAndSwap(false, true) }
+
+// EndPing releases the keep-alive slot, recording whether the ping was
+// answered, and returns the number of pings missed in a row.
+func (s *Session) EndPing(answered bool) int {
+	defer s.pinging.Store(false)
+	if answered {
+		s.pingMisses.Store(0)
+		return 0
+	}
+	return int(s.pingMisses.Add(1))
 }
 
 // LogLevel returns the minimum level index for notifications/message, or -1
