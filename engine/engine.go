@@ -100,7 +100,8 @@ type Server struct {
 	inflight sync.WaitGroup
 	active   atomic.Int64
 
-	listPending [4]atomic.Bool // by handlers.ListKind
+	listPending [4]atomic.Bool  // by handlers.ListKind
+	listChanged [4]atomic.Int64 // UnixNano of the last change, by kind
 	unsubs      []func()
 	tasks       *taskStore
 }
@@ -263,15 +264,20 @@ func (s *Server) registryChanged(k handlers.ListKind) {
 // broadcastListChanged coalesces list changes of kind k: the first change
 // arms a timer, later ones within ListChangedDelay ride on it, and when it
 // fires every initialized session receives one notice.
+//
+// Only sessions initialized before the change are told: a session that
+// initialized later has not seen the old list.
 func (s *Server) broadcastListChanged(k handlers.ListKind) {
+	s.listChanged[k].Store(time.Now().UnixNano())
 	if !s.listPending[k].CompareAndSwap(false, true) {
 		return
 	}
 	time.AfterFunc(s.opts.ListChangedDelay, func() {
 		s.listPending[k].Store(false)
 		method := listNotification(k)
+		changed := s.listChanged[k].Load()
 		s.sessions.Range(func(sess *session.Session) bool {
-			if sess.Initialized() && sess.Out != nil {
+			if sess.Initialized() && sess.Out != nil && sess.InitializedAt().UnixNano() < changed {
 				s.notify(sess.Out, method, nil)
 			}
 			return true

@@ -73,6 +73,7 @@ type Session struct {
 	lastActive atomic.Int64
 	pinging    atomic.Bool
 	pingMisses atomic.Int32
+	initAt     atomic.Int64 // UnixNano of initialize
 
 	// Out is the session's default outbound stream: the connection for TCP
 	// and stdio, the standalone GET stream for Streamable HTTP.
@@ -162,6 +163,7 @@ func (s *Session) Initialize(p *mcp.InitializeParams) (string, error) {
 	s.version = NegotiateVersion(p.ProtocolVersion)
 	s.clientInfo = p.ClientInfo
 	s.clientCaps = p.Capabilities
+	s.initAt.Store(time.Now().UnixNano())
 	s.state.Store(uint32(StateInitializing))
 	return s.version, nil
 }
@@ -171,6 +173,7 @@ func (s *Session) Initialize(p *mcp.InitializeParams) (string, error) {
 // session is shared.
 func (s *Session) SetVersion(v string, caps *mcp.ClientCapabilities, info *mcp.Implementation) {
 	s.version = v
+	s.initAt.Store(time.Now().UnixNano())
 	if caps != nil {
 		s.clientCaps = *caps
 	}
@@ -178,6 +181,14 @@ func (s *Session) SetVersion(v string, caps *mcp.ClientCapabilities, info *mcp.I
 		s.clientInfo = *info
 	}
 	s.state.Store(uint32(StateReady))
+}
+
+// InitializedAt returns when initialize was answered (zero before).
+func (s *Session) InitializedAt() time.Time {
+	if n := s.initAt.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // MarkReady handles notifications/initialized: StateInitializing → StateReady.

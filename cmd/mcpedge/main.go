@@ -112,7 +112,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	info, _ := builtin.Info(c.handlers)
 	srv := engine.New(engine.Options{
+		Name:       info.Name,
+		Version:    info.Version,
 		Workers:    c.workers,
 		MaxMessage: c.maxMessage,
 		PageSize:   c.pageSize,

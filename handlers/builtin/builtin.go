@@ -1,6 +1,7 @@
 // Package builtin holds the handler sets that mcpedge serves by name
 // (-handlers): "demo", a few useful tools and resources for trying a client
-// against; "bench", the fixed workload the benchmarks measure.
+// against; "bench", the fixed workload the benchmarks measure;
+// "conformance", the fixtures of the official MCP conformance suite.
 package builtin
 
 import (
@@ -8,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/mcpedge/mcpedge/handlers"
+	"github.com/mcpedge/mcpedge/mcp"
 )
 
 // Env is what a handler set may need of the server besides its registry.
@@ -25,8 +27,18 @@ func (e Env) updated(uri string) {
 }
 
 var sets = map[string]func(*handlers.Registry, Env) error{
-	"demo":  Demo,
-	"bench": Bench,
+	"demo":        Demo,
+	"bench":       Bench,
+	"conformance": Conformance,
+}
+
+// Info returns the server identity a handler set asks for, if any (the
+// conformance set answers as the suite's reference server).
+func Info(name string) (mcp.Implementation, bool) {
+	if name == "conformance" {
+		return ConformanceInfo, true
+	}
+	return mcp.Implementation{}, false
 }
 
 // Names lists the handler sets, sorted.

@@ -1,0 +1,284 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// nopSink drops everything it is sent.
+type nopSink struct{}
+
+func (nopSink) Send(b *codec.Buffer) error { codec.PutBuffer(b); return nil }
+
+func initParams(v string) *mcp.InitializeParams {
+	return &mcp.InitializeParams{
+		ProtocolVersion: v,
+		ClientInfo:      mcp.Implementation{Name: "test-client", Version: "1.2.3"},
+		Capabilities:    mcp.ClientCapabilities{Roots: &mcp.RootsCapability{ListChanged: true}},
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	s := New(context.Background(), nopSink{})
+	require.Equal(t, StateNew, s.State())
+	assert.False(t, s.Initialized())
+	assert.False(t, s.MarkReady(), "notifications/initialized before initialize must not make the session ready")
+	assert.Equal(t, "", s.Version())
+
+	v, err := s.Initialize(initParams(mcp.Version20250618))
+	require.NoError(t, err)
+	assert.Equal(t, mcp.Version20250618, v)
+	assert.Equal(t, mcp.Version20250618, s.Version())
+	assert.Equal(t, StateInitializing, s.State())
+	assert.True(t, s.Initialized())
+	assert.Equal(t, "test-client", s.ClientInfo().Name)
+	require.NotNil(t, s.ClientCapabilities().Roots)
+	assert.True(t, s.ClientCapabilities().Roots.ListChanged)
+
+	_, err = s.Initialize(initParams(mcp.Version20251125))
+	require.ErrorIs(t, err, ErrAlreadyInitialize)
+	assert.Equal(t, mcp.Version20250618, s.Version(), "a refused initialize must not change the version")
+
+	assert.True(t, s.MarkReady())
+	assert.Equal(t, StateReady, s.State())
+	assert.True(t, s.Initialized())
+	assert.False(t, s.MarkReady(), "a second notifications/initialized changes nothing")
+
+	_, err = s.Initialize(initParams(mcp.Version20251125))
+	require.ErrorIs(t, err, ErrAlreadyInitialize)
+
+	assert.True(t, s.Close(nil))
+	assert.Equal(t, StateClosed, s.State())
+	assert.False(t, s.Initialized())
+	assert.False(t, s.Close(nil), "Close is idempotent")
+	_, err = s.Initialize(initParams(mcp.Version20251125))
+	require.ErrorIs(t, err, ErrClosed)
+	assert.ErrorIs(t, context.Cause(s.Context()), ErrClosed)
+}
+
+func TestStateString(t *testing.T) {
+	for st, want := range map[State]string{StateNew: "new", StateInitializing: "initializing", StateReady: "ready", StateClosed: "closed"} {
+		assert.Equal(t, want, st.String())
+	}
+}
+
+func TestInitializeConcurrent(t *testing.T) {
+	// Exactly one of many racing initialize calls wins.
+	s := New(context.Background(), nopSink{})
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Initialize(initParams(mcp.Version20251125)); err == nil {
+				wins.Add(1)
+			} else {
+				assert.ErrorIs(t, err, ErrAlreadyInitialize)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int32(1), wins.Load())
+}
+
+func TestNegotiateVersion(t *testing.T) {
+	for _, tc := range []struct{ requested, want string }{
+		{mcp.Version20241105, mcp.Version20241105},
+		{mcp.Version20250326, mcp.Version20250326},
+		{mcp.Version20250618, mcp.Version20250618},
+		{mcp.Version20251125, mcp.Version20251125},
+		{"2023-01-01", mcp.LatestVersion},
+		{"2099-12-31", mcp.LatestVersion},
+		{"", mcp.LatestVersion},
+		{"2025-11-25 ", mcp.LatestVersion},
+	} {
+		t.Run(tc.requested, func(t *testing.T) {
+			assert.Equal(t, tc.want, NegotiateVersion(tc.requested))
+			s := New(context.Background(), nopSink{})
+			v, err := s.Initialize(initParams(tc.requested))
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, v)
+		})
+	}
+	assert.Equal(t, mcp.Version20251125, mcp.LatestVersion)
+}
+
+func TestSetVersion(t *testing.T) {
+	s := New(context.Background(), nopSink{})
+	caps := &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapability{}}
+	s.SetVersion(mcp.Version20250326, caps, &mcp.Implementation{Name: "stateless"})
+	assert.Equal(t, StateReady, s.State())
+	assert.Equal(t, mcp.Version20250326, s.Version())
+	assert.NotNil(t, s.ClientCapabilities().Sampling)
+	assert.Equal(t, "stateless", s.ClientInfo().Name)
+}
+
+func TestNewID(t *testing.T) {
+	seen := make(map[string]bool)
+	for range 1000 {
+		id := NewID()
+		require.Len(t, id, 32)
+		for _, c := range id {
+			require.True(t, (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'), "id %q is not lower-case hex", id)
+		}
+		require.False(t, seen[id], "duplicate id %q", id)
+		seen[id] = true
+	}
+	s := New(context.Background(), nopSink{})
+	assert.Len(t, s.ID(), 32)
+	assert.Zero(t, s.Handle())
+}
+
+func TestLogLevel(t *testing.T) {
+	s := New(context.Background(), nopSink{})
+	assert.Equal(t, -1, s.LogLevel())
+	for i := 0; i < 8; i++ {
+		assert.True(t, s.LogEnabled(i), "every level passes before logging/setLevel")
+	}
+	warning := mcp.LogLevelIndex("warning")
+	require.GreaterOrEqual(t, warning, 0)
+	s.SetLogLevel(warning)
+	assert.Equal(t, warning, s.LogLevel())
+	assert.False(t, s.LogEnabled(mcp.LogLevelIndex("debug")))
+	assert.False(t, s.LogEnabled(mcp.LogLevelIndex("info")))
+	assert.True(t, s.LogEnabled(warning))
+	assert.True(t, s.LogEnabled(mcp.LogLevelIndex("error")))
+	assert.True(t, s.LogEnabled(mcp.LogLevelIndex("emergency")))
+}
+
+func TestTouch(t *testing.T) {
+	s := New(context.Background(), nopSink{})
+	first := s.IdleSince()
+	assert.WithinDuration(t, time.Now(), first, time.Second)
+	time.Sleep(2 * time.Millisecond)
+	s.Touch()
+	assert.True(t, s.IdleSince().After(first))
+}
+
+func TestTrackCancelRequest(t *testing.T) {
+	s := New(context.Background(), nopSink{})
+	ctx1, cancel1 := s.Track([]byte(`1`))
+	ctx2, cancel2 := s.Track([]byte(`"1"`))
+	assert.Equal(t, 2, s.InFlight())
+
+	assert.True(t, s.CancelRequest([]byte(`"1"`)))
+	<-ctx2.Done()
+	assert.ErrorIs(t, context.Cause(ctx2), ErrCancelledByClient)
+	assert.NoError(t, ctx1.Err(), "the number id 1 and the string id \"1\" are distinct requests")
+
+	assert.False(t, s.CancelRequest([]byte(`2`)), "unknown id")
+
+	s.Done([]byte(`"1"`), cancel2)
+	s.Done([]byte(`1`), cancel1)
+	assert.Equal(t, 0, s.InFlight())
+	assert.Error(t, ctx1.Err(), "Done releases the request's context")
+	assert.False(t, s.CancelRequest([]byte(`1`)), "a finished request cannot be cancelled")
+}
+
+func TestCloseCancelsInFlight(t *testing.T) {
+	s := New(context.Background(), nopSink{})
+	ctx, cancel := s.Track([]byte(`7`))
+	defer s.Done([]byte(`7`), cancel)
+	cause := errors.New("connection reset")
+	require.True(t, s.Close(cause))
+	<-ctx.Done()
+	assert.ErrorIs(t, context.Cause(ctx), cause)
+	assert.ErrorIs(t, context.Cause(s.Context()), cause)
+}
+
+func TestParentContextBoundsSession(t *testing.T) {
+	parent, cancel := context.WithCancel(context.Background())
+	s := New(parent, nopSink{})
+	cancel()
+	<-s.Context().Done()
+}
+
+func TestCloseFailsPendingClientRequests(t *testing.T) {
+	s := New(context.Background(), nopSink{})
+	c, err := s.Tracker.Start()
+	require.NoError(t, err)
+	cause := errors.New("gone")
+	s.Close(cause)
+	_, err = s.Tracker.Wait(context.Background(), c, time.Second)
+	assert.ErrorIs(t, err, cause)
+	_, err = s.Tracker.Start()
+	assert.ErrorIs(t, err, cause)
+}
+
+func TestSubscriptions(t *testing.T) {
+	s := New(context.Background(), nopSink{})
+	var calls [4]atomic.Int32
+	unsub := func(i int) func() { return func() { calls[i].Add(1) } }
+
+	assert.True(t, s.Subscribe("mem://a", unsub(0)))
+	assert.True(t, s.Subscribe("mem://b", unsub(1)))
+	assert.True(t, s.Subscribe("mem://a", unsub(2)), "a repeated subscription succeeds")
+	assert.Equal(t, int32(1), calls[2].Load(), "the repeated subscription's unsub runs at once")
+	assert.Equal(t, 2, s.Subscriptions())
+	assert.True(t, s.Subscribed("mem://a"))
+	assert.False(t, s.Subscribed("mem://c"))
+
+	assert.True(t, s.Unsubscribe("mem://a"))
+	assert.Equal(t, int32(1), calls[0].Load())
+	assert.False(t, s.Unsubscribe("mem://a"))
+	assert.Equal(t, int32(1), calls[0].Load(), "unsub runs once")
+	assert.Equal(t, 1, s.Subscriptions())
+
+	s.Close(nil)
+	assert.Equal(t, int32(1), calls[1].Load(), "Close ends the remaining subscriptions")
+	assert.Equal(t, 0, s.Subscriptions())
+
+	assert.False(t, s.Subscribe("mem://d", unsub(3)))
+	assert.Equal(t, int32(1), calls[3].Load(), "a subscription on a closed session is undone at once")
+	assert.Equal(t, 0, s.Subscriptions())
+}
+
+func TestOnClose(t *testing.T) {
+	s := New(context.Background(), nopSink{})
+	var order []int
+	s.OnClose(func() { order = append(order, 1) })
+	s.OnClose(func() { order = append(order, 2) })
+	s.Close(nil)
+	s.Close(nil)
+	assert.Equal(t, []int{1, 2}, order, "hooks run once, in order")
+	ran := false
+	s.OnClose(func() { ran = true })
+	assert.True(t, ran, "a hook registered after Close runs at once")
+}
+
+func TestCloseConcurrent(t *testing.T) {
+	s := New(context.Background(), nopSink{})
+	var hooks atomic.Int32
+	s.OnClose(func() { hooks.Add(1) })
+	var closed atomic.Int32
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if s.Close(nil) {
+				closed.Add(1)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			s.Subscribe("mem://x", func() {})
+			_, cancel := s.Track([]byte(`1`))
+			s.Done([]byte(`1`), cancel)
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int32(1), closed.Load())
+	assert.Equal(t, int32(1), hooks.Load())
+	assert.Equal(t, 0, s.Subscriptions())
+}
