@@ -428,10 +428,12 @@ type SamplingMessage struct {
 
 // ModelPreferences guide the client's model choice.
 type ModelPreferences struct {
-	Hints                []struct{ Name string `json:"name,omitempty"` } `json:"hints,omitempty"`
-	CostPriority         *float64                                         `json:"costPriority,omitempty"`
-	SpeedPriority        *float64                                         `json:"speedPriority,omitempty"`
-	IntelligencePriority *float64                                         `json:"intelligencePriority,omitempty"`
+	Hints []struct {
+		Name string `json:"name,omitempty"`
+	} `json:"hints,omitempty"`
+	CostPriority         *float64 `json:"costPriority,omitempty"`
+	SpeedPriority        *float64 `json:"speedPriority,omitempty"`
+	IntelligencePriority *float64 `json:"intelligencePriority,omitempty"`
 }
 
 // ToolChoice is sampling's toolChoice (2025-11-25).
