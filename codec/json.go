@@ -34,7 +34,12 @@ const noCopyOpts = decoder.OptionCaseSensitive | decoder.OptionValidateString
 
 // Unmarshal decodes JSON into v with the pinned configuration. Strings in v
 // are copies: data may be reused as soon as Unmarshal returns.
-func Unmarshal(data []byte, v any) error { return API.Unmarshal(data, v) }
+// It reads data in place with a pooled decoder, so it allocates only what
+// v needs.
+func Unmarshal(data []byte, v any) error { return decodePooled(data, v, copyOpts) }
+
+// copyOpts are API's decoding options.
+const copyOpts = decoder.OptionCaseSensitive | decoder.OptionValidateString | decoder.OptionCopyString
 
 // Marshal encodes v with the pinned configuration.
 func Marshal(v any) ([]byte, error) { return API.Marshal(v) }

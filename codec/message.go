@@ -62,8 +62,10 @@ type Message struct {
 // Reset clears m for reuse. A Message is not safe for concurrent use.
 func (m *Message) Reset() { *m = Message{} }
 
-// Sentinel decoding errors. Transports map ErrParse to -32700 and
-// ErrInvalidRequest to -32600.
+// Sentinel errors. Decode returns ErrParse and ErrInvalidRequest, which
+// transports answer with CodeParseError and CodeInvalidRequest; the framers
+// and SSEParser return ErrTooLarge (and ErrParse for a bad header) when a
+// stream cannot be read further.
 var (
 	ErrParse          = errors.New("codec: parse error")
 	ErrInvalidRequest = errors.New("codec: invalid request")
@@ -74,7 +76,8 @@ var nullJSON = []byte("null")
 
 // Decode parses one JSON-RPC message from data into m without copying: m's
 // fields alias data, so m is valid only while data is unchanged. It allocates
-// nothing for a well-formed message whose method holds no escape sequence.
+// nothing for a well-formed message whose jsonrpc and method members hold no
+// escape sequence.
 // Decode is safe for concurrent use on distinct Messages.
 //
 // Decode returns ErrParse when data is not JSON (including trailing bytes after
@@ -218,10 +221,13 @@ func decodeNoCopy(data []byte, m *Message) error { return UnmarshalNoCopy(data, 
 // messages in v alias data, and nothing is allocated beyond what v's own
 // fields need. v is valid only while data is: use it for values consumed
 // before the buffer is reused (a cursor, a URI looked up at once).
-func UnmarshalNoCopy(data []byte, v any) error {
+func UnmarshalNoCopy(data []byte, v any) error { return decodePooled(data, v, noCopyOpts) }
+
+// decodePooled decodes with a pooled sonic decoder reading data in place.
+func decodePooled(data []byte, v any, opts decoder.Options) error {
 	d := decoders.Get().(*decoder.Decoder)
 	d.Reset(unsafe.String(unsafe.SliceData(data), len(data)))
-	d.SetOptions(noCopyOpts)
+	d.SetOptions(opts)
 	err := d.Decode(v)
 	if err == nil {
 		err = d.CheckTrailings()

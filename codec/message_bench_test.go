@@ -14,3 +14,16 @@ func BenchmarkDecodeToolsCall(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkDecodeParallel(b *testing.B) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchCall)))
+	b.RunParallel(func(pb *testing.PB) {
+		var m Message
+		for pb.Next() {
+			if err := Decode(benchCall, &m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -3,6 +3,7 @@ package codec
 import (
 	"bytes"
 	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -196,6 +197,31 @@ func aliases(b, buf []byte) bool {
 	lo := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	return p >= lo && p+uintptr(len(b)) <= lo+uintptr(len(buf))
+}
+
+func TestDecodeConcurrent(t *testing.T) {
+	msgs := [][]byte{
+		benchCall,
+		[]byte(`{"jsonrpc":"2.0","id":"x","result":{"ok":true}}`),
+		[]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`),
+		[]byte(`{"jsonrpc":"2.0","id":3,"method":5}`),
+	}
+	kinds := []Kind{KindRequest, KindResponse, KindNotification, KindInvalid}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			var m Message
+			for i := range 2000 {
+				j := (g + i) % len(msgs)
+				err := Decode(msgs[j], &m)
+				if m.Kind != kinds[j] || (err != nil) != (kinds[j] == KindInvalid) {
+					t.Errorf("message %d: kind %v err %v", j, m.Kind, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestKindString(t *testing.T) {

@@ -178,8 +178,8 @@ func (p *SSEParser) Reset() {
 // stream that ends inside a block loses that block, as the standard says.
 // Next returns ErrTooLarge for a block or comment line over MaxSize, after
 // which the stream cannot be read further. Next allocates only to record a
-// new event ID, an event type other than "message", and the first time it
-// joins a multi-line data.
+// new event ID or an event type other than "message", and when a joined
+// multi-line data outgrows the parser's buffer.
 func (p *SSEParser) Next(buf []byte) (ev SSEEvent, n int, ok bool, err error) {
 	off := 0
 	if !p.started {

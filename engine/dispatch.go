@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/handlers"
@@ -40,10 +42,7 @@ func (s *Server) HandleFrame(sess *session.Session, frame []byte, out []byte) []
 	}
 	r := s.newRequest(sess, sess.Out)
 	r.buf = append(r.buf[:0], frame...)
-	if err := codec.Decode(r.buf, &r.msg); err != nil { // cannot fail: decoded above
-		s.release(r)
-		return appendDecodeError(out, m, err)
-	}
+	rebase(&r.msg, m, frame, r.buf)
 	r.ctx, r.cancel = sess.Track(r.msg.ID)
 	s.inflight.Add(1)
 	if err := s.pool.Invoke(r); err != nil {
@@ -106,6 +105,31 @@ func (s *Server) ServeFrame(ctx context.Context, sess *session.Session, frame []
 	return m.Kind
 }
 
+// rebase sets dst to src with every slice moved from old to its copy nw
+// (same length, same bytes): the frame is decoded once, on the event loop,
+// and the pool works on the copy.
+func rebase(dst, src *codec.Message, old, nw []byte) {
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(old)))
+	move := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		off := uintptr(unsafe.Pointer(unsafe.SliceData(b))) - base
+		return nw[off : off+uintptr(len(b)) : off+uintptr(len(b))]
+	}
+	*dst = *src
+	dst.ID, dst.Params, dst.Result, dst.Error = move(src.ID), move(src.Params), move(src.Result), move(src.Error)
+	if len(src.Method) > 0 {
+		off := uintptr(unsafe.Pointer(unsafe.StringData(src.Method))) - base
+		if off < uintptr(len(old)) {
+			dst.Method = unsafe.String(&nw[off], len(src.Method))
+		} else {
+			dst.Method = strings.Clone(src.Method) // unescaped into sonic's own memory
+		}
+	}
+	dst.JSONRPC = ""
+}
+
 // appendDecodeError answers a frame that Decode rejected.
 func appendDecodeError(out []byte, m *codec.Message, err error) []byte {
 	switch err {
@@ -149,6 +173,8 @@ func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]by
 		return s.subscribe(sess, m, dst), true
 	case mcp.MethodResourcesUnsubscribe:
 		return s.unsubscribe(sess, m, dst), true
+	case mcp.MethodToolsCall:
+		return s.inlineTool(sess, m, dst)
 	case mcp.MethodTasksGet:
 		return s.tasksGet(sess, m, dst), true
 	case mcp.MethodTasksList:
@@ -166,6 +192,31 @@ func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]by
 		}
 	}
 	return dst, false
+}
+
+// inlineTool runs a tools/call of a NonBlocking tool on the caller's
+// goroutine (the event loop), appending its answer to dst. It reports false
+// for every other tool, and for task-augmented calls.
+func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte) ([]byte, bool) {
+	var p struct {
+		Name string    `json:"name"`
+		Task *struct{} `json:"task"`
+	}
+	if len(m.Params) == 0 || codec.UnmarshalNoCopy(m.Params, &p) != nil || p.Task != nil {
+		return dst, false
+	}
+	if o, ok := s.reg.ToolOptionsOf(p.Name); !ok || !o.NonBlocking {
+		return dst, false
+	}
+	r := s.newRequest(sess, nil)
+	r.inline = true
+	r.msg = *m
+	r.ctx = sess.Context()
+	s.active.Add(1)
+	dst = s.serve(r, dst)
+	s.active.Add(-1)
+	s.release(r)
+	return dst, true
 }
 
 func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte) []byte {

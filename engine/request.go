@@ -31,7 +31,12 @@ type request struct {
 	token       []byte // progressToken from params._meta, aliasing buf
 
 	taskID string // set when the request runs as a task
+	inline bool   // a NonBlocking tool run on the event loop: it sends nothing
 }
+
+// ErrNonBlocking is returned to a handler registered as NonBlocking that
+// tries to send progress, a log message or a request to its client.
+var ErrNonBlocking = errors.New("engine: a NonBlocking tool cannot send messages to its client")
 
 var requests = sync.Pool{New: func() any { return new(request) }}
 
@@ -238,6 +243,9 @@ func (r *request) progressToken() []byte {
 
 // Progress implements handlers.Peer.
 func (r *request) Progress(progress, total float64, message string) error {
+	if r.inline {
+		return ErrNonBlocking
+	}
 	tok := r.progressToken()
 	if tok == nil {
 		return nil
@@ -262,6 +270,9 @@ func (r *request) Progress(progress, total float64, message string) error {
 
 // Log implements handlers.Peer.
 func (r *request) Log(level, logger string, data any) error {
+	if r.inline {
+		return ErrNonBlocking
+	}
 	i := mcp.LogLevelIndex(level)
 	if i < 0 {
 		return fmt.Errorf("engine: unknown log level %q", level)
@@ -306,6 +317,9 @@ type StreamCloser interface {
 
 // CloseStream implements handlers.Peer.
 func (r *request) CloseStream() {
+	if r.reply == nil {
+		return
+	}
 	if c, ok := r.reply.(StreamCloser); ok {
 		c.CloseStream()
 	}
@@ -368,6 +382,9 @@ func (r *request) ListRoots(ctx context.Context) (*mcp.ListRootsResult, error) {
 // callClient sends a server-to-client request on the request's stream and
 // waits for the answer, ctx and the configured timeout.
 func (r *request) callClient(ctx context.Context, method string, params, result any) error {
+	if r.inline {
+		return ErrNonBlocking
+	}
 	var raw []byte
 	if params != nil {
 		var err error

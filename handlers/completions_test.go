@@ -44,7 +44,9 @@ func TestComplete(t *testing.T) {
 	r.AddPromptCompletion("gone", "x", prefixCompleter(3, nil))
 	assert.True(t, r.HasCompletions())
 
-	ref := func(typ, name, uri string) mcp.CompleteReference { return mcp.CompleteReference{Type: typ, Name: name, URI: uri} }
+	ref := func(typ, name, uri string) mcp.CompleteReference {
+		return mcp.CompleteReference{Type: typ, Name: name, URI: uri}
+	}
 	tests := []struct {
 		name     string
 		ref      mcp.CompleteReference

@@ -46,7 +46,9 @@ func TestAddResourceErrors(t *testing.T) {
 		{"nil template", func(r *Registry) error { return r.AddResourceTemplate(nil, h) }, ErrInvalidTemplate},
 		{"empty template", func(r *Registry) error { return r.AddResourceTemplate(&mcp.ResourceTemplate{}, h) }, ErrInvalidTemplate},
 		{"bad template", func(r *Registry) error { return r.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "a://{x"}, h) }, ErrInvalidTemplate},
-		{"template nil handler", func(r *Registry) error { return r.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "a://{x}"}, nil) }, ErrInvalidTemplate},
+		{"template nil handler", func(r *Registry) error {
+			return r.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "a://{x}"}, nil)
+		}, ErrInvalidTemplate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,6 +21,26 @@ type toolEntry struct {
 	h    ToolHandler
 	in   *schema
 	out  *schema // nil without an output schema
+	opts ToolOptions
+}
+
+// ToolOptions tune how a tool is run. The zero value suits any handler.
+type ToolOptions struct {
+	// NonBlocking declares that the handler only computes: it returns in
+	// microseconds, never waits on I/O, locks held long, or its client
+	// (no CreateMessage, Elicit or ListRoots). The engine may then run it
+	// on the transport's event loop instead of handing it to the worker
+	// pool, which saves a goroutine hand-off and a separate write per call.
+	NonBlocking bool
+}
+
+// ToolOptionsOf returns the options a tool was registered with. Lock-free.
+func (r *Registry) ToolOptionsOf(name string) (ToolOptions, bool) {
+	e, ok := r.snap.Load().tools.get(name)
+	if !ok {
+		return ToolOptions{}, false
+	}
+	return e.v.opts, true
 }
 
 // AddTool registers a tool, replacing (in place, keeping its list position)
@@ -35,6 +55,11 @@ type toolEntry struct {
 // of *t; slices t refers to must not be modified afterwards. Safe for
 // concurrent use.
 func (r *Registry) AddTool(t *mcp.Tool, h ToolHandler) error {
+	return r.AddToolWith(t, h, ToolOptions{})
+}
+
+// AddToolWith is AddTool with options.
+func (r *Registry) AddToolWith(t *mcp.Tool, h ToolHandler, o ToolOptions) error {
 	if t == nil || t.Name == "" {
 		return fmt.Errorf("%w: empty name", ErrInvalidTool)
 	}
@@ -63,7 +88,7 @@ func (r *Registry) AddTool(t *mcp.Tool, h ToolHandler) error {
 	if err != nil {
 		return fmt.Errorf("%w %q: %w", ErrInvalidTool, t.Name, err)
 	}
-	e := &toolEntry{tool: &tool, h: h, in: in, out: out}
+	e := &toolEntry{tool: &tool, h: h, in: in, out: out, opts: o}
 	r.update(ListTools, func(s *snapshot) bool {
 		s.tools = s.tools.with(tool.Name, enc, e)
 		return true

@@ -87,7 +87,7 @@ func TestAddToolDefaultSchemaAndCopy(t *testing.T) {
 }
 
 func TestSchemaPassthrough(t *testing.T) {
-	const in = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"pos":{"type":"integer","minimum":1}},"properties":{"n":{"$ref":"#/$defs/pos"},"s":{"type":"string","description":"a \"quoted\" text\\n with spaces"}},"required":["n"],"additionalProperties":false}`
+	const in = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"pos":{"type":"integer","minimum":1}},"properties":{"n":{"$ref":"#/$defs/pos"},"s":{"type":"string","description":"a \"quoted\" text\\n with spaces, <html> & \u00e9 é \u2028 \ud83d\ude00"}},"required":["n"],"additionalProperties":false}`
 	const out = `{"type":"object","properties":{"sum":{"type":"number"}},"required":["sum"],"additionalProperties":false}`
 	pretty := "{\n  \"type\": \"object\",\n  \"properties\": {\"a b\": {\"const\": \"x  y\"}}\n}"
 
@@ -308,10 +308,14 @@ func TestTypedAddToolPanics(t *testing.T) {
 			AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, int) (*mcp.CallToolResult, any, error) { return nil, nil, nil })
 		}, "input type int"},
 		{"slice input", func(r *Registry) {
-			AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, []string) (*mcp.CallToolResult, any, error) { return nil, nil, nil })
+			AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, []string) (*mcp.CallToolResult, any, error) {
+				return nil, nil, nil
+			})
 		}, "input type []string"},
 		{"uninferable input", func(r *Registry) {
-			AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, withChan) (*mcp.CallToolResult, any, error) { return nil, nil, nil })
+			AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, withChan) (*mcp.CallToolResult, any, error) {
+				return nil, nil, nil
+			})
 		}, "inferring input schema"},
 		{"uninferable output", func(r *Registry) {
 			AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, addIn) (*mcp.CallToolResult, withChan, error) {

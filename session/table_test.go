@@ -162,6 +162,7 @@ func BenchmarkSessionLookup(b *testing.B) {
 func BenchmarkSessionLookupParallel(b *testing.B) {
 	tb, _, raw := lookupFixture(10000)
 	b.ReportAllocs()
+	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {

@@ -19,18 +19,20 @@ const (
 // resource mem://hello and the prompt greet. Every server in the peer
 // comparison serves exactly this.
 func Bench(r *handlers.Registry, _ Env) error {
-	if err := r.AddTool(&mcp.Tool{
+	// Both tools only compute: they run on the event loop.
+	pure := handlers.ToolOptions{NonBlocking: true}
+	if err := r.AddToolWith(&mcp.Tool{
 		Name:        "echo",
 		Description: "Returns its text argument.",
 		InputSchema: codec.RawJSON(EchoSchema),
-	}, echo); err != nil {
+	}, echo, pure); err != nil {
 		return err
 	}
-	if err := r.AddTool(&mcp.Tool{
+	if err := r.AddToolWith(&mcp.Tool{
 		Name:        "add",
 		Description: "Adds two numbers.",
 		InputSchema: codec.RawJSON(AddSchema),
-	}, add); err != nil {
+	}, add, pure); err != nil {
 		return err
 	}
 	if err := r.AddStaticResource(&mcp.Resource{

@@ -1,0 +1,46 @@
+//go:build !race
+
+// The race detector makes sync.Pool drop items at random, so allocation
+// counts are measured without it.
+
+package engine_test
+
+import (
+	"testing"
+
+	"github.com/mcpedge/mcpedge/engine"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestHandleFrameZeroAlloc holds the event-loop path at zero allocations:
+// answers that need no handler code, appended to a reused output buffer.
+// The cached tools/list case is in alloc_bug_test.go.
+func TestHandleFrameZeroAlloc(t *testing.T) {
+	assertZeroAllocFrames(t, []frameCase{
+		{"ping", `{"jsonrpc":"2.0","id":2,"method":"ping"}`},
+		{"ping string id", `{"jsonrpc":"2.0","id":"p-1","method":"ping"}`},
+		{"notifications/initialized", `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
+	})
+}
+
+type frameCase struct{ name, frame string }
+
+func assertZeroAllocFrames(t *testing.T, cases []frameCase) {
+	f := newFixture(t, engine.Options{})
+	c := f.ready(t, `{}`)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			frame := []byte(tc.frame)
+			out := make([]byte, 0, 64<<10)
+			out = f.srv.HandleFrame(c.sess, frame, out[:0]) // warm the pools and the page cache
+			if len(out) > 0 {
+				require.Nil(t, parse(t, out).Error)
+			}
+			allocs := testing.AllocsPerRun(1000, func() {
+				out = f.srv.HandleFrame(c.sess, frame, out[:0])
+			})
+			assert.Zero(t, allocs, "%s allocates %.1f times per call", tc.name, allocs)
+		})
+	}
+}

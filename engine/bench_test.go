@@ -1,0 +1,96 @@
+package engine_test
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
+)
+
+// benchFrame runs frame through HandleFrame on an initialized session with
+// a reused output buffer: the event-loop path of an answer that needs no
+// handler.
+func benchFrame(b *testing.B, frame string) {
+	f := newFixture(b, engine.Options{})
+	c := f.ready(b, `{}`)
+	in := []byte(frame)
+	out := make([]byte, 0, 64<<10)
+	out = f.srv.HandleFrame(c.sess, in, out[:0])
+	if m := parse(b, out); m.Error != nil {
+		b.Fatalf("error answer: %+v", m.Error)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		out = f.srv.HandleFrame(c.sess, in, out[:0])
+	}
+	if len(out) == 0 {
+		b.Fatal("no answer")
+	}
+}
+
+func BenchmarkHandleFrameToolsList(b *testing.B) {
+	benchFrame(b, `{"jsonrpc":"2.0","id":12345,"method":"tools/list"}`)
+}
+
+func BenchmarkHandleFramePing(b *testing.B) {
+	benchFrame(b, `{"jsonrpc":"2.0","id":12345,"method":"ping"}`)
+}
+
+// signalSink hands each answer's length to a channel: the cheapest Sink a
+// transport could be.
+type signalSink struct{ ch chan int }
+
+func (s signalSink) Send(buf *codec.Buffer) error {
+	n := len(buf.B)
+	codec.PutBuffer(buf)
+	s.ch <- n
+	return nil
+}
+
+// BenchmarkToolsCallEcho measures one tools/call of echo end to end:
+// HandleFrame copies the frame, the worker pool runs the handler (schema
+// validation, argument decoding, result encoding) and the answer reaches
+// the session's sink.
+func BenchmarkToolsCallEcho(b *testing.B) {
+	f := newFixture(b, engine.Options{})
+	sink := signalSink{ch: make(chan int, 1)}
+	sess := f.srv.NewSession(sink)
+	out := f.srv.HandleFrame(sess, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`), nil)
+	if m := parse(b, out); m.Error != nil {
+		b.Fatalf("initialize: %+v", m.Error)
+	}
+	f.srv.HandleFrame(sess, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), nil)
+	in := []byte(`{"jsonrpc":"2.0","id":123,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world"}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if out := f.srv.HandleFrame(sess, in, out[:0]); len(out) > 0 {
+			b.Fatalf("immediate answer: %s", out)
+		}
+		if n := <-sink.ch; n < 50 {
+			b.Fatalf("short answer: %d bytes", n)
+		}
+	}
+}
+
+// BenchmarkToolsCallEchoParallel keeps many calls in flight across
+// sessions, as a loaded server does.
+func BenchmarkToolsCallEchoParallel(b *testing.B) {
+	f := newFixture(b, engine.Options{})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		sink := signalSink{ch: make(chan int, 1)}
+		sess := f.srv.NewSession(sink)
+		f.srv.HandleFrame(sess, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`), nil)
+		var out []byte
+		for i := 0; pb.Next(); i++ {
+			in := []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world"}}}`)
+			if out = f.srv.HandleFrame(sess, in, out[:0]); len(out) > 0 {
+				b.Errorf("immediate answer: %s", out)
+				return
+			}
+			<-sink.ch
+		}
+	})
+}

@@ -1,0 +1,228 @@
+package mcphttp
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/valyala/fasthttp"
+)
+
+// Header names, in fasthttp's normalized spelling, and fixed values.
+var (
+	hdrSessionID      = []byte("Mcp-Session-Id")
+	hdrVersion        = []byte("Mcp-Protocol-Version")
+	hdrLastEventID    = []byte("Last-Event-Id")
+	hdrOrigin         = []byte("Origin")
+	hdrAccept         = []byte("Accept")
+	hdrAcceptEncoding = []byte("Accept-Encoding")
+	hdrCacheControl   = []byte("Cache-Control")
+	hdrVary           = []byte("Vary")
+	hdrAllow          = []byte("Allow")
+	hdrAccelBuffering = []byte("X-Accel-Buffering")
+
+	ctJSON         = []byte("application/json")
+	ctSSE          = []byte("text/event-stream")
+	valNoCache     = []byte("no-cache")
+	valNo          = []byte("no")
+	valAcceptEnc   = []byte("Accept-Encoding")
+	allowStateful  = []byte("GET, POST, DELETE")
+	allowStateless = []byte("POST")
+	allowGet       = []byte("GET")
+	allowPost      = []byte("POST")
+)
+
+// JSON-RPC codes of the transport's own error bodies.
+const (
+	codeTransport       = -32000 // a request the transport refuses (as the reference servers do)
+	codeSessionNotFound = -32001 // unknown or ended session, as the TypeScript SDK answers
+)
+
+// fail answers ctx with status and a JSON-RPC error body without id.
+func (s *Server) fail(ctx *fasthttp.RequestCtx, status, code int, msg string) {
+	ctx.SetStatusCode(status)
+	ctx.Response.Header.SetContentTypeBytes(ctJSON)
+	b := codec.GetBuffer()
+	b.B = codec.AppendError(b.B, nil, code, msg, nil)
+	ctx.SetBody(b.B)
+	codec.PutBuffer(b)
+}
+
+func (s *Server) notAllowed(ctx *fasthttp.RequestCtx, allow []byte) {
+	ctx.Response.Header.SetBytesKV(hdrAllow, allow)
+	s.fail(ctx, fasthttp.StatusMethodNotAllowed, codeTransport, "Method Not Allowed: "+string(ctx.Method()))
+}
+
+// httpError is fasthttp's ErrorHandler: requests it could not read.
+func (s *Server) httpError(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var nerr net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, codeTransport, "Request Entity Too Large: the body exceeds "+strconv.Itoa(s.max)+" bytes")
+	case errors.As(err, &small):
+		s.fail(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, codeTransport, "Request Header Fields Too Large")
+	case errors.As(err, &nerr) && nerr.Timeout():
+		s.fail(ctx, fasthttp.StatusRequestTimeout, codeTransport, "Request Timeout")
+	default:
+		s.fail(ctx, fasthttp.StatusBadRequest, codeTransport, "Bad Request: malformed HTTP request")
+	}
+}
+
+// checkHostOrigin validates Host and Origin against DNS rebinding: on a
+// server bound to loopback only loopback names and the allow-lists pass.
+// It answers 403 and reports false for a request that fails.
+func (s *Server) checkHostOrigin(ctx *fasthttp.RequestCtx) bool {
+	host := ctx.Request.Header.Host()
+	if !s.hostOK(host) {
+		s.fail(ctx, fasthttp.StatusForbidden, codeTransport, "Invalid Host: "+string(host))
+		return false
+	}
+	if origin := ctx.Request.Header.PeekBytes(hdrOrigin); len(origin) > 0 && !s.originOK(origin) {
+		s.fail(ctx, fasthttp.StatusForbidden, codeTransport, "Invalid Origin: "+string(origin))
+		return false
+	}
+	return true
+}
+
+func (s *Server) hostOK(host []byte) bool {
+	if s.anyHost {
+		return true
+	}
+	name := hostname(host)
+	if isLoopbackName(name) {
+		return true
+	}
+	for _, h := range s.hosts {
+		if bytes.EqualFold(host, []byte(h)) || bytes.EqualFold(name, []byte(h)) {
+			return true
+		}
+	}
+	return len(s.hosts) == 0 && !s.loopback.Load()
+}
+
+func (s *Server) originOK(origin []byte) bool {
+	if s.anyOrigin {
+		return true
+	}
+	if scheme, rest, ok := bytes.Cut(origin, []byte("://")); ok &&
+		(bytes.EqualFold(scheme, []byte("http")) || bytes.EqualFold(scheme, []byte("https"))) &&
+		isLoopbackName(hostname(rest)) {
+		return true
+	}
+	for _, o := range s.origins {
+		if bytes.EqualFold(origin, []byte(o)) {
+			return true
+		}
+	}
+	return len(s.origins) == 0 && !s.loopback.Load()
+}
+
+// hostname strips the port from a Host value or an origin's authority:
+// "[::1]:80" → "::1", "localhost:80" → "localhost".
+func hostname(h []byte) []byte {
+	if len(h) > 0 && h[0] == '[' {
+		if i := bytes.IndexByte(h, ']'); i > 0 {
+			return h[1:i]
+		}
+		return h
+	}
+	if i := bytes.LastIndexByte(h, ':'); i >= 0 && bytes.IndexByte(h[:i], ':') < 0 {
+		return h[:i]
+	}
+	return h
+}
+
+// isLoopbackName reports whether a host name is localhost or a loopback IP.
+func isLoopbackName(n []byte) bool {
+	n = bytes.TrimSuffix(n, []byte("."))
+	if bytes.EqualFold(n, []byte("localhost")) {
+		return true
+	}
+	if len(n) == 0 || bytes.IndexByte(n, '%') >= 0 {
+		return false
+	}
+	a, err := netip.ParseAddr(codec.B2S(n))
+	return err == nil && a.IsLoopback()
+}
+
+// loopbackAddr reports whether a listen address binds loopback only.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	return isLoopbackName([]byte(host))
+}
+
+// mediaTypeIs reports whether a Content-Type value names media type mt
+// (case-insensitive, parameters ignored).
+func mediaTypeIs(v, mt []byte) bool {
+	if i := bytes.IndexByte(v, ';'); i >= 0 {
+		v = v[:i]
+	}
+	return bytes.EqualFold(bytes.TrimSpace(v), mt)
+}
+
+// accepts parses an Accept header: whether it admits JSON and SSE. An
+// absent header admits everything; q=0 excludes a range.
+func accepts(h []byte) (json, sse bool) {
+	if len(bytes.TrimSpace(h)) == 0 {
+		return true, true
+	}
+	for len(h) > 0 {
+		var item []byte
+		item, h, _ = bytes.Cut(h, []byte(","))
+		mt, params, _ := bytes.Cut(item, []byte(";"))
+		if qZero(params) {
+			continue
+		}
+		mt = bytes.TrimSpace(mt)
+		switch {
+		case bytes.Equal(mt, []byte("*/*")):
+			json, sse = true, true
+		case bytes.EqualFold(mt, []byte("application/json")), bytes.EqualFold(mt, []byte("application/*")):
+			json = true
+		case bytes.EqualFold(mt, ctSSE), bytes.EqualFold(mt, []byte("text/*")):
+			sse = true
+		}
+	}
+	return json, sse
+}
+
+// qZero reports whether header parameters hold q=0.
+func qZero(params []byte) bool {
+	for len(params) > 0 {
+		var p []byte
+		p, params, _ = bytes.Cut(params, []byte(";"))
+		k, v, ok := bytes.Cut(p, []byte("="))
+		if ok && bytes.EqualFold(bytes.TrimSpace(k), []byte("q")) {
+			v = bytes.TrimRight(bytes.TrimSpace(v), "0")
+			return bytes.Equal(v, []byte("0.")) || bytes.Equal(v, []byte("0")) || len(v) == 0
+		}
+	}
+	return false
+}
+
+// protocolVersion validates MCP-Protocol-Version: absent means 2025-03-26;
+// any session revision mcpedge serves is accepted on any session. It
+// answers 400 and reports false for an unsupported value.
+func (s *Server) protocolVersion(ctx *fasthttp.RequestCtx) (string, bool) {
+	v := ctx.Request.Header.PeekBytes(hdrVersion)
+	if len(v) == 0 {
+		return mcp.Version20250326, true
+	}
+	for _, sv := range mcp.SessionVersions {
+		if string(v) == sv {
+			return sv, true
+		}
+	}
+	s.fail(ctx, fasthttp.StatusBadRequest, codeTransport,
+		"Bad Request: unsupported MCP-Protocol-Version: "+string(v)+" (supported: "+strings.Join(mcp.SessionVersions[:], ", ")+")")
+	return "", false
+}

@@ -1,0 +1,402 @@
+// Package mcphttp serves MCP over Streamable HTTP, the transport of MCP
+// revision 2025-11-25, and over the legacy HTTP+SSE transport of revision
+// 2024-11-05, on fasthttp.
+//
+// One endpoint (Options.Path, "/mcp" by default) takes POST, GET and DELETE.
+// A POST carries one JSON-RPC message. A notification or a response is
+// answered 202. A request is answered application/json when its handler
+// sends nothing before its result, the common case, which runs without
+// copying beyond the response body; it is answered text/event-stream as soon
+// as the handler sends anything else first (progress, a log message, a
+// server-to-client request), and everything the request produces goes on
+// that stream, its result last. A GET opens the session's standalone stream
+// for messages tied to no request; DELETE ends the session.
+//
+// Sessions are created by initialize and named by a 128-bit random
+// Mcp-Session-Id. Every SSE event carries an id "<stream>-<seq>" that names
+// its stream; events are kept in a per-session store bounded in bytes, so a
+// client that lost a stream resumes it with GET and Last-Event-ID. Idle
+// sessions are reaped. In stateless mode there are no sessions: each POST is
+// served on its own and GET and DELETE are refused.
+//
+// Requests are checked before they reach the engine: Host and Origin against
+// DNS rebinding, the method, the content type, the Accept header, the body
+// size, the protocol version header and the session. Each failure has its
+// status code and a JSON-RPC error body without id.
+package mcphttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/session"
+	"github.com/puzpuzpuz/xsync/v4"
+	"github.com/valyala/fasthttp"
+)
+
+// DefaultAddr is where the HTTP transport listens by default.
+const DefaultAddr = "127.0.0.1:7401"
+
+// Options configure a Server. The zero value serves stateful Streamable
+// HTTP on DefaultAddr at /mcp, with the legacy endpoints /sse and /message.
+type Options struct {
+	// Addr is host:port to listen on; empty means DefaultAddr. When the
+	// host is a loopback address or "localhost", only loopback Host and
+	// Origin values are accepted besides the allow-lists.
+	Addr string
+	// Path is the MCP endpoint; empty means "/mcp".
+	Path string
+	// Stateless serves every POST on a session of its own, issues no
+	// session ids and answers GET and DELETE with 405.
+	Stateless bool
+
+	// AllowedHosts are Host header values accepted besides loopback ones:
+	// "example.com" matches any port, "example.com:8443" only that port,
+	// "*" any host. When the server is not bound to loopback and the list
+	// is empty, any Host is accepted.
+	AllowedHosts []string
+	// AllowedOrigins are Origin header values accepted besides loopback
+	// origins, compared whole ("https://app.example.com"); "*" accepts any.
+	// When the server is not bound to loopback and the list is empty, any
+	// Origin is accepted. Requests without Origin are always accepted.
+	AllowedOrigins []string
+
+	// SessionIdle is how long a session may stay unused (no request, no
+	// open stream) before it is closed; <= 0 means 30 minutes.
+	SessionIdle time.Duration
+	// MaxSessions bounds the live sessions; an initialize beyond it is
+	// answered 503. <= 0 means 65536.
+	MaxSessions int
+	// EventStoreBytes bounds the SSE events a session keeps for replay;
+	// <= 0 means 1 MiB. The newest event is always kept.
+	EventStoreBytes int
+	// MaxStreamBuffer bounds the bytes waiting to be written on one SSE
+	// stream; a client that lets more pile up is disconnected as a slow
+	// consumer. <= 0 means 1 MiB. One event is always accepted.
+	MaxStreamBuffer int
+	// KeepAlive is the interval of SSE comment lines on idle streams;
+	// 0 means 15 s, < 0 disables them.
+	KeepAlive time.Duration
+	// Retry is the reconnection delay sent in the retry field of each
+	// stream's priming event; <= 0 means 1 s.
+	Retry time.Duration
+	// CompressMin is the size from which responses are compressed (gzip or
+	// zstd, as the client accepts); 0 means 1 KiB, < 0 disables.
+	CompressMin int
+
+	// NoLegacySSE disables the 2024-11-05 HTTP+SSE endpoints.
+	NoLegacySSE bool
+	// LegacySSEPath and LegacyMessagePath are the legacy endpoints; empty
+	// means "/sse" and "/message".
+	LegacySSEPath, LegacyMessagePath string
+
+	// ReadTimeout bounds reading one request, headers and body, from its
+	// first byte; <= 0 means 30 s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing one response, and each write on an SSE
+	// stream (streams themselves live as long as they are read); <= 0
+	// means 30 s.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request on a keep-alive
+	// connection; <= 0 means 2 minutes.
+	IdleTimeout time.Duration
+}
+
+// Sentinel errors.
+var (
+	ErrClientGone   = errors.New("mcphttp: client disconnected")
+	ErrSlowConsumer = errors.New("mcphttp: slow consumer: stream buffer over the limit")
+	ErrSessionIdle  = errors.New("mcphttp: session idle")
+	ErrDeleted      = errors.New("mcphttp: session deleted by the client")
+	ErrServerClosed = errors.New("mcphttp: server closed")
+	ErrStreamEnded  = errors.New("mcphttp: legacy SSE stream ended")
+	errStateless    = errors.New("mcphttp: stateless request served")
+)
+
+// Server is the Streamable HTTP transport. Serve it with ListenAndServe or
+// Serve, or mount Handler on a fasthttp server of your own; stop it with
+// Shutdown. Its methods are safe for concurrent use.
+type Server struct {
+	eng  *engine.Server
+	opts Options
+	log  *slog.Logger
+	max  int // engine's MaxMessage
+
+	path, ssePath, msgPath []byte
+	hosts, origins         []string // lower-cased allow-lists
+	anyHost, anyOrigin     bool
+	loopback               atomic.Bool // bound to a loopback address
+
+	sessions *xsync.Map[string, *hsession]
+	legacy   *xsync.Map[string, *legacySession]
+	nsess    atomic.Int64
+
+	calls sync.Pool // *call
+	gzw   sync.Pool // *gzip.Writer
+	gzr   sync.Pool // *gzip.Reader
+	zsw   sync.Pool // *zstd.Encoder for streams
+
+	zstdOnce sync.Once
+	zenc     *zstd.Encoder
+	zdec     *zstd.Decoder
+
+	srv      *fasthttp.Server
+	mu       sync.Mutex
+	ln       net.Listener
+	ready    chan struct{}
+	readyOne sync.Once
+	closing  atomic.Bool
+	stop     chan struct{}
+	stopOne  sync.Once
+	reaperWG sync.WaitGroup
+}
+
+// New returns a Streamable HTTP transport serving eng. The session reaper
+// starts with it and stops at Shutdown.
+func New(eng *engine.Server, opts Options) *Server {
+	if opts.Addr == "" {
+		opts.Addr = DefaultAddr
+	}
+	if opts.Path == "" {
+		opts.Path = "/mcp"
+	}
+	if opts.SessionIdle <= 0 {
+		opts.SessionIdle = 30 * time.Minute
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = 1 << 16
+	}
+	if opts.EventStoreBytes <= 0 {
+		opts.EventStoreBytes = 1 << 20
+	}
+	if opts.MaxStreamBuffer <= 0 {
+		opts.MaxStreamBuffer = 1 << 20
+	}
+	if opts.KeepAlive == 0 {
+		opts.KeepAlive = 15 * time.Second
+	}
+	if opts.Retry <= 0 {
+		opts.Retry = time.Second
+	}
+	if opts.CompressMin == 0 {
+		opts.CompressMin = 1 << 10
+	}
+	if opts.LegacySSEPath == "" {
+		opts.LegacySSEPath = "/sse"
+	}
+	if opts.LegacyMessagePath == "" {
+		opts.LegacyMessagePath = "/message"
+	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = 30 * time.Second
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 30 * time.Second
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 2 * time.Minute
+	}
+	s := &Server{
+		eng:      eng,
+		opts:     opts,
+		log:      eng.Logger(),
+		max:      eng.Options().MaxMessage,
+		path:     []byte(opts.Path),
+		ssePath:  []byte(opts.LegacySSEPath),
+		msgPath:  []byte(opts.LegacyMessagePath),
+		sessions: xsync.NewMap[string, *hsession](),
+		legacy:   xsync.NewMap[string, *legacySession](),
+		ready:    make(chan struct{}),
+		stop:     make(chan struct{}),
+	}
+	s.hosts, s.anyHost = lowerList(opts.AllowedHosts)
+	s.origins, s.anyOrigin = lowerList(opts.AllowedOrigins)
+	s.loopback.Store(loopbackAddr(opts.Addr))
+	s.calls.New = func() any { return &call{s: s, wake: make(chan struct{}, 1)} }
+	s.srv = &fasthttp.Server{
+		Handler:                      s.Handler(),
+		ErrorHandler:                 s.httpError,
+		Name:                         "mcpedge",
+		NoDefaultServerHeader:        true,
+		NoDefaultContentType:         true,
+		ReadTimeout:                  opts.ReadTimeout,
+		WriteTimeout:                 opts.WriteTimeout,
+		IdleTimeout:                  opts.IdleTimeout,
+		MaxRequestBodySize:           s.max,
+		DisablePreParseMultipartForm: true,
+		CloseOnShutdown:              true,
+		TCPKeepalive:                 true,
+		Logger:                       fasthttpLogger{s.log},
+	}
+	if !opts.Stateless {
+		s.reaperWG.Add(1)
+		go s.reap()
+	}
+	return s
+}
+
+func lowerList(in []string) (out []string, any bool) {
+	for _, v := range in {
+		v = strings.ToLower(strings.TrimSpace(v))
+		switch v {
+		case "":
+		case "*":
+			any = true
+		default:
+			out = append(out, strings.TrimSuffix(v, "/"))
+		}
+	}
+	return out, any
+}
+
+// Options returns the options in effect (defaults filled in).
+func (s *Server) Options() Options { return s.opts }
+
+// Handler returns the transport's fasthttp request handler, for mounting on
+// a fasthttp server of your own. Give that server a MaxRequestBodySize of
+// the engine's MaxMessage and timeouts as Options describes.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
+
+// ListenAndServe listens on Options.Addr and serves until Shutdown, when it
+// returns nil. It returns an error if it cannot listen.
+func (s *Server) ListenAndServe() error {
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		s.readyOne.Do(func() { close(s.ready) })
+		return fmt.Errorf("mcphttp: %w", err)
+	}
+	return s.Serve(ln)
+}
+
+// Serve serves connections accepted from ln until Shutdown. When ln is a
+// TCP listener its address decides whether the loopback rules apply.
+func (s *Server) Serve(ln net.Listener) error {
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		s.loopback.Store(a.IP.IsLoopback())
+	}
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return ErrServerClosed
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	s.readyOne.Do(func() { close(s.ready) })
+	return s.srv.Serve(ln)
+}
+
+// Addr waits until the server listens and returns its address (useful with
+// port 0), or nil if it failed to listen or ctx ended first.
+func (s *Server) Addr(ctx context.Context) net.Addr {
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Sessions returns the number of live HTTP sessions, legacy ones included.
+func (s *Server) Sessions() int { return int(s.nsess.Load()) }
+
+// Shutdown stops accepting connections, ends every open SSE stream and
+// closes the transport's sessions, then waits until the connections are
+// idle or ctx ends. Drain the engine first (engine.Server.Shutdown) so that
+// requests in flight are answered.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing.Store(true)
+	s.mu.Unlock()
+	s.readyOne.Do(func() { close(s.ready) })
+	s.stopOne.Do(func() { close(s.stop) })
+	s.reaperWG.Wait()
+	s.sessions.Range(func(_ string, h *hsession) bool {
+		s.eng.CloseSession(h.sess, ErrServerClosed)
+		return true
+	})
+	s.legacy.Range(func(_ string, l *legacySession) bool {
+		s.eng.CloseSession(l.sess, ErrServerClosed)
+		return true
+	})
+	if err := s.srv.ShutdownWithContext(ctx); err != nil {
+		return fmt.Errorf("mcphttp: shutdown: %w", err)
+	}
+	return nil
+}
+
+// reap closes idle sessions until Shutdown.
+func (s *Server) reap() {
+	defer s.reaperWG.Done()
+	every := min(max(s.opts.SessionIdle/4, 10*time.Millisecond), 30*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.reapIdle(time.Now())
+		}
+	}
+}
+
+// reapIdle closes the sessions idle since before now-SessionIdle that have
+// no request in flight and no open stream, returning how many it closed.
+func (s *Server) reapIdle(now time.Time) int {
+	cutoff := now.Add(-s.opts.SessionIdle)
+	n := 0
+	s.sessions.Range(func(_ string, h *hsession) bool {
+		if h.sess.IdleSince().Before(cutoff) && h.sess.InFlight() == 0 && !h.busy() {
+			s.eng.CloseSession(h.sess, ErrSessionIdle)
+			n++
+		}
+		return true
+	})
+	if n > 0 {
+		s.log.Debug("reaped idle HTTP sessions", "count", n)
+	}
+	return n
+}
+
+// zstdCodec returns the shared zstd encoder and decoder, created on first
+// use. EncodeAll and DecodeAll are safe for concurrent use.
+func (s *Server) zstdCodec() (*zstd.Encoder, *zstd.Decoder) {
+	s.zstdOnce.Do(func() {
+		// Errors are possible only for invalid options, which these are not.
+		s.zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithLowerEncoderMem(true))
+		s.zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(uint64(s.max)), zstd.WithDecoderLowmem(true))
+	})
+	return s.zenc, s.zdec
+}
+
+// fasthttpLogger sends fasthttp's own messages to the server's logger.
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Debug("fasthttp: " + fmt.Sprintf(format, args...))
+}
+
+// discard is the outbound sink of stateless sessions: there is no stream
+// for messages tied to no request.
+type discard struct{}
+
+func (discard) Send(b *codec.Buffer) error {
+	codec.PutBuffer(b)
+	return session.ErrClosed
+}
