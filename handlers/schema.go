@@ -23,6 +23,8 @@ type schema struct {
 	// anyObject is set when the schema accepts every JSON object and
 	// nothing else: validation then only checks the first byte.
 	anyObject bool
+	// flat, when set, proves common documents valid without decoding them.
+	flat *flatSchema
 }
 
 // compileSchema compiles a JSON Schema document (draft 2020-12 unless its
@@ -46,7 +48,7 @@ func compileSchema(raw []byte) (*schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &schema{raw: compactJSON(raw), sch: sch, anyObject: acceptsAnyObject(obj)}, nil
+	return &schema{raw: compactJSON(raw), sch: sch, anyObject: acceptsAnyObject(obj), flat: newFlatSchema(obj)}, nil
 }
 
 // acceptsAnyObject reports whether a schema is {"type":"object"} give or take
@@ -76,6 +78,9 @@ func (s *schema) validate(doc []byte) error {
 			return nil
 		}
 		return errors.New("at root: want object")
+	}
+	if s.flat != nil && s.flat.valid(doc) {
+		return nil
 	}
 	var v any
 	if err := codec.Unmarshal(doc, &v); err != nil {
