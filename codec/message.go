@@ -137,10 +137,23 @@ func (m *Message) decodeFailed(data []byte, err error) error {
 }
 
 func (m *Message) classify() error {
+	// sonic checks the structure of the raw members but, on its SIMD path,
+	// not always their escapes (bytedance/sonic#974): check them so that
+	// what is echoed or forwarded is JSON.
+	if !validEscapes(m.Params) || !validEscapes(m.Result) || !validEscapes(m.Error) {
+		*m = Message{}
+		return ErrParse
+	}
 	hasID := m.ID != nil
-	if hasID && !validID(m.ID) {
-		m.ID = nil
-		return ErrInvalidRequest
+	if hasID {
+		switch idStatus(m.ID) {
+		case idMalformed:
+			*m = Message{}
+			return ErrParse
+		case idWrongType:
+			m.ID = nil
+			return ErrInvalidRequest
+		}
 	}
 	if m.JSONRPC != "2.0" {
 		return ErrInvalidRequest
@@ -181,20 +194,112 @@ func (m *Message) classify() error {
 	return ErrInvalidRequest
 }
 
-// validID reports whether raw is a JSON-RPC id: a string, a number, or null.
-func validID(raw []byte) bool {
+const (
+	idOK        = iota
+	idWrongType // JSON, but not a string, number or null
+	idMalformed // not JSON
+)
+
+// idStatus reports whether raw, a JSON value as sonic delimited it, is a
+// JSON-RPC id: a string, a number or null. It checks strings' escapes and
+// numbers' grammar itself, as the id is echoed byte for byte.
+func idStatus(raw []byte) int {
 	if len(raw) == 0 {
-		return false
+		return idMalformed
 	}
 	switch c := raw[0]; {
 	case c == '"':
-		return true
+		if len(raw) >= 2 && raw[len(raw)-1] == '"' && validEscapes(raw[1:len(raw)-1]) {
+			return idOK
+		}
 	case c == '-' || (c >= '0' && c <= '9'):
-		return true
+		if validNumber(raw) {
+			return idOK
+		}
 	case c == 'n':
-		return bytes.Equal(raw, nullJSON)
+		if bytes.Equal(raw, nullJSON) {
+			return idOK
+		}
+	case c == '{' || c == '[' || c == 't' || c == 'f':
+		return idWrongType
 	}
-	return false
+	return idMalformed
+}
+
+// validID reports whether raw is a well-formed JSON-RPC id.
+func validID(raw []byte) bool { return idStatus(raw) == idOK }
+
+// validEscapes reports whether every backslash escape in raw is one JSON
+// allows. raw is JSON whose structure is known to be sound, so a backslash
+// can only be inside a string.
+func validEscapes(raw []byte) bool {
+	for {
+		i := bytes.IndexByte(raw, '\\')
+		if i < 0 {
+			return true
+		}
+		if i+1 >= len(raw) {
+			return false
+		}
+		switch raw[i+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			raw = raw[i+2:]
+		case 'u':
+			if i+6 > len(raw) || !isHex(raw[i+2]) || !isHex(raw[i+3]) || !isHex(raw[i+4]) || !isHex(raw[i+5]) {
+				return false
+			}
+			raw = raw[i+6:]
+		default:
+			return false
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+// validNumber reports whether b is exactly a JSON number:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func validNumber(b []byte) bool {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i = skipDigits(b, i)
+	default:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		j := skipDigits(b, i+1)
+		if j == i+1 {
+			return false
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := skipDigits(b, i)
+		if j == i {
+			return false
+		}
+		i = j
+	}
+	return i == len(b)
+}
+
+func skipDigits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 func validJSON(data []byte) bool { return noCopy.Valid(data) }

@@ -123,6 +123,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"deep unclosed", `{"jsonrpc":"2.0","id":1,"method":"a","params":` + strings.Repeat(`[`, 1000000), ErrParse, ""},
 		{"deep non-object", strings.Repeat(`[`, 100000) + strings.Repeat(`]`, 100000), ErrParse, ""},
 
+		{"invalid escape in id sonic skips", `{"jsonrpc":"2.0","id":"000\00000","method":"\u0020000"}`, ErrParse, ""},
+
 		// JSON, but not a JSON-RPC message.
 		{"empty array", `[]`, ErrInvalidRequest, ""},
 		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"a"}]`, ErrInvalidRequest, ""},
@@ -169,6 +171,51 @@ func TestDecodeErrors(t *testing.T) {
 			if tt.err == ErrParse {
 				assert.Equal(t, Message{}, m, "a parse error leaves m zero")
 			}
+		})
+	}
+}
+
+func TestIDStatus(t *testing.T) {
+	tests := []struct {
+		raw  string
+		want int
+	}{
+		{`1`, idOK}, {`-0`, idOK}, {`0.5`, idOK}, {`-12.5e-3`, idOK}, {`1E+9`, idOK}, {`123456789012345678901234567890`, idOK},
+		{`""`, idOK}, {`"abc"`, idOK}, {`"\"\\\/\b\f\n\r\t\u00e9\uD83D\uDE00"`, idOK}, {`null`, idOK},
+		{`{}`, idWrongType}, {`[1]`, idWrongType}, {`true`, idWrongType}, {`false`, idWrongType},
+		{``, idMalformed}, {`01`, idMalformed}, {`-`, idMalformed}, {`1.`, idMalformed}, {`.5`, idMalformed},
+		{`1e`, idMalformed}, {`1e+`, idMalformed}, {`+1`, idMalformed}, {`1x`, idMalformed}, {`--1`, idMalformed},
+		{`"\0"`, idMalformed}, {`"\x41"`, idMalformed}, {`"\u12"`, idMalformed}, {`"\u12G4"`, idMalformed},
+		{`"a\"`, idMalformed}, {`"`, idMalformed}, {`nul`, idMalformed}, {`x`, idMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.raw, func(t *testing.T) {
+			assert.Equal(t, tt.want, idStatus([]byte(tt.raw)))
+			assert.Equal(t, tt.want == idOK, validID([]byte(tt.raw)))
+		})
+	}
+}
+
+func TestValidEscapes(t *testing.T) {
+	tests := []struct {
+		raw  string
+		want bool
+	}{
+		{`{"a":"plain"}`, true},
+		{`{"a":"\"q\" \\ \/ \b\f\n\r\t \u0041\uffFF"}`, true},
+		{`["\\", "\\\\"]`, true},
+		{`{"a\u0020b":1}`, true},
+		{`{"a":"\0"}`, false},
+		{`{"a":"\v"}`, false},
+		{`{"a":"\x41"}`, false},
+		{`{"a":"\u004"}`, false},
+		{`{"a":"\u00zz"}`, false},
+		{`"\`, false},
+		{`"\u00`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.raw, func(t *testing.T) {
+			assert.Equal(t, tt.want, validEscapes([]byte(tt.raw)))
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"strconv"
 	"testing"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -72,25 +71,4 @@ func BenchmarkToolsCallEcho(b *testing.B) {
 			b.Fatalf("short answer: %d bytes", n)
 		}
 	}
-}
-
-// BenchmarkToolsCallEchoParallel keeps many calls in flight across
-// sessions, as a loaded server does.
-func BenchmarkToolsCallEchoParallel(b *testing.B) {
-	f := newFixture(b, engine.Options{})
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		sink := signalSink{ch: make(chan int, 1)}
-		sess := f.srv.NewSession(sink)
-		f.srv.HandleFrame(sess, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`), nil)
-		var out []byte
-		for i := 0; pb.Next(); i++ {
-			in := []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world"}}}`)
-			if out = f.srv.HandleFrame(sess, in, out[:0]); len(out) > 0 {
-				b.Errorf("immediate answer: %s", out)
-				return
-			}
-			<-sink.ch
-		}
-	})
 }

@@ -1,6 +1,7 @@
-// Command mcpedge serves MCP over TCP and stdio (and, later, Streamable
-// HTTP) with a built-in handler set. Every flag has an environment twin:
-// -tcp is MCPEDGE_TCP, -max-message is MCPEDGE_MAX_MESSAGE.
+// Command mcpedge serves MCP over TCP, Streamable HTTP (with the legacy
+// HTTP+SSE endpoints) and stdio with a built-in handler set. Every flag has
+// an environment twin: -tcp is MCPEDGE_TCP, -max-message is
+// MCPEDGE_MAX_MESSAGE.
 package main
 
 import (
@@ -20,12 +21,21 @@ import (
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers/builtin"
+	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 	"github.com/mcpedge/mcpedge/transport/stdio"
 	"github.com/mcpedge/mcpedge/transport/tcp"
 )
 
 type config struct {
 	tcp         string
+	http        string
+	httpPath    string
+	stateless   bool
+	allowHosts  string
+	allowOrigin string
+	sessionIdle time.Duration
+	sseKeep     time.Duration
+	eventStore  int
 	stdio       bool
 	handlers    string
 	framing     string
@@ -49,6 +59,14 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("mcpedge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.tcp, "tcp", tcp.DefaultAddr, "serve MCP over TCP on `addr` (empty: off)")
+	fs.StringVar(&c.http, "http", mcphttp.DefaultAddr, "serve MCP over Streamable HTTP on `addr` (empty: off)")
+	fs.StringVar(&c.httpPath, "http-path", "/mcp", "the Streamable HTTP endpoint's `path`")
+	fs.BoolVar(&c.stateless, "stateless", false, "Streamable HTTP without sessions: each POST served on its own, GET and DELETE refused")
+	fs.StringVar(&c.allowHosts, "allowed-hosts", "", "comma-separated Host values accepted besides loopback ones (host or host:port, * for any)")
+	fs.StringVar(&c.allowOrigin, "allowed-origins", "", "comma-separated Origin values accepted besides loopback ones (* for any)")
+	fs.DurationVar(&c.sessionIdle, "session-idle", 30*time.Minute, "close HTTP sessions unused for this long")
+	fs.DurationVar(&c.sseKeep, "sse-keepalive", 15*time.Second, "interval of keep-alive comments on idle SSE streams (negative: none)")
+	fs.IntVar(&c.eventStore, "event-store-bytes", 1<<20, "SSE events kept per HTTP session for resumption, in `bytes`")
 	fs.BoolVar(&c.stdio, "stdio", false, "serve MCP on stdin/stdout only (logs go to stderr)")
 	fs.StringVar(&c.handlers, "handlers", "demo", "handler set to serve: "+strings.Join(builtin.Names(), ", "))
 	fs.StringVar(&c.framing, "framing", "newline", "TCP and stdio framing: newline or content-length")
@@ -142,23 +160,49 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	}
 
-	if c.tcp == "" {
-		fmt.Fprintln(stderr, "mcpedge: nothing to serve: give -tcp ADDR or -stdio")
+	if c.tcp == "" && c.http == "" {
+		fmt.Fprintln(stderr, "mcpedge: nothing to serve: give -tcp ADDR, -http ADDR or -stdio")
 		return 2
 	}
-	t := tcp.New(srv, tcp.Options{Addr: c.tcp, Loops: c.loops, Framer: framer, MaxOutbound: c.maxOutbound, MaxConns: c.maxConns})
-	errc := make(chan error, 1)
-	go func() { errc <- t.ListenAndServe() }()
-	if a := t.Addr(ctx); a != nil {
-		log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops)
+	errc := make(chan error, 2)
+	var t *tcp.Server
+	if c.tcp != "" {
+		t = tcp.New(srv, tcp.Options{Addr: c.tcp, Loops: c.loops, Framer: framer, MaxOutbound: c.maxOutbound, MaxConns: c.maxConns})
+		go func() {
+			if err := t.ListenAndServe(); err != nil {
+				errc <- fmt.Errorf("tcp: %w", err)
+			}
+		}()
+		if a := t.Addr(ctx); a != nil {
+			log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops)
+		}
 	}
+	var h *mcphttp.Server
+	if c.http != "" {
+		h = mcphttp.New(srv, mcphttp.Options{
+			Addr:            c.http,
+			Path:            c.httpPath,
+			Stateless:       c.stateless,
+			AllowedHosts:    splitList(c.allowHosts),
+			AllowedOrigins:  splitList(c.allowOrigin),
+			SessionIdle:     c.sessionIdle,
+			KeepAlive:       c.sseKeep,
+			EventStoreBytes: c.eventStore,
+		})
+		go func() {
+			if err := h.ListenAndServe(); err != nil {
+				errc <- fmt.Errorf("http: %w", err)
+			}
+		}()
+		if a := h.Addr(ctx); a != nil {
+			log.Info("serving MCP over Streamable HTTP", "addr", a.String(), "url", "http://"+a.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
+		}
+	}
+	code := 0
 	select {
 	case err := <-errc:
-		if err != nil {
-			log.Error("tcp", "err", err)
-			return 1
-		}
-		return 0
+		log.Error("serve", "err", err)
+		code = 1
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: draining in-flight requests", "active", srv.Active(), "timeout", c.drain)
@@ -167,10 +211,27 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := srv.Shutdown(dctx); err != nil {
 		log.Warn("drain incomplete", "err", err)
 	}
-	if err := t.Shutdown(dctx); err != nil {
-		log.Warn("tcp shutdown", "err", err)
+	if t != nil {
+		if err := t.Shutdown(dctx); err != nil {
+			log.Warn("tcp shutdown", "err", err)
+		}
 	}
-	<-errc
+	if h != nil {
+		if err := h.Shutdown(dctx); err != nil {
+			log.Warn("http shutdown", "err", err)
+		}
+	}
 	log.Info("stopped")
-	return 0
+	return code
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

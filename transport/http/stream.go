@@ -34,10 +34,10 @@ var aLongTimeAgo = time.Unix(1, 0)
 // is gone; fasthttp closes the connection).
 type stream struct {
 	s      *Server
-	h      *hsession              // the session whose record holds it (stateful streams)
-	rec    *streamRec             // its record in h
+	h      *hsession               // the session whose record holds it (stateful streams)
+	rec    *streamRec              // its record in h
 	cancel context.CancelCauseFunc // stateless POST stream: its request
-	onEnd  func()                 // called when the response is over (legacy: ends the session)
+	onEnd  func()                  // called when the response is over (legacy: ends the session)
 
 	mu     sync.Mutex
 	pend   []byte // formatted events not yet taken by the writer
@@ -48,15 +48,15 @@ type stream struct {
 	wake   chan struct{}
 
 	// Writer side, used only on the connection's goroutine.
-	spare   []byte
-	rbuf    []byte // Read: the batch being copied out
-	eof       bool // the end was delivered
-	lastTaken bool // Read: the last batch was taken
-	started bool
-	watch   *watcher
-	timer   *time.Timer
-	zw      streamCompressor
-	cbuf    bytes.Buffer
+	spare     []byte
+	rbuf      []byte // Read: the batch being copied out
+	eof       bool   // the end was delivered
+	lastTaken bool   // Read: the last batch was taken
+	started   bool
+	watch     *watcher
+	timer     *time.Timer
+	zw        streamCompressor
+	cbuf      bytes.Buffer
 }
 
 func (s *Server) newStream() *stream {

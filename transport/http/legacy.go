@@ -1,0 +1,107 @@
+package mcphttp
+
+import (
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/session"
+	"github.com/valyala/fasthttp"
+)
+
+// legacySession is a session of the 2024-11-05 HTTP+SSE transport: one
+// long GET stream carries every server message; the client POSTs its
+// messages to the endpoint the stream announced. The session lives as long
+// as the stream.
+type legacySession struct {
+	sess *session.Session
+	st   *stream
+}
+
+// Send implements session.Sink: every message goes on the stream. It takes
+// ownership of b.
+func (l *legacySession) Send(b *codec.Buffer) error {
+	ok := l.st.pushData(b.B)
+	codec.PutBuffer(b)
+	if !ok {
+		return session.ErrClosed
+	}
+	return nil
+}
+
+// legacyGet opens a legacy session: its stream starts with the endpoint
+// event naming where to POST.
+func (s *Server) legacyGet(ctx *fasthttp.RequestCtx) {
+	if !ctx.IsGet() {
+		s.notAllowed(ctx, allowGet)
+		return
+	}
+	if _, sse := accepts(ctx.Request.Header.PeekBytes(hdrAccept)); !sse {
+		s.fail(ctx, fasthttp.StatusNotAcceptable, codeTransport, "Not Acceptable: GET needs Accept: text/event-stream")
+		return
+	}
+	if s.nsess.Add(1) > int64(s.opts.MaxSessions) {
+		s.nsess.Add(-1)
+		s.fail(ctx, fasthttp.StatusServiceUnavailable, codeTransport, "Service Unavailable: too many sessions")
+		return
+	}
+	st := s.newStream()
+	l := &legacySession{st: st}
+	l.sess = s.eng.NewSession(l)
+	id := l.sess.ID()
+	s.legacy.Store(id, l)
+	l.sess.OnClose(func() {
+		s.legacy.Delete(id)
+		s.nsess.Add(-1)
+		st.end(false)
+	})
+	st.onEnd = func() { s.eng.CloseSession(l.sess, ErrStreamEnded) }
+
+	b := codec.GetBuffer()
+	b.B = append(b.B, "event: endpoint\ndata: "...)
+	b.B = append(b.B, s.msgPath...)
+	b.B = append(b.B, "?sessionId="...)
+	b.B = append(b.B, id...)
+	b.B = append(b.B, "\n\n"...)
+	st.pushRaw(b.B)
+	codec.PutBuffer(b)
+	s.respondSSE(ctx, st)
+}
+
+// legacyPost takes one message for a legacy session: 202 at once, the
+// answer on the session's stream.
+func (s *Server) legacyPost(ctx *fasthttp.RequestCtx) {
+	if !ctx.IsPost() {
+		s.notAllowed(ctx, allowPost)
+		return
+	}
+	if !mediaTypeIs(ctx.Request.Header.ContentType(), ctJSON) {
+		s.fail(ctx, fasthttp.StatusUnsupportedMediaType, codeTransport, "Unsupported Media Type: Content-Type must be application/json")
+		return
+	}
+	sid := ctx.QueryArgs().Peek("sessionId")
+	if len(sid) == 0 {
+		s.fail(ctx, fasthttp.StatusBadRequest, codeTransport, "Bad Request: sessionId query parameter is required")
+		return
+	}
+	l, ok := s.legacy.Load(codec.B2S(sid))
+	if !ok || l.sess.State() == session.StateClosed {
+		s.fail(ctx, fasthttp.StatusNotFound, codeSessionNotFound, "Session not found")
+		return
+	}
+	c := s.getCall()
+	defer s.putCall(c)
+	body, ok := s.requestBody(ctx, c)
+	if !ok {
+		return
+	}
+	if err := codec.Decode(body, &c.msg); err != nil {
+		s.decodeError(ctx, &c.msg, err)
+		return
+	}
+	b := codec.GetBuffer()
+	b.B = s.eng.HandleFrame(l.sess, body, b.B)
+	if len(b.B) > 0 {
+		_ = l.Send(b)
+	} else {
+		codec.PutBuffer(b)
+	}
+	ctx.SetStatusCode(fasthttp.StatusAccepted)
+}

@@ -1,0 +1,429 @@
+package mcphttp
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/mcpedge/mcpedge/session"
+	"github.com/valyala/fasthttp"
+)
+
+// watchAfter is how long a POST waits for its answer before it starts
+// watching the connection for the client going away.
+const watchAfter = 20 * time.Millisecond
+
+// handle routes a request.
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	path := ctx.Path()
+	switch {
+	case bytes.Equal(path, s.path):
+		if !s.checkHostOrigin(ctx) {
+			return
+		}
+		switch {
+		case ctx.IsPost():
+			s.post(ctx)
+		case ctx.IsGet():
+			s.get(ctx)
+		case ctx.IsDelete():
+			s.del(ctx)
+		case s.opts.Stateless:
+			s.notAllowed(ctx, allowStateless)
+		default:
+			s.notAllowed(ctx, allowStateful)
+		}
+	case !s.opts.NoLegacySSE && bytes.Equal(path, s.ssePath):
+		if s.checkHostOrigin(ctx) {
+			s.legacyGet(ctx)
+		}
+	case !s.opts.NoLegacySSE && bytes.Equal(path, s.msgPath):
+		if s.checkHostOrigin(ctx) {
+			s.legacyPost(ctx)
+		}
+	default:
+		s.fail(ctx, fasthttp.StatusNotFound, codeTransport, "Not Found: the MCP endpoint is "+s.opts.Path)
+	}
+}
+
+// mode is where a call's answer goes.
+type mode uint8
+
+const (
+	modeWait mode = iota // nothing sent yet, or only the final answer
+	modeSSE              // streaming on c.st
+)
+
+// call is one POSTed message being served. It is the reply sink the engine
+// sends the request's messages to, and it decides how the POST is
+// answered: when the first message is the request's answer, as JSON; when
+// anything comes before it, as an SSE stream that carries everything, the
+// answer last. Calls are pooled.
+//
+// Methods the engine answers without handler code run inline on the
+// handler's goroutine. Others run ServeFrame on a goroutine of their own
+// while the handler waits for the first message, since an SSE response can
+// start only once the handler has returned.
+type call struct {
+	s    *Server
+	h    *hsession // nil when stateless
+	sess *session.Session
+
+	msg   codec.Message
+	body  []byte // the message (the worker's own copy)
+	dec   []byte // decompressed request body
+	idBuf []byte
+	id    []byte // the request's raw id
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	inline bool
+
+	mu     sync.Mutex
+	mode   mode
+	final  bool // the answer was sent
+	served bool // ServeFrame returned
+	kind   codec.Kind
+	answer *codec.Buffer
+	rec    *streamRec // stateful SSE: the stream's record
+	st     *stream    // SSE: the POST's own stream
+
+	wake  chan struct{} // the handler's wake-up: streaming began, or ServeFrame returned
+	timer *time.Timer
+	refs  atomic.Int32
+}
+
+func (s *Server) getCall() *call { return s.calls.Get().(*call) }
+
+func (s *Server) putCall(c *call) {
+	if c.cancel != nil {
+		c.cancel(nil)
+	}
+	if c.answer != nil {
+		codec.PutBuffer(c.answer)
+	}
+	body, dec, idBuf := c.body[:0], c.dec[:0], c.idBuf[:0]
+	if cap(body) > 64<<10 {
+		body = nil
+	}
+	if cap(dec) > 64<<10 {
+		dec = nil
+	}
+	c.h, c.sess, c.msg, c.body, c.dec, c.idBuf, c.id = nil, nil, codec.Message{}, body, dec, idBuf, nil
+	c.ctx, c.cancel, c.inline = nil, nil, false
+	c.mode, c.final, c.served, c.kind, c.answer, c.rec, c.st = modeWait, false, false, 0, nil, nil, nil
+	s.calls.Put(c)
+}
+
+func (c *call) unref() {
+	if c.refs.Add(-1) == 0 {
+		c.s.putCall(c)
+	}
+}
+
+// answerHead starts every answer the engine encodes.
+var answerHead = []byte(`{"jsonrpc":"2.0","id":`)
+
+// answerKind classifies an outbound message of the request with raw id:
+// 0 not its answer, 1 its result, 2 its error.
+func answerKind(b, id []byte) int {
+	if len(id) == 0 || !bytes.HasPrefix(b, answerHead) {
+		return 0
+	}
+	rest := b[len(answerHead):]
+	if !bytes.HasPrefix(rest, id) {
+		return 0
+	}
+	rest = rest[len(id):]
+	switch {
+	case bytes.HasPrefix(rest, []byte(`,"result":`)):
+		return 1
+	case bytes.HasPrefix(rest, []byte(`,"error":`)):
+		return 2
+	}
+	return 0
+}
+
+// Send implements session.Sink: the engine's messages for the request. It
+// takes ownership of b.
+func (c *call) Send(b *codec.Buffer) error {
+	if len(b.B) == 0 {
+		codec.PutBuffer(b)
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.final || c.served {
+		codec.PutBuffer(b) // a handler's goroutine that outlived the request
+		return session.ErrClosed
+	}
+	final := c.inline || answerKind(b.B, c.id) != 0
+	if c.mode == modeWait {
+		if final {
+			c.answer, c.final = b, true
+			return nil
+		}
+		c.startSSE()
+	}
+	c.final = final
+	c.emit(b)
+	return nil
+}
+
+// CloseStream implements engine.StreamCloser: the handler ends the POST's
+// stream now (SSE polling); what the request sends later, its answer
+// included, is stored for the client to fetch with GET and Last-Event-ID.
+// Without a session to resume there is nothing to do.
+func (c *call) CloseStream() {
+	if c.inline || c.h == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.final || c.served {
+		return
+	}
+	if c.mode == modeWait {
+		c.startSSE()
+	}
+	c.h.closeStream(c.rec)
+}
+
+// startSSE turns the call into a stream, primed, and wakes the handler to
+// send it. c.mu is held.
+func (c *call) startSSE() {
+	st := c.s.newStream()
+	c.st, c.mode = st, modeSSE
+	if h := c.h; h != nil {
+		h.mu.Lock()
+		if h.closed {
+			st.end(false)
+		} else {
+			c.rec = h.newRecLocked(c.id, c.cancel)
+			st.prime(c.rec.id, h.seq)
+			h.attachLocked(c.rec, st)
+		}
+		h.mu.Unlock()
+	} else {
+		st.cancel = c.cancel
+	}
+	c.wake <- struct{}{}
+}
+
+// emit sends b on the call's stream. c.mu is held.
+func (c *call) emit(b *codec.Buffer) {
+	h := c.h
+	if h == nil {
+		c.st.pushData(b.B)
+		codec.PutBuffer(b)
+		if c.final {
+			c.st.end(false)
+		}
+		return
+	}
+	h.mu.Lock()
+	if h.closed || c.rec == nil {
+		codec.PutBuffer(b)
+	} else {
+		h.emitLocked(c.rec, b)
+		if c.final {
+			h.finishLocked(c.rec)
+		}
+	}
+	h.mu.Unlock()
+}
+
+// done records that ServeFrame returned with kind.
+func (c *call) done(kind codec.Kind) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.served, c.kind = true, kind
+	switch {
+	case c.mode == modeWait:
+		c.wake <- struct{}{}
+	case c.h == nil:
+		c.st.end(false)
+	default:
+		c.h.mu.Lock()
+		if !c.h.closed {
+			c.h.finishLocked(c.rec)
+		}
+		c.h.mu.Unlock()
+	}
+}
+
+// work runs the request on the call's goroutine.
+func (c *call) work() {
+	kind := c.s.eng.ServeFrame(c.ctx, c.sess, c.body, c)
+	if c.h == nil {
+		c.s.eng.CloseSession(c.sess, errStateless)
+	}
+	c.done(kind)
+	c.unref()
+}
+
+// wait blocks the handler until the call streams or is served. A call
+// that takes long gets its connection watched, so that a client that goes
+// away cancels it.
+func (c *call) wait(conn net.Conn) {
+	if c.timer == nil {
+		c.timer = time.NewTimer(watchAfter)
+	} else {
+		c.timer.Reset(watchAfter)
+	}
+	select {
+	case <-c.wake:
+		c.timer.Stop()
+		return
+	case <-c.timer.C:
+	}
+	cancel := c.cancel
+	w := watchConn(conn, func() { cancel(ErrClientGone) })
+	<-c.wake
+	w.stop()
+}
+
+// inlineMethod reports whether the engine answers m without handler code:
+// one answer, sent before ServeFrame returns, so the handler's goroutine
+// can serve it. Everything else, including methods unknown here, runs on
+// a goroutine of its own.
+func inlineMethod(m *codec.Message) bool {
+	if m.Kind != codec.KindRequest {
+		return true
+	}
+	switch m.Method {
+	case mcp.MethodInitialize, mcp.MethodPing, mcp.MethodToolsList, mcp.MethodResourcesList,
+		mcp.MethodResourcesTemplatesList, mcp.MethodPromptsList, mcp.MethodLoggingSetLevel,
+		mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe:
+		return true
+	}
+	return false
+}
+
+// post serves POST on the MCP endpoint: one JSON-RPC message.
+func (s *Server) post(ctx *fasthttp.RequestCtx) {
+	if ct := ctx.Request.Header.ContentType(); !mediaTypeIs(ct, ctJSON) {
+		s.fail(ctx, fasthttp.StatusUnsupportedMediaType, codeTransport, "Unsupported Media Type: Content-Type must be application/json")
+		return
+	}
+	if json, sse := accepts(ctx.Request.Header.PeekBytes(hdrAccept)); !json || !sse {
+		s.fail(ctx, fasthttp.StatusNotAcceptable, codeTransport, "Not Acceptable: Accept must admit both application/json and text/event-stream")
+		return
+	}
+	version, ok := s.protocolVersion(ctx)
+	if !ok {
+		return
+	}
+	c := s.getCall()
+	body, ok := s.requestBody(ctx, c)
+	if !ok {
+		s.putCall(c)
+		return
+	}
+	m := &c.msg
+	if err := codec.Decode(body, m); err != nil {
+		s.decodeError(ctx, m, err)
+		s.putCall(c)
+		return
+	}
+	created := false
+	switch {
+	case s.opts.Stateless:
+		c.sess = s.eng.NewSession(discard{})
+		if m.Kind != codec.KindRequest || m.Method != mcp.MethodInitialize {
+			c.sess.SetVersion(version, nil, nil)
+		}
+	default:
+		sid := ctx.Request.Header.PeekBytes(hdrSessionID)
+		if len(sid) == 0 {
+			if m.Kind != codec.KindRequest || m.Method != mcp.MethodInitialize {
+				s.fail(ctx, fasthttp.StatusBadRequest, codeTransport, "Bad Request: Mcp-Session-Id header is required")
+				s.putCall(c)
+				return
+			}
+			h, err := s.newSession()
+			if err != nil {
+				s.fail(ctx, fasthttp.StatusServiceUnavailable, codeTransport, "Service Unavailable: too many sessions")
+				s.putCall(c)
+				return
+			}
+			c.h, created = h, true
+		} else if c.h = s.lookup(sid); c.h == nil {
+			s.fail(ctx, fasthttp.StatusNotFound, codeSessionNotFound, "Session not found")
+			s.putCall(c)
+			return
+		}
+		c.sess = c.h.sess
+	}
+
+	if inlineMethod(m) {
+		c.inline, c.id = true, m.ID
+		kind := s.eng.ServeFrame(nil, c.sess, body, c)
+		if c.h == nil {
+			s.eng.CloseSession(c.sess, errStateless)
+		}
+		s.answer(ctx, c, kind, created)
+		s.putCall(c)
+		return
+	}
+
+	c.body = append(c.body[:0], body...)
+	c.idBuf = append(c.idBuf[:0], m.ID...)
+	c.id = c.idBuf
+	c.ctx, c.cancel = context.WithCancelCause(context.Background())
+	c.refs.Store(2)
+	go c.work()
+	c.wait(ctx.Conn())
+	c.mu.Lock()
+	sse, kind := c.mode == modeSSE, c.kind
+	c.mu.Unlock()
+	if sse {
+		s.respondSSE(ctx, c.st)
+	} else {
+		s.answer(ctx, c, kind, false)
+	}
+	c.unref()
+}
+
+// answer responds to a POST whose ServeFrame returned without streaming.
+func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, kind codec.Kind, created bool) {
+	switch {
+	case kind != codec.KindRequest && kind != codec.KindInvalid:
+		ctx.SetStatusCode(fasthttp.StatusAccepted) // a notification or a response
+	case c.answer == nil:
+		if c.sess.State() == session.StateClosed && c.h != nil {
+			s.fail(ctx, fasthttp.StatusNotFound, codeSessionNotFound, "Session not found: it ended while the request was served")
+			return
+		}
+		ctx.SetStatusCode(fasthttp.StatusAccepted) // cancelled by the client: no answer is due
+	case kind == codec.KindInvalid:
+		s.writeJSON(ctx, fasthttp.StatusBadRequest, c.answer.B)
+	default:
+		if created {
+			if answerKind(c.answer.B, c.id) == 1 {
+				ctx.Response.Header.SetBytesKV(hdrSessionID, []byte(c.sess.ID()))
+			} else {
+				s.eng.CloseSession(c.sess, session.ErrNotInitialized)
+			}
+		}
+		s.writeJSON(ctx, fasthttp.StatusOK, c.answer.B)
+	}
+}
+
+// decodeError answers a body that is not one JSON-RPC message with 400
+// and the JSON-RPC error the engine would give.
+func (s *Server) decodeError(ctx *fasthttp.RequestCtx, m *codec.Message, err error) {
+	b := codec.GetBuffer()
+	if err == codec.ErrParse {
+		b.B = codec.AppendError(b.B, nil, codec.CodeParseError, "parse error: invalid JSON (the body must be one JSON-RPC message)", nil)
+	} else {
+		b.B = codec.AppendError(b.B, m.ID, codec.CodeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message", nil)
+	}
+	s.writeJSON(ctx, fasthttp.StatusBadRequest, b.B)
+	codec.PutBuffer(b)
+}
