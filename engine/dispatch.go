@@ -14,6 +14,38 @@ import (
 
 var messages = sync.Pool{New: func() any { return new(codec.Message) }}
 
+// routing holds the few params the event loop reads to route a request.
+// Its strings alias the frame; it is pooled so that decoding into it does
+// not allocate.
+type routing struct {
+	Cursor string    `json:"cursor"`
+	URI    string    `json:"uri"`
+	Name   string    `json:"name"`
+	Task   *struct{} `json:"task"`
+}
+
+var routings = sync.Pool{New: func() any { return new(routing) }}
+
+// decodeRouting decodes params into a pooled routing; put it back with
+// putRouting once its strings are no longer needed.
+func decodeRouting(params []byte) (*routing, error) {
+	p := routings.Get().(*routing)
+	*p = routing{}
+	if len(params) == 0 {
+		return p, nil
+	}
+	if err := codec.UnmarshalNoCopy(params, p); err != nil {
+		routings.Put(p)
+		return nil, err
+	}
+	return p, nil
+}
+
+func putRouting(p *routing) {
+	*p = routing{}
+	routings.Put(p)
+}
+
 // HandleFrame serves one inbound frame for sess from an event loop, which
 // it never blocks. Answers that need no handler code (errors, ping,
 // initialize, cached lists, log level, subscriptions, static resources) are
@@ -182,11 +214,10 @@ func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]by
 	case mcp.MethodTasksCancel:
 		return s.tasksCancel(sess, m, dst), true
 	case mcp.MethodResourcesRead:
-		var p struct {
-			URI string `json:"uri"`
-		}
-		if len(m.Params) > 0 && codec.UnmarshalNoCopy(m.Params, &p) == nil {
-			if res, ok := s.reg.StaticResourceResult(p.URI); ok {
+		if p, err := decodeRouting(m.Params); err == nil {
+			res, ok := s.reg.StaticResourceResult(p.URI)
+			putRouting(p)
+			if ok {
 				return codec.AppendResult(dst, m.ID, res), true
 			}
 		}
@@ -198,14 +229,14 @@ func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]by
 // goroutine (the event loop), appending its answer to dst. It reports false
 // for every other tool, and for task-augmented calls.
 func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte) ([]byte, bool) {
-	var p struct {
-		Name string    `json:"name"`
-		Task *struct{} `json:"task"`
-	}
-	if len(m.Params) == 0 || codec.UnmarshalNoCopy(m.Params, &p) != nil || p.Task != nil {
+	p, err := decodeRouting(m.Params)
+	if err != nil {
 		return dst, false
 	}
-	if o, ok := s.reg.ToolOptionsOf(p.Name); !ok || !o.NonBlocking {
+	o, ok := s.reg.ToolOptionsOf(p.Name)
+	task := p.Task != nil
+	putRouting(p)
+	if !ok || !o.NonBlocking || task {
 		return dst, false
 	}
 	r := s.newRequest(sess, nil)
@@ -220,15 +251,12 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte)
 }
 
 func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte) []byte {
-	var p struct {
-		Cursor string `json:"cursor"`
-	}
-	if len(m.Params) > 0 {
-		if err := codec.UnmarshalNoCopy(m.Params, &p); err != nil {
-			return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: "+err.Error(), nil)
-		}
+	p, err := decodeRouting(m.Params)
+	if err != nil {
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: "+err.Error(), nil)
 	}
 	page, err := s.reg.ListPage(list, p.Cursor)
+	putRouting(p)
 	if err != nil {
 		return codec.AppendErrorObject(dst, m.ID, codec.AsError(err))
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bytedance/sonic"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
@@ -79,6 +80,7 @@ type call struct {
 	dec   []byte // decompressed request body
 	idBuf []byte
 	id    []byte // the request's raw id
+	probe toolProbe
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -114,6 +116,7 @@ func (s *Server) putCall(c *call) {
 	if cap(dec) > 64<<10 {
 		dec = nil
 	}
+	c.probe = toolProbe{}
 	c.h, c.sess, c.msg, c.body, c.dec, c.idBuf, c.id = nil, nil, codec.Message{}, body, dec, idBuf, nil
 	c.ctx, c.cancel, c.inline = nil, nil, false
 	c.mode, c.final, c.served, c.kind, c.answer, c.rec, c.st = modeWait, false, false, 0, nil, nil, nil
@@ -288,21 +291,39 @@ func (c *call) wait(conn net.Conn) {
 	w.stop()
 }
 
-// inlineMethod reports whether the engine answers m without handler code:
-// one answer, sent before ServeFrame returns, so the handler's goroutine
-// can serve it. Everything else, including methods unknown here, runs on
-// a goroutine of its own.
-func inlineMethod(m *codec.Message) bool {
+// inline reports whether the engine answers m without handler code that
+// may send anything but its answer, so that the handler's goroutine can
+// serve it: every message but requests, the requests the engine answers
+// itself, and tools/call of a tool registered NonBlocking (its handler
+// cannot send to its client). Everything else, methods unknown here
+// included, runs on a goroutine of its own.
+func (s *Server) inline(c *call) bool {
+	m := &c.msg
 	if m.Kind != codec.KindRequest {
 		return true
 	}
 	switch m.Method {
 	case mcp.MethodInitialize, mcp.MethodPing, mcp.MethodToolsList, mcp.MethodResourcesList,
 		mcp.MethodResourcesTemplatesList, mcp.MethodPromptsList, mcp.MethodLoggingSetLevel,
-		mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe:
+		mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
+		mcp.MethodTasksGet, mcp.MethodTasksList, mcp.MethodTasksCancel:
 		return true
+	case mcp.MethodToolsCall:
+		p := &c.probe
+		*p = toolProbe{}
+		if len(m.Params) == 0 || codec.UnmarshalNoCopy(m.Params, p) != nil || len(p.Task) > 0 {
+			return false
+		}
+		o, ok := s.eng.Registry().ToolOptionsOf(p.Name)
+		return ok && o.NonBlocking
 	}
 	return false
+}
+
+// toolProbe is what inline reads of tools/call params. It aliases the body.
+type toolProbe struct {
+	Name string                 `json:"name"`
+	Task sonic.NoCopyRawMessage `json:"task"`
 }
 
 // post serves POST on the MCP endpoint: one JSON-RPC message.
@@ -361,7 +382,7 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 		c.sess = c.h.sess
 	}
 
-	if inlineMethod(m) {
+	if s.inline(c) {
 		c.inline, c.id = true, m.ID
 		kind := s.eng.ServeFrame(nil, c.sess, body, c)
 		if c.h == nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -44,6 +45,9 @@ type server struct {
 // ephemeral port; the server is shut down when the test ends.
 func start(t *testing.T, eo engine.Options, to tcp.Options) *server {
 	t.Helper()
+	if eo.Logger == nil {
+		eo.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	eng := engine.New(eo)
 	require.NoError(t, builtin.Install("bench", eng.Registry(), builtin.Env{ResourceUpdated: eng.ResourceUpdated}))
 	s := &server{eng: eng, started: make(chan struct{}, 16), release: make(chan struct{})}
@@ -93,6 +97,14 @@ func start(t *testing.T, eo engine.Options, to tcp.Options) *server {
 		}
 	})
 	return s
+}
+
+// testWriter sends the server's log to the test's log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 type msg struct {
