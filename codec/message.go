@@ -110,7 +110,7 @@ func Decode(data []byte, m *Message) error {
 	if err := decodeNoCopy(data, m); err != nil {
 		return m.decodeFailed(data, err)
 	}
-	return m.classify()
+	return m.classify(bytes.IndexByte(data, '\\') >= 0)
 }
 
 // decodeFailed sorts a failed decode into ErrParse or ErrInvalidRequest.
@@ -136,11 +136,13 @@ func (m *Message) decodeFailed(data []byte, err error) error {
 	return ErrInvalidRequest
 }
 
-func (m *Message) classify() error {
+// classify sets m.Kind from the decoded members. escaped says whether the
+// message holds a backslash.
+func (m *Message) classify(escaped bool) error {
 	// sonic checks the structure of the raw members but, on its SIMD path,
 	// not always their escapes (bytedance/sonic#974): check them so that
 	// what is echoed or forwarded is JSON.
-	if !validEscapes(m.Params) || !validEscapes(m.Result) || !validEscapes(m.Error) {
+	if escaped && (!validEscapes(m.Params) || !validEscapes(m.Result) || !validEscapes(m.Error)) {
 		*m = Message{}
 		return ErrParse
 	}

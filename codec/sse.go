@@ -230,13 +230,11 @@ func (p *SSEParser) Next(buf []byte) (ev SSEEvent, n int, ok bool, err error) {
 		}
 		if end == pos {
 			// Blank line: the block is complete.
-			if pos > limit {
-				return SSEEvent{}, 0, false, ErrTooLarge
-			}
 			n = off + next
 			break
 		}
 		if next > limit {
+			// The block's lines, this one's end included, exceed the limit.
 			return SSEEvent{}, 0, false, ErrTooLarge
 		}
 		line := sc.b[pos:end]
