@@ -15,9 +15,11 @@ import (
 
 // TestHandleFrameZeroAlloc holds the event-loop path at zero allocations:
 // answers that need no handler code, appended to a reused output buffer.
-// The cached tools/list case is in alloc_bug_test.go.
 func TestHandleFrameZeroAlloc(t *testing.T) {
 	assertZeroAllocFrames(t, []frameCase{
+		{"tools/list", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`},
+		{"tools/list string id", `{"jsonrpc":"2.0","id":"abc-123","method":"tools/list"}`},
+		{"prompts/list", `{"jsonrpc":"2.0","id":3,"method":"prompts/list"}`},
 		{"ping", `{"jsonrpc":"2.0","id":2,"method":"ping"}`},
 		{"ping string id", `{"jsonrpc":"2.0","id":"p-1","method":"ping"}`},
 		{"notifications/initialized", `{"jsonrpc":"2.0","method":"notifications/initialized"}`},

@@ -441,7 +441,7 @@ func TestProgress(t *testing.T) {
 	c := f.ready(t, `{}`)
 	for _, tok := range []string{`"tok-1"`, `42`, `"42"`, `-7`} {
 		t.Run(tok, func(t *testing.T) {
-			require.Empty(t, c.handle(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"progress","_meta":{"progressToken":` + tok + `}}}`))
+			require.Empty(t, c.handle(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"progress","_meta":{"progressToken":`+tok+`}}}`))
 			for i := 1; i <= 3; i++ {
 				m := c.sink.next(t)
 				require.Equal(t, mcp.NotificationProgress, m.Method, "progress must arrive before the result: %+v", m)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"unsafe"
@@ -69,16 +70,15 @@ func (s *Server) HandleFrame(sess *session.Session, frame []byte, out []byte) []
 	if dst, ok := s.fast(sess, m, out); ok {
 		return dst
 	}
-	if s.closing.Load() {
+	if !s.adm.admit() {
 		return codec.AppendError(out, m.ID, codec.CodeServerBusy, "server shutting down", nil)
 	}
 	r := s.newRequest(sess, sess.Out)
 	r.buf = append(r.buf[:0], frame...)
 	rebase(&r.msg, m, frame, r.buf)
 	r.ctx, r.cancel = sess.Track(r.msg.ID)
-	s.inflight.Add(1)
 	if err := s.pool.Invoke(r); err != nil {
-		s.inflight.Done()
+		s.adm.done()
 		sess.Done(r.msg.ID, r.cancel)
 		s.release(r)
 		return codec.AppendError(out, m.ID, codec.CodeServerBusy, "server busy: worker pool full", nil)
@@ -119,7 +119,7 @@ func (s *Server) ServeFrame(ctx context.Context, sess *session.Session, frame []
 		_ = reply.Send(b)
 		return m.Kind
 	}
-	if s.closing.Load() {
+	if !s.adm.admit() {
 		b.B = codec.AppendError(b.B, m.ID, codec.CodeServerBusy, "server shutting down", nil)
 		_ = reply.Send(b)
 		return m.Kind
@@ -131,7 +131,6 @@ func (s *Server) ServeFrame(ctx context.Context, sess *session.Session, frame []
 		stop := context.AfterFunc(ctx, func() { r.cancel(context.Cause(ctx)) })
 		defer stop()
 	}
-	s.inflight.Add(1)
 	s.run(r)
 	r.buf = nil // the caller's; must not go back to the pool
 	return m.Kind
@@ -387,7 +386,7 @@ func (s *Server) handleResponse(sess *session.Session, m *codec.Message) {
 	if m.Kind == codec.KindError {
 		errObj = m.Error
 	}
-	if err := sess.Tracker.Resolve(m.ID, m.Result, errObj); err != nil {
+	if err := sess.Tracker.Resolve(m.ID, m.Result, errObj); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
 		s.log.Debug("response with unknown id ignored", "session", sess.ID(), "id", string(m.ID))
 	}
 }

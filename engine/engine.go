@@ -18,7 +18,6 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -96,9 +95,8 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	closing  atomic.Bool
-	inflight sync.WaitGroup
-	active   atomic.Int64
+	adm    *admission
+	active atomic.Int64
 
 	listPending [4]atomic.Bool  // by handlers.ListKind
 	listChanged [4]atomic.Int64 // UnixNano of the last change, by kind
@@ -149,6 +147,7 @@ func New(opts Options) *Server {
 		bus:      opts.Bus,
 		log:      log,
 		tasks:    newTaskStore(),
+		adm:      newAdmission(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	pool, err := ants.NewPoolWithFunc(opts.Workers, s.work, ants.WithNonblocking(true), ants.WithDisablePurge(false))
@@ -204,16 +203,14 @@ func (s *Server) CloseSession(sess *session.Session, cause error) {
 func (s *Server) Active() int64 { return s.active.Load() }
 
 // ShuttingDown reports whether Shutdown has begun.
-func (s *Server) ShuttingDown() bool { return s.closing.Load() }
+func (s *Server) ShuttingDown() bool { return s.adm.closing() }
 
 // Shutdown drains the server: new requests are refused with
 // ErrShuttingDown's message, in-flight requests run to completion until ctx
 // ends, then every session is closed and the pool released. Transports stop
 // accepting before calling it.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.closing.Store(true)
-	done := make(chan struct{})
-	go func() { s.inflight.Wait(); close(done) }()
+	done := s.adm.close()
 	var err error
 	select {
 	case <-done:

@@ -62,13 +62,13 @@ func (s *Server) work(arg any) {
 	s.release(r)
 }
 
-// run serves r and sends its answer. The caller has called inflight.Add.
+// run serves r and sends its answer. The caller has admitted it.
 func (s *Server) run(r *request) {
 	s.active.Add(1)
 	defer func() {
 		s.active.Add(-1)
 		r.sess.Done(r.msg.ID, r.cancel)
-		s.inflight.Done()
+		s.adm.done()
 	}()
 	b := codec.GetBuffer()
 	b.B = s.serve(r, b.B)

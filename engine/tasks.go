@@ -152,7 +152,11 @@ func (s *Server) startToolTask(r *request, p *mcp.CallToolParams, dst []byte) ([
 	tr.ctx = ctx
 	pc := *p
 	pc.Task = nil
-	s.inflight.Add(1)
+	if !s.adm.admit() {
+		s.removeTask(t)
+		t.cancel(ErrShuttingDown)
+		return dst, codec.NewError(codec.CodeServerBusy, "server shutting down")
+	}
 	go s.runToolTask(t, tr, &pc)
 
 	res := mcp.CreateTaskResult{Task: t.snapshot()}
@@ -160,7 +164,7 @@ func (s *Server) startToolTask(r *request, p *mcp.CallToolParams, dst []byte) ([
 }
 
 func (s *Server) runToolTask(t *task, r *request, p *mcp.CallToolParams) {
-	defer s.inflight.Done()
+	defer s.adm.done()
 	body, toolErr, cerr := s.callToolTask(t, r, p)
 	t.mu.Lock()
 	if !t.terminal() {

@@ -3,12 +3,14 @@
 // messages is written to the output; logs belong on stderr.
 //
 // One goroutine reads and frames; cheap answers and handler answers alike go
-// through a bounded queue to one writer goroutine, so messages are never
-// interleaved. A reader that stops draining the output is dropped as a slow
-// consumer once the queue holds MaxOutbound bytes.
+// through one queue to one writer goroutine, so messages are never
+// interleaved, and queued messages are written in one call. Queuing never
+// blocks: a reader that stops draining the output is dropped as a slow
+// consumer once MaxOutbound bytes wait to be written.
 package stdio
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,7 +32,7 @@ type Options struct {
 	// MaxOutbound bounds the bytes waiting to be written; <= 0 means 8 MiB.
 	MaxOutbound int
 	// DrainTimeout bounds the wait for in-flight requests after the input
-	// ends; <= 0 means 30 s.
+	// ends, and then the wait for the output to be written; <= 0 means 30 s.
 	DrainTimeout time.Duration
 }
 
@@ -38,12 +40,25 @@ type Options struct {
 var (
 	ErrTooLarge = errors.New("stdio: inbound message over the size limit")
 	ErrFraming  = errors.New("stdio: malformed frame header")
+	// ErrFlushTimeout reports output still queued when DrainTimeout ran
+	// out after the input ended.
+	ErrFlushTimeout = errors.New("stdio: output not drained in time")
 )
 
 // Serve serves eng on in and out until in reaches EOF, ctx ends, or the
 // stream cannot be framed. When the input ends, requests in flight are
-// allowed to finish (up to DrainTimeout) and their answers are written.
-// It returns nil on EOF.
+// allowed to finish (up to DrainTimeout) and their answers, with everything
+// queued, are written (up to DrainTimeout again). It returns nil on EOF.
+//
+// A message over the size limit, or a malformed frame header, is answered
+// with a parse error and ends Serve with ErrTooLarge or ErrFraming. A final
+// newline-framed message without its newline is served at EOF.
+//
+// When the output stops draining (a slow consumer, or a flush that outlasts
+// DrainTimeout) or fails, Serve closes out if it is an io.Closer, so that a
+// write blocked on it returns. Serve cannot interrupt a Read of in: when it
+// returns before in ends (ctx, an output failure), the reading goroutine
+// ends when that Read returns, without serving what it read.
 func Serve(ctx context.Context, eng *engine.Server, in io.Reader, out io.Writer, opts Options) error {
 	if opts.MaxOutbound <= 0 {
 		opts.MaxOutbound = 8 << 20
@@ -59,7 +74,7 @@ func Serve(ctx context.Context, eng *engine.Server, in io.Reader, out io.Writer,
 		out:    out,
 		framer: f,
 		max:    int64(opts.MaxOutbound),
-		queue:  make(chan *codec.Buffer, 1024),
+		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 		failed: make(chan struct{}),
 	}
@@ -88,7 +103,29 @@ func Serve(ctx context.Context, eng *engine.Server, in io.Reader, out io.Writer,
 	}
 	eng.CloseSession(sess, fmt.Errorf("stdio: %w", cause))
 	w.close()
-	<-w.done
+	// Flush what is queued, unless the output already failed.
+	if w.err() == nil {
+		t := time.NewTimer(opts.DrainTimeout)
+		select {
+		case <-w.done:
+		case <-t.C:
+			select {
+			case <-w.done:
+			default:
+				w.fail(ErrFlushTimeout)
+			}
+		}
+		t.Stop()
+	}
+	if w.err() != nil {
+		if c, ok := out.(io.Closer); ok {
+			_ = c.Close() // unblock a write stuck on a reader that stopped
+			<-w.done
+		}
+		if err == nil || errors.Is(err, io.EOF) {
+			err = w.err()
+		}
+	}
 	if errors.Is(err, io.EOF) {
 		return nil
 	}
@@ -98,6 +135,18 @@ func Serve(ctx context.Context, eng *engine.Server, in io.Reader, out io.Writer,
 func readLoop(eng *engine.Server, sess *session.Session, in io.Reader, f codec.Framer, w *writer) error {
 	buf := make([]byte, 0, 64<<10)
 	var scratch []byte
+	serve := func(frame []byte) error {
+		scratch = eng.HandleFrame(sess, frame, scratch[:0])
+		if len(scratch) == 0 {
+			return nil
+		}
+		b := codec.GetBuffer()
+		b.B = append(b.B, scratch...)
+		if cap(scratch) > 64<<10 {
+			scratch = nil
+		}
+		return w.Send(b)
+	}
 	for {
 		if len(buf) == cap(buf) {
 			nb := make([]byte, len(buf), 2*cap(buf))
@@ -126,77 +175,112 @@ func readLoop(eng *engine.Server, sess *session.Session, in io.Reader, f codec.F
 			if len(frame) == 0 {
 				continue
 			}
-			scratch = eng.HandleFrame(sess, frame, scratch[:0])
-			if len(scratch) > 0 {
-				b := codec.GetBuffer()
-				b.B = append(b.B, scratch...)
-				if err := w.Send(b); err != nil {
-					return err
-				}
+			if err := serve(frame); err != nil {
+				return err
 			}
 		}
 		buf = buf[:copy(buf, buf[consumed:])]
 		if rerr != nil {
-			if errors.Is(rerr, io.EOF) {
-				return io.EOF
+			if !errors.Is(rerr, io.EOF) {
+				return fmt.Errorf("stdio: read: %w", rerr)
 			}
-			return fmt.Errorf("stdio: read: %w", rerr)
+			if _, nl := f.(codec.NewlineFramer); nl && len(bytes.TrimSpace(buf)) > 0 {
+				if err := serve(bytes.TrimSpace(buf)); err != nil {
+					return err
+				}
+			}
+			return io.EOF
 		}
 	}
 }
 
-// writer is the session's Sink: a bounded queue drained by one goroutine.
+// writer is the session's Sink: a queue drained by one goroutine, bounded
+// in bytes. It is safe for concurrent use.
 type writer struct {
-	out     io.Writer
-	framer  codec.Framer
-	max     int64
-	pending atomic.Int64
-	queue   chan *codec.Buffer
-	done    chan struct{}
+	out    io.Writer
+	framer codec.Framer
+	max    int64
 
-	mu       sync.Mutex
-	closed   bool
+	mu     sync.Mutex
+	queue  []*codec.Buffer
+	bytes  int64 // queued or being written
+	closed bool
+	wake   chan struct{} // capacity 1: the loop has work, or must stop
+	done   chan struct{} // closed when the loop ends
+
 	failed   chan struct{}
 	failOnce sync.Once
 	cause    atomic.Pointer[error]
 }
 
-// Send implements session.Sink. It takes ownership of b.
+// Send implements session.Sink. It takes ownership of b and never blocks.
 func (w *writer) Send(b *codec.Buffer) error {
 	n := int64(len(b.B))
-	if w.pending.Add(n) > w.max {
-		w.pending.Add(-n)
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		codec.PutBuffer(b)
+		return session.ErrClosed
+	}
+	if err := w.err(); err != nil {
+		w.mu.Unlock()
+		codec.PutBuffer(b)
+		return err
+	}
+	if w.bytes+n > w.max {
+		w.mu.Unlock()
 		codec.PutBuffer(b)
 		w.fail(session.ErrSlowConsumer)
 		return session.ErrSlowConsumer
 	}
-	// The writer goroutine always drains the queue (it drops after a write
-	// failure), so blocking here under the lock ends; holding it keeps close
-	// from racing with the send.
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		w.pending.Add(-n)
-		codec.PutBuffer(b)
-		return session.ErrClosed
-	}
-	w.queue <- b
+	w.queue = append(w.queue, b)
+	w.bytes += n
+	w.mu.Unlock()
+	w.signal()
 	return nil
 }
 
+func (w *writer) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop writes what is queued, all of it in one Write, until the writer is
+// closed and empty. After a failure it drops what it takes.
 func (w *writer) loop() {
 	defer close(w.done)
+	var batch []*codec.Buffer
 	var frame []byte
-	for b := range w.queue {
-		frame = w.framer.AppendFrame(frame[:0], b.B)
-		w.pending.Add(-int64(len(b.B)))
-		codec.PutBuffer(b)
-		if w.err() != nil {
-			continue // drain and drop after a write failure
+	for {
+		w.mu.Lock()
+		batch, w.queue = w.queue, batch[:0]
+		closed := w.closed
+		w.mu.Unlock()
+		if len(batch) == 0 {
+			if closed {
+				return
+			}
+			<-w.wake
+			continue
 		}
-		if _, err := w.out.Write(frame); err != nil {
-			w.fail(fmt.Errorf("stdio: write: %w", err))
+		frame = frame[:0]
+		var n int64
+		for i, b := range batch {
+			frame = w.framer.AppendFrame(frame, b.B)
+			n += int64(len(b.B))
+			codec.PutBuffer(b)
+			batch[i] = nil
 		}
+		if w.err() == nil {
+			if _, err := w.out.Write(frame); err != nil {
+				w.fail(fmt.Errorf("stdio: write: %w", err))
+			}
+		}
+		w.mu.Lock()
+		w.bytes -= n
+		w.mu.Unlock()
 		if cap(frame) > 64<<10 {
 			frame = nil
 		}
@@ -217,11 +301,10 @@ func (w *writer) err() error {
 	return nil
 }
 
+// close stops the loop once the queue is written.
 func (w *writer) close() {
 	w.mu.Lock()
-	if !w.closed {
-		w.closed = true
-		close(w.queue)
-	}
+	w.closed = true
 	w.mu.Unlock()
+	w.signal()
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/panjf2000/gnet/v2"
-	"github.com/panjf2000/gnet/v2/pkg/logging"
 )
 
 // Options configure a Server. The zero value serves newline framing on
@@ -106,7 +105,7 @@ func (s *Server) ListenAndServe() error {
 		gnet.WithReusePort(s.opts.ReusePort),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithTCPKeepAlive(time.Minute),
-		gnet.WithLogLevel(logging.ErrorLevel),
+		gnet.WithLogger(gnetLogger{s.log}),
 	)
 	select {
 	case <-s.ready:
@@ -164,6 +163,7 @@ func (s *Server) OnBoot(e gnet.Engine) gnet.Action {
 type conn struct {
 	s       *Server
 	c       gnet.Conn
+	remote  net.Addr // c.RemoteAddr, kept: gnet clears it on close, racing with Send
 	sess    *session.Session
 	pending atomic.Int64 // bytes queued by Send, not yet handed to the socket
 	closed  atomic.Bool
@@ -177,7 +177,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		s.log.Warn("connection refused", "remote", c.RemoteAddr(), "cause", ErrTooManyConns)
 		return nil, gnet.Close
 	}
-	k := &conn{s: s, c: c}
+	k := &conn{s: s, c: c, remote: c.RemoteAddr()}
 	k.sess = s.eng.NewSession(k)
 	c.SetContext(k)
 	return nil, gnet.None
@@ -230,7 +230,11 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 			k.out = s.framer.AppendFrame(k.out, k.scratch)
 		}
 	}
-	_, _ = c.Discard(consumed)
+	if consumed > 0 {
+		// Discard(0) would drop everything buffered: a partial frame must
+		// stay for the next read.
+		_, _ = c.Discard(consumed)
+	}
 	if len(k.out) > 0 {
 		_, _ = c.Write(k.out)
 	}
@@ -302,7 +306,7 @@ func (k *conn) Send(b *codec.Buffer) error {
 
 func (k *conn) slow() {
 	if k.closed.CompareAndSwap(false, true) {
-		k.s.log.Warn("closing slow consumer", "remote", k.c.RemoteAddr(), "session", k.sess.ID(), "cause", ErrSlowConsumer)
+		k.s.log.Warn("closing slow consumer", "remote", k.remote, "session", k.sess.ID(), "cause", ErrSlowConsumer)
 		_ = k.c.Close()
 	}
 }

@@ -46,7 +46,13 @@ type server struct {
 func start(t *testing.T, eo engine.Options, to tcp.Options) *server {
 	t.Helper()
 	if eo.Logger == nil {
-		eo.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		lb := &logBuffer{}
+		eo.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("server log:\n%s", lb.String())
+			}
+		})
 	}
 	eng := engine.New(eo)
 	require.NoError(t, builtin.Install("bench", eng.Registry(), builtin.Env{ResourceUpdated: eng.ResourceUpdated}))
@@ -99,12 +105,23 @@ func start(t *testing.T, eo engine.Options, to tcp.Options) *server {
 	return s
 }
 
-// testWriter sends the server's log to the test's log.
-type testWriter struct{ t testing.TB }
+// logBuffer keeps the server's log, shown when a test fails. It may be
+// written after the test ends (gnet keeps the last logger it was given).
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
 
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 type msg struct {
@@ -589,4 +606,34 @@ func TestListenFailure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	assert.Nil(t, srv.Addr(ctx), "Addr returns nil, at once, after a failed start")
+}
+
+// TestPartialWrites: messages split at odd points, arriving in separate
+// reads, are framed whole; a read holding no complete frame loses nothing.
+func TestPartialWrites(t *testing.T) {
+	s := start(t, engine.Options{}, tcp.Options{})
+	c := dial(t, s.addr)
+	stream := initLine + "\n" + initializedLine + "\r\n" + echoLine(1, "split ünïcode") + "\n" + pechoLine(2, "pooled") + "\n" + addLine(3, 40, 2) + "\n"
+	for i, n := 0, 1; i < len(stream); n = n%11 + 3 {
+		end := min(i+n, len(stream))
+		_, err := io.WriteString(c.c, stream[i:end])
+		require.NoError(t, err)
+		i = end
+		time.Sleep(time.Millisecond) // let the server read each piece on its own
+	}
+	want := map[string]string{`"init"`: "", "1": "split ünïcode", "2": "pooled", "3": "42"}
+	for len(want) > 0 {
+		m, err := c.read()
+		require.NoError(t, err, "missing answers: %v", want)
+		exp, ok := want[string(m.ID)]
+		require.True(t, ok, "unexpected id %s", m.ID)
+		delete(want, string(m.ID))
+		if string(m.ID) == `"init"` {
+			require.Nil(t, m.Error)
+			continue
+		}
+		got, err := m.text()
+		require.NoError(t, err)
+		assert.Equal(t, exp, got)
+	}
 }

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const wait = 10 * time.Second
+
+func TestParseDefaults(t *testing.T) {
+	c, err := parse(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:7400", c.tcp)
+	assert.False(t, c.stdio)
+	assert.Equal(t, "demo", c.handlers)
+	assert.Equal(t, "newline", c.framing)
+	assert.Equal(t, codec.DefaultMaxMessage, c.maxMessage)
+	assert.Equal(t, 8<<20, c.maxOutbound)
+	assert.Equal(t, 10*time.Second, c.drain)
+	assert.Equal(t, "info", c.logLevel)
+}
+
+func TestParseFlagsAndEnv(t *testing.T) {
+	t.Setenv("MCPEDGE_TCP", "127.0.0.1:9000")
+	t.Setenv("MCPEDGE_MAX_MESSAGE", "2048")
+	t.Setenv("MCPEDGE_STDIO", "true")
+	t.Setenv("MCPEDGE_HANDLERS", "bench")
+	t.Setenv("MCPEDGE_DRAIN", "3s")
+	t.Setenv("MCPEDGE_MAX_CONNS", "7")
+	c, err := parse(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:9000", c.tcp, "MCPEDGE_TCP is -tcp's twin")
+	assert.Equal(t, 2048, c.maxMessage, "MCPEDGE_MAX_MESSAGE is -max-message's twin")
+	assert.True(t, c.stdio)
+	assert.Equal(t, "bench", c.handlers)
+	assert.Equal(t, 3*time.Second, c.drain)
+	assert.Equal(t, 7, c.maxConns)
+
+	// A flag given wins over its twin.
+	c, err = parse([]string{"-tcp", "127.0.0.1:9001", "-max-message=4096", "-framing", "content-length", "-loops", "3", "-workers", "9", "-page-size", "5", "-log-level", "debug"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:9001", c.tcp)
+	assert.Equal(t, 4096, c.maxMessage)
+	assert.Equal(t, "content-length", c.framing)
+	assert.Equal(t, 3, c.loops)
+	assert.Equal(t, 9, c.workers)
+	assert.Equal(t, 5, c.pageSize)
+	assert.Equal(t, "debug", c.logLevel)
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown flag", []string{"-nope"}, nil, "flag provided but not defined"},
+		{"bad number", []string{"-loops", "many"}, nil, "invalid value"},
+		{"extra argument", []string{"serve"}, nil, "unexpected arguments"},
+		{"bad env twin", nil, map[string]string{"MCPEDGE_MAX_CONNS": "lots"}, "MCPEDGE_MAX_CONNS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			_, err := parse(tc.args, io.Discard)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"version", []string{"-version"}, 0, "mcpedge " + engine.Version, ""},
+		{"help", []string{"-h"}, 0, "", "Usage: mcpedge"},
+		{"help long", []string{"--help"}, 0, "", "MCPEDGE_"},
+		{"unknown handler set", []string{"-stdio", "-handlers", "nope"}, 2, "", "unknown handler set"},
+		{"unknown flag", []string{"-bogus"}, 2, "", "flag provided but not defined"},
+		{"unknown framing", []string{"-stdio", "-framing", "xml"}, 2, "", "unknown framing"},
+		{"bad log level", []string{"-stdio", "-log-level", "chatty"}, 2, "", "-log-level"},
+		{"nothing to serve", []string{"-tcp", "", "-http", ""}, 2, "", "nothing to serve"},
+		{"extra argument", []string{"now"}, 2, "", "unexpected arguments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tc.args, strings.NewReader(""), &stdout, &stderr)
+			assert.Equal(t, tc.code, code, "stderr: %s", stderr.String())
+			assert.Contains(t, stdout.String(), tc.stdout)
+			assert.Contains(t, stderr.String(), tc.stderr)
+		})
+	}
+}
+
+type msg struct {
+	ID     codec.RawJSON `json:"id"`
+	Method string        `json:"method"`
+	Params codec.RawJSON `json:"params"`
+	Result codec.RawJSON `json:"result"`
+	Error  *codec.Error  `json:"error"`
+}
+
+// stdioSession runs run() with -stdio over pipes.
+type stdioSession struct {
+	t    *testing.T
+	in   *io.PipeWriter
+	out  *bufio.Reader
+	code chan int
+}
+
+func startStdio(t *testing.T, args ...string) *stdioSession {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	s := &stdioSession{t: t, in: inW, out: bufio.NewReader(outR), code: make(chan int, 1)}
+	var stderr lockedBuffer
+	go func() {
+		s.code <- run(append([]string{"-stdio"}, args...), inR, outW, &stderr)
+		outW.Close()
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		outR.Close()
+		if t.Failed() {
+			t.Logf("stderr:\n%s", stderr.String())
+		}
+	})
+	return s
+}
+
+func (s *stdioSession) call(id int, method, params string) msg {
+	s.t.Helper()
+	line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
+	_, err := io.WriteString(s.in, line)
+	require.NoError(s.t, err)
+	for {
+		b, err := s.out.ReadBytes('\n')
+		require.NoError(s.t, err)
+		var m msg
+		require.NoError(s.t, codec.Unmarshal(b, &m))
+		if m.Method != "" { // a notification: not our answer
+			continue
+		}
+		require.Equal(s.t, fmt.Sprint(id), string(m.ID))
+		require.Nil(s.t, m.Error, "%s: %+v", method, m.Error)
+		return m
+	}
+}
+
+func toolText(t *testing.T, m msg) string {
+	t.Helper()
+	var r mcp.CallToolResult
+	require.NoError(t, codec.Unmarshal(m.Result, &r))
+	require.NotEmpty(t, r.Content)
+	require.False(t, r.IsError, "tool error: %s", r.Content[0].Text)
+	return r.Content[0].Text
+}
+
+// TestStdioBench runs the command in-process on the bench set over pipes.
+func TestStdioBench(t *testing.T) {
+	s := startStdio(t, "-handlers", "bench", "-log-level", "error")
+	m := s.call(1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"cmd-test","version":"1"}}`)
+	var init mcp.InitializeResult
+	require.NoError(t, codec.Unmarshal(m.Result, &init))
+	assert.Equal(t, mcp.Version20251125, init.ProtocolVersion)
+	_, err := io.WriteString(s.in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	require.NoError(t, err)
+
+	m = s.call(2, "tools/list", `{}`)
+	var tools mcp.ListToolsResult
+	require.NoError(t, codec.Unmarshal(m.Result, &tools))
+	names := []string{}
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+	}
+	assert.ElementsMatch(t, []string{"echo", "add"}, names)
+
+	assert.Equal(t, `same "text" ✓`, toolText(t, s.call(3, "tools/call", `{"name":"echo","arguments":{"text":"same \"text\" ✓"}}`)))
+	assert.Equal(t, "5", toolText(t, s.call(4, "tools/call", `{"name":"add","arguments":{"a":2,"b":3}}`)))
+	assert.Equal(t, "0.75", toolText(t, s.call(5, "tools/call", `{"name":"add","arguments":{"a":0.5,"b":0.25}}`)))
+
+	m = s.call(6, "resources/read", `{"uri":"mem://hello"}`)
+	var rr mcp.ReadResourceResult
+	require.NoError(t, codec.Unmarshal(m.Result, &rr))
+	require.Len(t, rr.Contents, 1)
+	assert.Equal(t, "hello", rr.Contents[0].Text)
+
+	m = s.call(7, "prompts/get", `{"name":"greet","arguments":{"name":"Ada"}}`)
+	var gp mcp.GetPromptResult
+	require.NoError(t, codec.Unmarshal(m.Result, &gp))
+	require.NotEmpty(t, gp.Messages)
+	assert.Contains(t, gp.Messages[0].Content.Text, "Ada")
+
+	require.NoError(t, s.in.Close())
+	select {
+	case code := <-s.code:
+		assert.Equal(t, 0, code)
+	case <-time.After(wait):
+		t.Fatal("run did not return at EOF")
+	}
+}
+
+func TestStdioContentLength(t *testing.T) {
+	inR, inW := io.Pipe()
+	var out lockedBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run([]string{"-stdio", "-handlers", "bench", "-framing", "content-length"}, inR, &out, io.Discard)
+	}()
+	f := codec.ContentLengthFramer{}
+	var in []byte
+	in = f.AppendFrame(in, []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	_, err := inW.Write(in)
+	require.NoError(t, err)
+	require.NoError(t, inW.Close())
+	select {
+	case c := <-code:
+		require.Equal(t, 0, c)
+	case <-time.After(wait):
+		t.Fatal("run did not return")
+	}
+	frame, n, err := f.Next([]byte(out.String()))
+	require.NoError(t, err)
+	require.NotZero(t, n, "output %q", out.String())
+	assert.JSONEq(t, `{"jsonrpc":"2.0","id":1,"result":{}}`, string(frame))
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var addrRE = regexp.MustCompile(`addr=(127\.0\.0\.1:[0-9]+)`)
+
+// TestSIGTERMDrains builds the command, serves TCP on an ephemeral port,
+// starts a slow call, sends SIGTERM and checks the answer still arrives and
+// the process exits 0.
+func TestSIGTERMDrains(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "mcpedge")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+
+	cmd := exec.CommandContext(ctx, bin, "-tcp", "127.0.0.1:0", "-http", "", "-handlers", "demo", "-drain", "5s")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer cmd.Process.Kill()
+
+	var log lockedBuffer
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			log.Write(append(sc.Bytes(), '\n'))
+			if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case addrc <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case <-time.After(wait):
+		t.Fatalf("no addr= in the log:\n%s", log.String())
+	}
+
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(wait))
+	r := bufio.NewReader(nc)
+	read := func() msg {
+		t.Helper()
+		b, err := r.ReadBytes('\n')
+		require.NoError(t, err, "log:\n%s", log.String())
+		var m msg
+		require.NoError(t, codec.Unmarshal(b, &m))
+		return m
+	}
+	_, err = io.WriteString(nc, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sig","version":"1"}}}`+"\n"+
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"count","arguments":{"n":5,"delayMs":100},"_meta":{"progressToken":"c"}}}`+"\n")
+	require.NoError(t, err)
+	require.Nil(t, read().Error)
+	require.Equal(t, mcp.NotificationProgress, read().Method, "the slow call is running")
+
+	start := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	var result msg
+	for {
+		m := read()
+		if m.Method == mcp.NotificationProgress {
+			continue
+		}
+		result = m
+		break
+	}
+	assert.Equal(t, "2", string(result.ID))
+	require.Nil(t, result.Error, "log:\n%s", log.String())
+	assert.Contains(t, string(result.Result), "counted to 5")
+
+	err = cmd.Wait()
+	require.NoError(t, err, "exit status; log:\n%s", log.String())
+	assert.Equal(t, 0, cmd.ProcessState.ExitCode())
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Contains(t, log.String(), "shutting down")
+}
