@@ -76,3 +76,11 @@ $(CONFORMANCE_DEPS): $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.jso
 
 clean: ## Remove bin/ and the interop node_modules
 	rm -rf $(BIN) $(INTEROP)/node_modules $(CONFORMANCE)/node_modules
+
+.PHONY: bench-peers
+bench-peers: ## Compare mcpedge with go-sdk, mcp-go and bare fasthttp/gnet floors; writes docs/benchmarks.md (about 15 min)
+	cd bench && $(GO) run ./cmd/benchpeers -root .. -out ../docs/benchmarks.md
+
+.PHONY: conformance-client
+conformance-client: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suite's client scenarios against cmd/conformance-client (in a loopback-only network namespace)
+	$(CONFORMANCE)/run-client.sh

@@ -30,9 +30,9 @@ if [ "$status" -ne 0 ]; then
 	tail -50 "$out/server.log" >&2
 	exit 1
 fi
-if grep -Eq '(WARNING|FAILURE)' "$out/suite.log"; then
+if grep -Eq '(WARNING|FAILURE|Warning Checks|Failed Checks)' "$out/suite.log"; then
 	echo "conformance: warnings or failures reported:" >&2
-	grep -E '(WARNING|FAILURE)' "$out/suite.log" >&2
+	grep -E '(WARNING|FAILURE|Warning|Failed)' "$out/suite.log" >&2
 	exit 1
 fi
 echo "conformance: all scenarios passed with no warning"

@@ -66,7 +66,7 @@ func (s *Server) responseEncoding(ctx *fasthttp.RequestCtx, n int) encoding {
 	if s.opts.CompressMin < 0 || (n >= 0 && n < s.opts.CompressMin) {
 		return encIdentity
 	}
-	return pickEncoding(ctx.Request.Header.PeekBytes(hdrAcceptEncoding))
+	return pickEncoding(ctx.Request.Header.PeekCanonical(hdrAcceptEncoding))
 }
 
 // writeJSON answers ctx with a JSON body, compressed when it is large

@@ -13,7 +13,9 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// Header names, in fasthttp's normalized spelling, and fixed values.
+// Header names, in fasthttp's normalized spelling, and fixed values. They
+// are looked up with PeekCanonical, which skips normalizing the key: the
+// server must keep fasthttp's header name normalization (its default).
 var (
 	hdrSessionID      = []byte("Mcp-Session-Id")
 	hdrVersion        = []byte("Mcp-Protocol-Version")
@@ -83,7 +85,7 @@ func (s *Server) checkHostOrigin(ctx *fasthttp.RequestCtx) bool {
 		s.fail(ctx, fasthttp.StatusForbidden, codeTransport, "Invalid Host: "+string(host))
 		return false
 	}
-	if origin := ctx.Request.Header.PeekBytes(hdrOrigin); len(origin) > 0 && !s.originOK(origin) {
+	if origin := ctx.Request.Header.PeekCanonical(hdrOrigin); len(origin) > 0 && !s.originOK(origin) {
 		s.fail(ctx, fasthttp.StatusForbidden, codeTransport, "Invalid Origin: "+string(origin))
 		return false
 	}
@@ -213,7 +215,7 @@ func qZero(params []byte) bool {
 // any session revision mcpedge serves is accepted on any session. It
 // answers 400 and reports false for an unsupported value.
 func (s *Server) protocolVersion(ctx *fasthttp.RequestCtx) (string, bool) {
-	v := ctx.Request.Header.PeekBytes(hdrVersion)
+	v := ctx.Request.Header.PeekCanonical(hdrVersion)
 	if len(v) == 0 {
 		return mcp.Version20250326, true
 	}

@@ -5,11 +5,13 @@
 // One endpoint (Options.Path, "/mcp" by default) takes POST, GET and DELETE.
 // A POST carries one JSON-RPC message. A notification or a response is
 // answered 202. A request is answered application/json when its handler
-// sends nothing before its result, the common case, which runs without
-// copying beyond the response body; it is answered text/event-stream as soon
+// sends nothing before its result; it is answered text/event-stream as soon
 // as the handler sends anything else first (progress, a log message, a
 // server-to-client request), and everything the request produces goes on
-// that stream, its result last. A GET opens the session's standalone stream
+// that stream, its result last. Requests the engine answers itself and
+// calls of tools registered NonBlocking, the common case, are served on the
+// connection's goroutine without copying; other handlers run on a goroutine
+// of their own while the connection waits for their first message. A GET opens the session's standalone stream
 // for messages tied to no request; DELETE ends the session.
 //
 // Sessions are created by initialize and named by a 128-bit random
@@ -18,6 +20,14 @@
 // client that lost a stream resumes it with GET and Last-Event-ID. Idle
 // sessions are reaped. In stateless mode there are no sessions: each POST is
 // served on its own and GET and DELETE are refused.
+//
+// A client that disconnects while its request is served cancels the
+// request's context (with cause ErrClientGone): on a TCP socket the
+// connection is watched (a peek, which consumes nothing) once the answer
+// takes longer than a few milliseconds, and every write to a stream reports
+// a client gone. The handler's error, if it returns one, is recorded like
+// any answer, so a client that resumes the stream learns how it ended. A
+// stream the handler itself closes (SSE polling) is not a disconnect.
 //
 // Requests are checked before they reach the engine: Host and Origin against
 // DNS rebinding, the method, the content type, the Accept header, the body
@@ -81,8 +91,8 @@ type Options struct {
 	// <= 0 means 1 MiB. The newest event is always kept.
 	EventStoreBytes int
 	// MaxStreamBuffer bounds the bytes waiting to be written on one SSE
-	// stream; a client that lets more pile up is disconnected as a slow
-	// consumer. <= 0 means 1 MiB. One event is always accepted.
+	// stream; a client that lets that much pile up is disconnected as a
+	// slow consumer. <= 0 means 1 MiB. One event of any size is accepted.
 	MaxStreamBuffer int
 	// KeepAlive is the interval of SSE comment lines on idle streams;
 	// 0 means 15 s, < 0 disables them.
@@ -264,7 +274,9 @@ func (s *Server) Options() Options { return s.opts }
 
 // Handler returns the transport's fasthttp request handler, for mounting on
 // a fasthttp server of your own. Give that server a MaxRequestBodySize of
-// the engine's MaxMessage and timeouts as Options describes.
+// the engine's MaxMessage and timeouts as Options describes, and leave
+// DisableHeaderNamesNormalizing off: headers are looked up by their
+// normalized names.
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 
 // ListenAndServe listens on Options.Addr and serves until Shutdown, when it
@@ -389,7 +401,9 @@ func (s *Server) zstdCodec() (*zstd.Encoder, *zstd.Decoder) {
 type fasthttpLogger struct{ l *slog.Logger }
 
 func (f fasthttpLogger) Printf(format string, args ...any) {
-	f.l.Debug("fasthttp: " + fmt.Sprintf(format, args...))
+	if f.l.Enabled(context.Background(), slog.LevelDebug) {
+		f.l.Debug("fasthttp: " + fmt.Sprintf(format, args...))
+	}
 }
 
 // discard is the outbound sink of stateless sessions: there is no stream

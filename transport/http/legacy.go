@@ -33,7 +33,7 @@ func (s *Server) legacyGet(ctx *fasthttp.RequestCtx) {
 		s.notAllowed(ctx, allowGet)
 		return
 	}
-	if _, sse := accepts(ctx.Request.Header.PeekBytes(hdrAccept)); !sse {
+	if _, sse := accepts(ctx.Request.Header.PeekCanonical(hdrAccept)); !sse {
 		s.fail(ctx, fasthttp.StatusNotAcceptable, codeTransport, "Not Acceptable: GET needs Accept: text/event-stream")
 		return
 	}

@@ -265,6 +265,8 @@ func (c *call) work() {
 	kind := c.s.eng.ServeFrame(c.ctx, c.sess, c.body, c)
 	if c.h == nil {
 		c.s.eng.CloseSession(c.sess, errStateless)
+	} else {
+		c.sess.Touch() // the session was in use until now
 	}
 	c.done(kind)
 	c.unref()
@@ -332,7 +334,7 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, fasthttp.StatusUnsupportedMediaType, codeTransport, "Unsupported Media Type: Content-Type must be application/json")
 		return
 	}
-	if json, sse := accepts(ctx.Request.Header.PeekBytes(hdrAccept)); !json || !sse {
+	if json, sse := accepts(ctx.Request.Header.PeekCanonical(hdrAccept)); !json || !sse {
 		s.fail(ctx, fasthttp.StatusNotAcceptable, codeTransport, "Not Acceptable: Accept must admit both application/json and text/event-stream")
 		return
 	}
@@ -360,7 +362,7 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 			c.sess.SetVersion(version, nil, nil)
 		}
 	default:
-		sid := ctx.Request.Header.PeekBytes(hdrSessionID)
+		sid := ctx.Request.Header.PeekCanonical(hdrSessionID)
 		if len(sid) == 0 {
 			if m.Kind != codec.KindRequest || m.Method != mcp.MethodInitialize {
 				s.fail(ctx, fasthttp.StatusBadRequest, codeTransport, "Bad Request: Mcp-Session-Id header is required")
@@ -378,8 +380,11 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 			s.fail(ctx, fasthttp.StatusNotFound, codeSessionNotFound, "Session not found")
 			s.putCall(c)
 			return
+		} else {
+			c.h.posts.Add(1)
 		}
 		c.sess = c.h.sess
+		defer c.h.posts.Add(-1) // evaluated now: c.h is reset before this runs
 	}
 
 	if s.inline(c) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/session"
@@ -33,6 +34,8 @@ type hsession struct {
 	recs    map[uint64]*streamRec // POST streams that may still be resumed
 	store   eventStore
 	live    int // open streams
+
+	posts atomic.Int32 // POSTs being handled: the session is not idle
 }
 
 // streamRec is one stream of a session, open or not.
@@ -71,6 +74,7 @@ func (s *Server) newSession() (*hsession, error) {
 		return nil, errTooManySessions
 	}
 	h := &hsession{s: s}
+	h.posts.Store(1) // the initialize that creates it; the caller releases it
 	h.sess = s.eng.NewSession(h)
 	s.sessions.Store(h.sess.ID(), h)
 	h.sess.OnClose(h.onClose)
@@ -109,8 +113,11 @@ func (h *hsession) onClose() {
 	h.recs = nil
 }
 
-// busy reports whether a stream of the session is open.
+// busy reports whether a POST is being handled or a stream is open.
 func (h *hsession) busy() bool {
+	if h.posts.Load() > 0 {
+		return true
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.live > 0
@@ -329,7 +336,7 @@ func (s *Server) get(ctx *fasthttp.RequestCtx) {
 		s.notAllowed(ctx, allowStateless)
 		return
 	}
-	if _, sse := accepts(ctx.Request.Header.PeekBytes(hdrAccept)); !sse {
+	if _, sse := accepts(ctx.Request.Header.PeekCanonical(hdrAccept)); !sse {
 		s.fail(ctx, fasthttp.StatusNotAcceptable, codeTransport, "Not Acceptable: GET needs Accept: text/event-stream")
 		return
 	}
@@ -342,7 +349,7 @@ func (s *Server) get(ctx *fasthttp.RequestCtx) {
 	}
 	h.sess.Touch()
 	st := s.newStream()
-	if lastID := ctx.Request.Header.PeekBytes(hdrLastEventID); len(lastID) > 0 {
+	if lastID := ctx.Request.Header.PeekCanonical(hdrLastEventID); len(lastID) > 0 {
 		if status, code, msg := h.resume(st, lastID); status != 0 {
 			s.fail(ctx, status, code, msg)
 			return
@@ -374,7 +381,7 @@ func (s *Server) del(ctx *fasthttp.RequestCtx) {
 // sessionOf returns the session named by the request's Mcp-Session-Id,
 // answering 400 (no header) or 404 (unknown or ended) when there is none.
 func (s *Server) sessionOf(ctx *fasthttp.RequestCtx) *hsession {
-	sid := ctx.Request.Header.PeekBytes(hdrSessionID)
+	sid := ctx.Request.Header.PeekCanonical(hdrSessionID)
 	if len(sid) == 0 {
 		s.fail(ctx, fasthttp.StatusBadRequest, codeTransport, "Bad Request: Mcp-Session-Id header is required")
 		return nil

@@ -27,8 +27,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 // connection's goroutine drains them in WriteTo, which fasthttp calls after
 // the handler has returned, sending each Write as one flushed chunk.
 //
-// Outbound bytes are bounded: a client that lets more than
-// Options.MaxStreamBuffer pile up is cut off as a slow consumer. A stream
+// Outbound bytes are bounded: when Options.MaxStreamBuffer bytes pile up
+// while a write to the client is in progress, the client is cut off as a
+// slow consumer at the next event. A single event of any size passes. A stream
 // ends normally (end: what is pending is written, then the response
 // completes and the connection is kept alive) or fails (fail: the client
 // is gone; fasthttp closes the connection).
@@ -41,6 +42,7 @@ type stream struct {
 
 	mu     sync.Mutex
 	pend   []byte // formatted events not yet taken by the writer
+	busy   bool   // the writer holds a batch it has not finished writing
 	ending bool   // write pend, then complete the response
 	failed error  // stop at once
 	conn   net.Conn
@@ -136,7 +138,7 @@ func (st *stream) push(withID bool, sid, seq uint64, data []byte, bounded bool) 
 		st.mu.Unlock()
 		return false
 	}
-	if bounded && len(st.pend) > 0 && len(st.pend)+len(data)+64 > st.s.opts.MaxStreamBuffer {
+	if bounded && st.busy && len(st.pend) >= st.s.opts.MaxStreamBuffer {
 		conn := st.failLocked(ErrSlowConsumer)
 		st.mu.Unlock()
 		st.s.log.Warn("closing slow SSE consumer", "cause", ErrSlowConsumer, "limit", st.s.opts.MaxStreamBuffer)
@@ -205,6 +207,7 @@ func abortWrite(conn net.Conn) {
 func (st *stream) next() (b []byte, last bool, err error) {
 	for {
 		st.mu.Lock()
+		st.busy = false
 		switch {
 		case st.failed != nil:
 			err = st.failed
@@ -213,12 +216,15 @@ func (st *stream) next() (b []byte, last bool, err error) {
 				st.spare = nil
 			}
 			b, st.pend, st.spare = st.pend, st.spare[:0], st.pend
-			last = st.ending
+			last, st.busy = st.ending, true
 		case st.ending:
 			last = true
 		default:
 			st.mu.Unlock()
 			if !st.sleep() {
+				st.mu.Lock()
+				st.busy = true
+				st.mu.Unlock()
 				return keepAliveLine, false, nil
 			}
 			continue

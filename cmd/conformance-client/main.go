@@ -1,0 +1,156 @@
+// Command conformance-client is the client under test for the client mode
+// of the official MCP conformance suite (@modelcontextprotocol/conformance):
+//
+//	conformance client --command "conformance-client" --scenario NAME
+//
+// The suite starts a mock server, then runs this command with the server's
+// URL as the last argument and the scenario's name in
+// MCP_CONFORMANCE_SCENARIO (and, for some scenarios, a JSON object of
+// extra settings in MCP_CONFORMANCE_CONTEXT). The client connects over
+// Streamable HTTP with the mcpedge client library, does what the scenario
+// expects, and exits 0 on success, 1 on failure.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mcpedge/mcpedge/client"
+	"github.com/mcpedge/mcpedge/client/oauth"
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/mcp"
+)
+
+// clientMetadataURL is the Client ID Metadata Document URL the suite's
+// authorization servers expect (auth/basic-cimd).
+const clientMetadataURL = "https://conformance-test.local/client-metadata.json"
+
+// scenarioTools names the tool each scenario has the client call (after
+// listing the tools); the arguments are in toolArgs.
+var scenarioTools = map[string]string{
+	"tools_call":                          "add_numbers",
+	"elicitation-sep1034-client-defaults": "test_client_elicitation_defaults",
+	"sse-retry":                           "test_reconnection",
+}
+
+// toolArgs are the arguments of the scenario tools that take some.
+var toolArgs = map[string]any{
+	"add_numbers": map[string]any{"a": 5, "b": 3},
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "conformance-client:", err)
+		os.Exit(1)
+	}
+}
+
+// scenarioContext is MCP_CONFORMANCE_CONTEXT.
+type scenarioContext struct {
+	ClientID     string `json:"client_id"`
+	ClientSecret string `json:"client_secret"`
+}
+
+func run() error {
+	if len(os.Args) < 2 {
+		return errors.New("usage: conformance-client SERVER_URL (scenario in MCP_CONFORMANCE_SCENARIO)")
+	}
+	serverURL := os.Args[len(os.Args)-1]
+	scenario := os.Getenv("MCP_CONFORMANCE_SCENARIO")
+	var sc scenarioContext
+	if raw := os.Getenv("MCP_CONFORMANCE_CONTEXT"); raw != "" {
+		if err := codec.Unmarshal([]byte(raw), &sc); err != nil {
+			return fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+
+	tr := &client.HTTPTransport{URL: serverURL, Logger: log}
+	opts := client.Options{
+		ClientInfo: mcp.Implementation{Name: "mcpedge-conformance-client", Version: client.Version},
+		Logger:     log,
+		// Elicitation: accept with the defaults the form declares
+		// (SEP-1034).
+		OnElicitation: func(_ context.Context, _ *client.ServerRequest, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+			d, err := client.ElicitationDefaults(p.RequestedSchema)
+			if err != nil {
+				return nil, err
+			}
+			content, err := codec.Marshal(d)
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: content}, nil
+		},
+		OnSampling: func(_ context.Context, _ *client.ServerRequest, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "conformance-client", StopReason: "endTurn",
+				Content: codec.RawJSON(`{"type":"text","text":"This is a response from the conformance client"}`)}, nil
+		},
+	}
+	if strings.HasPrefix(scenario, "auth/") {
+		cfg := oauth.Config{
+			ClientID:          sc.ClientID,
+			ClientSecret:      sc.ClientSecret,
+			ClientMetadataURL: clientMetadataURL,
+			ClientName:        "mcpedge-conformance-client",
+			RedirectURL:       "http://localhost:3000/callback",
+		}
+		if strings.Contains(scenario, "client-credentials") {
+			cfg.GrantType = oauth.GrantClientCredentials
+		}
+		a, err := oauth.New(serverURL, cfg)
+		if err != nil {
+			return err
+		}
+		tr.Auth = a
+	}
+
+	c, err := client.Dial(ctx, tr, opts)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	tools, err := c.AllTools(ctx)
+	if err != nil {
+		return err
+	}
+	has := func(name string) bool {
+		for _, t := range tools {
+			if t.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	var call string
+	switch {
+	case scenarioTools[scenario] != "":
+		call = scenarioTools[scenario]
+	case strings.HasPrefix(scenario, "auth/") && has("test-tool"):
+		call = "test-tool"
+	}
+	if call == "" {
+		return nil
+	}
+	args := toolArgs[call]
+	if args == nil {
+		args = map[string]any{}
+	}
+	r, err := c.CallTool(ctx, call, args)
+	if err != nil {
+		return fmt.Errorf("%s: %w", call, err)
+	}
+	if r.IsError {
+		return fmt.Errorf("%s: the tool failed: %+v", call, r.Content)
+	}
+	log.Info("tool called", "tool", call, "content", len(r.Content))
+	return nil
+}

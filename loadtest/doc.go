@@ -1,0 +1,61 @@
+// Package loadtest is the engine of mcpload, mcpedge's load generator: it
+// drives MCP servers over TCP, Streamable HTTP and stdio and measures them.
+//
+// Run puts load on a Target: closed loop (Connections sessions, InFlight
+// requests outstanding on each, the next sent as soon as one is answered)
+// or open loop (Rate requests per second in all, each worker on its own
+// schedule, latency measured from each request's intended send time as wrk2
+// does, so a server stall shows in every request queued behind it instead
+// of slowing the load down). A run lasts Duration or Requests after a
+// Warmup that is not recorded. Each request is a Step drawn from a weighted
+// mix, rendered from a template, and every answer is verified: its id must
+// be one that was asked, it must be a result, and its content must be what
+// the step expects. Failures are counted by ErrorKind. RunSessions opens
+// many idle sessions and weighs them in the server's resident memory;
+// RunFanout subscribes many sessions to one resource, publishes updates and
+// times the notifications.
+//
+// By default mcpload uses its own lean connections: a fasthttp HostClient
+// (PipelineClient when more than one request is in flight per connection)
+// for HTTP, whose answers may be JSON or SSE, and for TCP and stdio a
+// stream multiplexed by id with a fixed slot, buffer and timer per
+// in-flight request. Config.Client runs the same load through the client
+// library's Pool instead.
+//
+// # JSON output
+//
+// Result is written as JSON by mcpload -json; its schema is named by the
+// "schema" member, "mcpload/v1". Durations are microseconds (names ending
+// in _us), rates are per second, memory is bytes:
+//
+//	schema            "mcpload/v1"
+//	mode              "closed" | "open" | "sessions" | "fanout"
+//	target, transport the target spec; "tcp" | "http" | "stdio"
+//	started           RFC 3339 time the measured phase began
+//	connections, in_flight, rate, mix ["name=weight", ...]
+//	warmup_s, duration_s          warm-up asked; measured phase as run
+//	requests, ok, errors          requests of the measured phase; verified; failed
+//	error_rate                    errors / requests
+//	errors_by_kind {kind: n}      kinds: connect, timeout, closed, transport,
+//	                              protocol, id_mismatch, rpc_error, unexpected
+//	error_samples {kind: msg}     the first message of each kind ("setup": set-up failure)
+//	connect_failures              connections that failed before the run
+//	throughput_rps                ok / duration_s
+//	latency_us {count, min, mean, stdev, p50, p90, p99, p99_9, max}
+//	percentiles [{percentile, us}]  the latency curve, 0 to 100
+//	steps [{name, method, requests, errors, p50_us, p99_us}]
+//	timeline [{t, ok, errors, mean_us}]  one per second of the measured phase
+//	server {pid, cpu_s, cpu_per_request_us, rss_bytes}   with -pid (stdio: the child)
+//	sessions {requested, opened, failed, open_s, opened_per_s,
+//	          rss_before_bytes, rss_after_bytes, rss_per_session_bytes, first_error}
+//	fanout {subscribers, subscribed, updates, expected, delivered, lost,
+//	        delivered_per_s, span_s, update_errors, first_error, delay_us {...}}
+//	thresholds {max_p99_us, max_error_rate, passed, violations [...]}
+//
+// Members that do not apply to a mode are omitted. A new member may appear
+// in mcpload/v1; a member that changes meaning or goes away changes the
+// schema name.
+//
+// Everything here is safe for concurrent use unless a type says otherwise;
+// a Result is a value that its caller owns.
+package loadtest
