@@ -33,7 +33,10 @@ function startServer(extraArgs = []) {
     });
     let log = '';
     let started = false;
-    const timer = setTimeout(() => reject(new Error(`mcpedge did not start:\n${log}`)), 10000);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`mcpedge did not start:\n${log}`));
+    }, 10000);
     child.once('error', (err) => {
       clearTimeout(timer);
       reject(err);

@@ -66,10 +66,10 @@ const (
 // anything comes before it, as an SSE stream that carries everything, the
 // answer last. Calls are pooled.
 //
-// Methods the engine answers without handler code run inline on the
-// handler's goroutine. Others run ServeFrame on a goroutine of their own
-// while the handler waits for the first message, since an SSE response can
-// start only once the handler has returned.
+// Requests the engine answers itself and calls of NonBlocking tools run
+// inline on the handler's goroutine. Others run ServeFrame on a goroutine
+// of their own while the handler waits for the first message, since an SSE
+// response can start only once the handler has returned.
 type call struct {
 	s    *Server
 	h    *hsession // nil when stateless
@@ -165,11 +165,18 @@ func (c *call) Send(b *codec.Buffer) error {
 		codec.PutBuffer(b) // a handler's goroutine that outlived the request
 		return session.ErrClosed
 	}
-	final := c.inline || answerKind(b.B, c.id) != 0
+	final := answerKind(b.B, c.id) != 0
 	if c.mode == modeWait {
 		if final {
 			c.answer, c.final = b, true
 			return nil
+		}
+		if c.inline {
+			// Only a handler swapped in after inline chose this goroutine
+			// can get here; it cannot stream from it.
+			c.s.log.Debug("message dropped: request served inline", "session", c.sess.ID())
+			codec.PutBuffer(b)
+			return session.ErrClosed
 		}
 		c.startSSE()
 	}
