@@ -95,15 +95,22 @@ func (s *Server) HandleFrame(sess *session.Session, frame []byte, out []byte) []
 // It reports the decoded message's kind (KindInvalid for an undecodable
 // frame, which is answered with an error).
 func (s *Server) ServeFrame(ctx context.Context, sess *session.Session, frame []byte, reply session.Sink) codec.Kind {
-	r := s.newRequest(sess, reply)
-	defer s.release(r)
-	m := &r.msg
+	m := messages.Get().(*codec.Message)
+	defer messages.Put(m)
 	if err := codec.Decode(frame, m); err != nil {
 		b := codec.GetBuffer()
 		b.B = appendDecodeError(b.B, m, err)
 		_ = reply.Send(b)
 		return codec.KindInvalid
 	}
+	return s.ServeMessage(ctx, sess, m, reply)
+}
+
+// ServeMessage is ServeFrame for a message the caller has decoded already
+// (with codec.Decode), so that a transport that routes on the message does
+// not decode it twice. m and the bytes it aliases must stay valid and
+// unmodified until ServeMessage returns; m is not retained.
+func (s *Server) ServeMessage(ctx context.Context, sess *session.Session, m *codec.Message, reply session.Sink) codec.Kind {
 	sess.Touch()
 	switch m.Kind {
 	case codec.KindResponse, codec.KindError:
@@ -125,14 +132,15 @@ func (s *Server) ServeFrame(ctx context.Context, sess *session.Session, frame []
 		return m.Kind
 	}
 	codec.PutBuffer(b)
-	r.buf = frame
+	r := s.newRequest(sess, reply)
+	defer s.release(r)
+	r.msg = *m
 	r.ctx, r.cancel = sess.Track(m.ID)
 	if ctx != nil && ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, func() { r.cancel(context.Cause(ctx)) })
 		defer stop()
 	}
 	s.run(r)
-	r.buf = nil // the caller's; must not go back to the pool
 	return m.Kind
 }
 

@@ -142,7 +142,7 @@ func (s *Server) startToolTask(r *request, p *mcp.CallToolParams, dst []byte) ([
 	// The task outlives the request: it gets its own request object (not
 	// pooled), its own copy of the params, and the session's stream.
 	tr := &request{s: s, sess: r.sess, reply: r.sess.Out, taskID: t.t.TaskID}
-	tr.buf = append([]byte(nil), r.buf...)
+	tr.buf = codec.AppendRequest(nil, r.msg.ID, r.msg.Method, r.msg.Params)
 	if err := codec.Decode(tr.buf, &tr.msg); err != nil {
 		s.removeTask(t)
 		return dst, err
