@@ -35,10 +35,11 @@ build: ## Build bin/mcpedge (and bin/mcpload once cmd/mcpload exists)
 run: build ## Build, then serve the demo handlers on 127.0.0.1:7400
 	./$(MCPEDGE)
 
-test: ## Run every test: go test ./..., the TypeScript SDK interop tests, the conformance suite
+test: ## Run every test: go test ./..., the TypeScript SDK interop tests, the conformance suite (server and client)
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory interop
 	$(MAKE) --no-print-directory conformance
+	$(MAKE) --no-print-directory conformance-client
 
 race: ## Run the Go tests under the race detector
 	$(GO) test -race -timeout $(RACE_TIMEOUT) ./...

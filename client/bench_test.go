@@ -15,6 +15,7 @@ func benchCallRaw(b *testing.B, tr client.Transport) {
 	c := dial(b, tr, client.Options{})
 	ctx := context.Background()
 	b.ReportAllocs()
+	b.SetParallelism(16) // many calls in flight, as a load generator has
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -45,6 +46,7 @@ func BenchmarkCallToolTCP(b *testing.B) {
 	ctx := context.Background()
 	args := map[string]any{"text": "hello"}
 	b.ReportAllocs()
+	b.SetParallelism(16) // many calls in flight, as a load generator has
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -83,7 +83,6 @@ var (
 	ErrReconnectFailed    = errors.New("client: reconnection failed")
 	ErrReplyLater         = errors.New("client: the handler will reply later")
 	ErrAlreadyReplied     = errors.New("client: server request already answered")
-	ErrNoHandler          = errors.New("client: no handler for this server request")
 	ErrServerCancelled    = errors.New("client: the server cancelled its request")
 )
 
@@ -128,7 +127,8 @@ type Options struct {
 	OnProgress  func(p *mcp.ProgressParams)
 	OnCancelled func(p *mcp.CancelledParams)
 	// OnNotification receives every notification, after the callbacks
-	// above; params is the client's own copy.
+	// above, except the progress of calls made with WithProgress; params
+	// is the client's own copy.
 	OnNotification func(method string, params []byte)
 	// OnConnectionLost and OnReconnected report reconnection (when
 	// Reconnect is set).
@@ -260,6 +260,8 @@ func (c *Client) connectOnce(ctx context.Context) error {
 		return fmt.Errorf("client: connect: %w", err)
 	}
 	l.conn = conn
+	_, stream := conn.(*streamConn)
+	l.blocking = !stream
 	close(l.connSet)
 	c.mu.Lock()
 	if c.closing {
@@ -287,7 +289,13 @@ func (c *Client) connectOnce(ctx context.Context) error {
 			c.log.Warn("re-subscribe failed", "uri", u, "err", err)
 		}
 	}
-	l.established.Store(true)
+	// Ready only while the connection lives: lost() acts on ready
+	// connections, and both decide under c.mu.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return ErrClientClosed
+	}
 	if l.dead.Load() {
 		return fmt.Errorf("client: connection lost during initialization: %w", l.cause)
 	}
@@ -295,11 +303,7 @@ func (c *Client) connectOnce(ctx context.Context) error {
 		c.bg.Add(1)
 		go c.keepAlive(l)
 	}
-	c.mu.Lock()
-	if !c.closing {
-		c.setState(StateReady)
-	}
-	c.mu.Unlock()
+	c.setState(StateReady)
 	return nil
 }
 
@@ -314,7 +318,7 @@ func (c *Client) initialize(ctx context.Context, l *link) error {
 	if err != nil {
 		return fmt.Errorf("client: initialize: %w", err)
 	}
-	raw, err := l.call(ictx, mcp.MethodInitialize, params, nil)
+	raw, err := l.call(ictx, mcp.MethodInitialize, params, nil, 0)
 	if err != nil {
 		if errors.Is(context.Cause(ictx), ErrInitTimeout) && ctx.Err() == nil {
 			return fmt.Errorf("%w after %v", ErrInitTimeout, c.opts.InitTimeout)
@@ -406,10 +410,11 @@ func (c *Client) terminate(cause error) {
 	c.doneOnce.Do(func() { close(c.done) })
 }
 
-// lost is called when an established connection ends.
+// lost is called when a connection ends; it acts only on the current,
+// ready one (a connection that dies while initializing fails connectOnce).
 func (c *Client) lost(l *link, cause error) {
 	c.mu.Lock()
-	if c.closing || c.cur.Load() != l {
+	if c.closing || c.cur.Load() != l || c.State() != StateReady {
 		c.mu.Unlock()
 		return
 	}
@@ -454,15 +459,8 @@ func (c *Client) request(ctx context.Context, method string, params []byte, prog
 		return nil, fmt.Errorf("%s: %w", method, err)
 	}
 	c.inflight.Add(1)
-	defer c.inflight.Add(-1)
-	var cancel context.CancelFunc
-	if c.opts.RequestTimeout > 0 {
-		ctx, cancel = context.WithTimeoutCause(ctx, c.opts.RequestTimeout, ErrTimeout)
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
-	}
-	res, err := l.call(ctx, method, params, progress)
-	cancel()
+	res, err := l.call(ctx, method, params, progress, c.opts.RequestTimeout)
+	c.inflight.Add(-1)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", method, err)
 	}
@@ -498,15 +496,18 @@ type link struct {
 	conn    Conn
 	connSet chan struct{}
 	tracker *session.Tracker
+	// blocking is set for connections whose Send may carry the answer
+	// (anything but a framed stream).
+	blocking bool
 
 	progress  *xsync.Map[int64, ProgressFunc]
 	nprogress atomic.Int32
 	srv       *xsync.Map[string, *ServerRequest]
 
-	established atomic.Bool
-	dead        atomic.Bool
-	done        chan struct{}
-	cause       error // set before done is closed
+	dead  atomic.Bool
+	done  chan struct{}
+	cause error // set before dead
+
 }
 
 func newLink(c *Client) *link {
@@ -520,9 +521,22 @@ func newLink(c *Client) *link {
 	}
 }
 
-// call sends a request and waits for the answer, ctx's end or the
-// connection's.
-func (l *link) call(ctx context.Context, method string, params []byte, progress ProgressFunc) ([]byte, error) {
+// call sends a request and waits for the answer, ctx's end, timeout (if
+// > 0) or the connection's end.
+func (l *link) call(ctx context.Context, method string, params []byte, progress ProgressFunc, timeout time.Duration) ([]byte, error) {
+	if l.blocking {
+		// The answer may come back inside Send (HTTP): the deadline must
+		// bound Send too, and ending ctx when the call returns stops the
+		// stream that may still carry it.
+		var cancel context.CancelFunc
+		if timeout > 0 {
+			ctx, cancel = context.WithTimeoutCause(ctx, timeout, ErrTimeout)
+		} else {
+			ctx, cancel = context.WithCancel(ctx)
+		}
+		defer cancel()
+		timeout = 0
+	}
 	call, err := l.tracker.Start()
 	if err != nil {
 		return nil, err
@@ -541,21 +555,26 @@ func (l *link) call(ctx context.Context, method string, params []byte, progress 
 	codec.PutBuffer(b)
 	if err == nil {
 		var reply session.Reply
-		reply, err = l.tracker.Wait(ctx, call, 0)
+		reply, err = l.tracker.Wait(ctx, call, timeout)
 		if err == nil {
 			if reply.Err != nil {
 				return nil, reply.Err
 			}
 			return reply.Result, nil
 		}
+		if errors.Is(err, session.ErrTimeout) {
+			err = ErrTimeout
+		}
 	} else {
 		l.tracker.Forget(call)
 	}
-	if ctx.Err() != nil && method != mcp.MethodInitialize && !l.dead.Load() {
-		l.cancelRequest(call.ID, context.Cause(ctx))
+	if ctx.Err() != nil {
+		if cause := context.Cause(ctx); !errors.Is(err, cause) {
+			err = cause
+		}
 	}
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) && ctx.Err() != nil {
-		err = cause
+	if (ctx.Err() != nil || errors.Is(err, ErrTimeout)) && method != mcp.MethodInitialize && !l.dead.Load() {
+		l.cancelRequest(call.ID, err)
 	}
 	return nil, err
 }
@@ -614,9 +633,7 @@ func (l *link) Closed(err error) {
 		return true
 	})
 	close(l.done)
-	if l.established.Load() {
-		l.c.lost(l, err)
-	}
+	l.c.lost(l, err)
 }
 
 // appendRequest appends a request with integer id; with token, params get

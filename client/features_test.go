@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,6 +33,7 @@ func TestServerRequests(t *testing.T) {
 	addr, _ := serveTCP(t, srv)
 
 	var logs atomic.Int64
+	serverCancels := make(chan *mcp.CancelledParams, 4)
 	elicitCtx := make(chan context.Context, 1)
 	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{
 		OnSampling: func(ctx context.Context, _ *client.ServerRequest, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
@@ -59,7 +61,8 @@ func TestServerRequests(t *testing.T) {
 		OnRoots: func(ctx context.Context, _ *client.ServerRequest) (*mcp.ListRootsResult, error) {
 			return &mcp.ListRootsResult{Roots: []mcp.Root{{URI: "file:///work", Name: "work"}}}, nil
 		},
-		OnLog: func(*mcp.LoggingMessageParams) { logs.Add(1) },
+		OnLog:       func(*mcp.LoggingMessageParams) { logs.Add(1) },
+		OnCancelled: func(p *mcp.CancelledParams) { serverCancels <- p },
 	})
 	caps := c.InitializeResult()
 	require.NotNil(t, caps)
@@ -99,6 +102,92 @@ func TestServerRequests(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the server's cancellation did not reach the handler")
 	}
+	select {
+	case p := <-serverCancels:
+		assert.NotEmpty(t, p.RequestID)
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnCancelled not called")
+	}
+}
+
+func TestListChanged(t *testing.T) {
+	srv := newEngine(t, "demo", engine.Options{ListChangedDelay: time.Millisecond})
+	addr, _ := serveTCP(t, srv)
+	changed := make(chan struct{}, 4)
+	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{OnToolListChanged: func() { changed <- struct{}{} }})
+	ctx := testCtx(t)
+	before, err := c.AllTools(ctx)
+	require.NoError(t, err)
+	require.NoError(t, srv.Registry().AddTool(&mcp.Tool{Name: "late", InputSchema: codec.RawJSON(`{"type":"object"}`)},
+		func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.TextResult("late"), nil
+		}))
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no tools/list_changed callback")
+	}
+	after, err := c.AllTools(ctx)
+	require.NoError(t, err)
+	assert.Len(t, after, len(before)+1)
+	// The output check finds the new tool in the refreshed cache.
+	r, err := c.CallTool(ctx, "late", nil, client.WithOutputValidation())
+	require.NoError(t, err)
+	assert.Equal(t, "late", r.Content[0].Text)
+}
+
+// TestOutputValidation uses a fake server, since mcpedge checks its own
+// tools' output.
+func TestOutputValidation(t *testing.T) {
+	addr := scripted(t, func(r fakeReq, w io.Writer) bool {
+		switch r.Method {
+		case "tools/list":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"liar","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},{"name":"plain","inputSchema":{"type":"object"}}]}}`+"\n", r.ID)
+		case "tools/call":
+			sc := `{"n":3}`
+			switch {
+			case strings.Contains(r.Line, `"bad"`):
+				sc = `{"n":"three"}`
+			case strings.Contains(r.Line, `"none"`):
+				sc = ``
+			}
+			res := `{"content":[{"type":"text","text":"x"}]`
+			if sc != "" {
+				res += `,"structuredContent":` + sc
+			}
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}}`+"\n", r.ID, res)
+		}
+		return true
+	})
+	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{})
+	ctx := testCtx(t)
+	_, err := c.CallTool(ctx, "liar", map[string]any{"mode": "good"}, client.WithOutputValidation())
+	require.NoError(t, err)
+	r, err := c.CallTool(ctx, "liar", map[string]any{"mode": "bad"}, client.WithOutputValidation())
+	require.ErrorIs(t, err, client.ErrOutputSchema)
+	require.NotNil(t, r, "the result comes with the error")
+	_, err = c.CallTool(ctx, "liar", map[string]any{"mode": "none"}, client.WithOutputValidation())
+	require.ErrorIs(t, err, client.ErrOutputSchema)
+	_, err = c.CallTool(ctx, "liar", map[string]any{"mode": "bad"})
+	require.NoError(t, err, "no check unless asked")
+	_, err = c.CallTool(ctx, "plain", map[string]any{"mode": "none"}, client.WithOutputValidation())
+	require.NoError(t, err, "no outputSchema, no check")
+	_, err = c.CallTool(ctx, "nope", nil, client.WithOutputValidation())
+	require.ErrorIs(t, err, client.ErrUnknownTool)
+}
+
+func TestReconnectDelay(t *testing.T) {
+	p := &client.ReconnectPolicy{MinDelay: 100 * time.Millisecond, MaxDelay: time.Second}
+	for n, base := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
+		base *= time.Millisecond
+		for range 50 {
+			d := p.Delay(n + 1)
+			assert.GreaterOrEqual(t, d, base*8/10, "attempt %d", n+1)
+			assert.LessOrEqual(t, d, base*12/10, "attempt %d", n+1)
+		}
+	}
+	exact := &client.ReconnectPolicy{MinDelay: time.Millisecond, Multiplier: 3, Jitter: -1}
+	assert.Equal(t, 9*time.Millisecond, exact.Delay(3))
 }
 
 func TestNoHandler(t *testing.T) {

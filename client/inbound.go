@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/mcp"
@@ -34,6 +36,9 @@ type ServerRequest struct {
 	cancel  context.CancelCauseFunc
 	replied atomic.Bool
 }
+
+// answerTimeout bounds sending the answer to a server request.
+const answerTimeout = 30 * time.Second
 
 // Context returns the request's context: cancelled when the server
 // cancels the request or the connection ends.
@@ -76,7 +81,9 @@ func (r *ServerRequest) send(b *codec.Buffer) error {
 	if r.l.dead.Load() {
 		return fmt.Errorf("client: answering %s: %w", r.Method, r.l.cause)
 	}
-	return r.l.conn.Send(context.WithoutCancel(r.ctx), b.B)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), answerTimeout)
+	defer cancel()
+	return r.l.conn.Send(ctx, b.B)
 }
 
 // Message implements Inbound: it routes one message from the server.
@@ -84,8 +91,9 @@ func (l *link) Message(msg []byte) {
 	if l.dead.Load() {
 		return
 	}
-	var m codec.Message
-	if err := codec.Decode(msg, &m); err != nil {
+	m := messages.Get().(*codec.Message)
+	defer messages.Put(m)
+	if err := codec.Decode(msg, m); err != nil {
 		l.kill(fmt.Errorf("%w: malformed message from the server: %w", ErrProtocol, err))
 		return
 	}
@@ -97,9 +105,13 @@ func (l *link) Message(msg []byte) {
 	case codec.KindNotification:
 		l.notification(m.Method, m.Params)
 	case codec.KindRequest:
-		l.serverRequest(&m)
+		l.serverRequest(m)
 	}
 }
+
+// messages recycles the envelopes Message decodes into (they escape to
+// the heap through the decoder).
+var messages = sync.Pool{New: func() any { return new(codec.Message) }}
 
 // resolve delivers an answer. Answers to calls with a progress callback
 // go through the dispatch goroutine, behind the progress notifications

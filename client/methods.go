@@ -382,12 +382,7 @@ func (c *Client) subscribeOn(ctx context.Context, l *link, uri string) error {
 	if err != nil {
 		return err
 	}
-	if c.opts.RequestTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, c.opts.RequestTimeout, ErrTimeout)
-		defer cancel()
-	}
-	if _, err := l.call(ctx, mcp.MethodResourcesSubscribe, p, nil); err != nil {
+	if _, err := l.call(ctx, mcp.MethodResourcesSubscribe, p, nil, c.opts.RequestTimeout); err != nil {
 		return fmt.Errorf("%s: %w", mcp.MethodResourcesSubscribe, err)
 	}
 	return nil
@@ -424,4 +419,9 @@ func (c *Client) Complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.Comp
 // (logging/setLevel).
 func (c *Client) SetLogLevel(ctx context.Context, level string) error {
 	return c.call(ctx, mcp.MethodLoggingSetLevel, &mcp.SetLevelParams{Level: level}, nil, nil)
+}
+
+// NotifyRootsListChanged tells the server the client's roots changed.
+func (c *Client) NotifyRootsListChanged(ctx context.Context) error {
+	return c.Notify(ctx, mcp.NotificationRootsListChanged, nil)
 }

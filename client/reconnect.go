@@ -105,9 +105,7 @@ func (c *Client) keepAlive(l *link) {
 		case <-c.bgCtx.Done():
 			return
 		}
-		ctx, cancel := context.WithTimeoutCause(c.bgCtx, iv, ErrTimeout)
-		_, err := l.call(ctx, "ping", nil, nil)
-		cancel()
+		_, err := l.call(c.bgCtx, "ping", nil, nil, iv)
 		if err == nil {
 			misses = 0
 			continue
