@@ -15,7 +15,6 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/mcp"
-	"github.com/puzpuzpuz/xsync/v4"
 )
 
 // State is a session's lifecycle state.
@@ -85,7 +84,7 @@ type Session struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	inflight *xsync.Map[string, context.CancelCauseFunc]
+	inflight map[string]context.CancelCauseFunc // guarded by mu; made on first use
 
 	mu      sync.Mutex
 	subs    map[string]func() // resource URI → unsubscribe from the bus
@@ -97,12 +96,11 @@ type Session struct {
 func New(parent context.Context, out Sink) *Session {
 	ctx, cancel := context.WithCancelCause(parent)
 	s := &Session{
-		id:       NewID(),
-		Out:      out,
-		Tracker:  NewTracker(),
-		ctx:      ctx,
-		cancel:   cancel,
-		inflight: xsync.NewMap[string, context.CancelCauseFunc](),
+		id:      NewID(),
+		Out:     out,
+		Tracker: NewTracker(),
+		ctx:     ctx,
+		cancel:  cancel,
 	}
 	s.logLevel.Store(-1)
 	s.Touch()
@@ -237,15 +235,20 @@ func (s *Session) LogEnabled(i int) bool {
 // It returns the request's context; call Done when the request ends.
 func (s *Session) Track(id []byte) (context.Context, context.CancelCauseFunc) {
 	ctx, cancel := context.WithCancelCause(s.ctx)
-	s.inflight.Store(string(id), cancel)
+	s.mu.Lock()
+	if s.inflight == nil {
+		s.inflight = make(map[string]context.CancelCauseFunc)
+	}
+	s.inflight[string(id)] = cancel
+	s.mu.Unlock()
 	return ctx, cancel
 }
 
 // Done forgets an in-flight request and releases its context.
 func (s *Session) Done(id []byte, cancel context.CancelCauseFunc) {
-	s.inflight.Compute(string(id), func(old context.CancelCauseFunc, loaded bool) (context.CancelCauseFunc, xsync.ComputeOp) {
-		return nil, xsync.DeleteOp
-	})
+	s.mu.Lock()
+	delete(s.inflight, codec.B2S(id))
+	s.mu.Unlock()
 	cancel(nil)
 }
 
@@ -256,7 +259,9 @@ var ErrCancelledByClient = errors.New("session: request cancelled by client")
 // CancelRequest cancels the in-flight request with raw JSON id, reporting
 // whether one was found.
 func (s *Session) CancelRequest(id []byte) bool {
-	cancel, ok := s.inflight.Load(codec.B2S(id))
+	s.mu.Lock()
+	cancel, ok := s.inflight[codec.B2S(id)]
+	s.mu.Unlock()
 	if ok {
 		cancel(ErrCancelledByClient)
 	}
@@ -264,7 +269,11 @@ func (s *Session) CancelRequest(id []byte) bool {
 }
 
 // InFlight returns the number of requests being served.
-func (s *Session) InFlight() int { return s.inflight.Size() }
+func (s *Session) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inflight)
+}
 
 // Subscribe records a resource subscription; unsub is called when the
 // client unsubscribes or the session closes. A repeated subscription keeps

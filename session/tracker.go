@@ -4,21 +4,23 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
-	"github.com/puzpuzpuz/xsync/v4"
 )
 
 // Tracker matches answers to outbound requests: each request gets a fresh
 // integer id and a Call to wait on. It is used by the server (requests to
-// the client) and by the client library (requests to the server). It is
+// the client) and by the client library (requests to the server). Its map
+// is made on first use, so an idle session pays only for the struct. It is
 // safe for concurrent use.
 type Tracker struct {
 	next    atomic.Int64
-	pending *xsync.Map[int64, *Call]
-	closed  atomic.Pointer[error]
+	mu      sync.Mutex
+	pending map[int64]*Call
+	closed  error // set by FailAll
 }
 
 // Reply is the answer to a tracked request. Result and Err.Data are copies
@@ -45,24 +47,33 @@ var (
 )
 
 // NewTracker returns an empty tracker.
-func NewTracker() *Tracker {
-	return &Tracker{pending: xsync.NewMap[int64, *Call]()}
-}
+func NewTracker() *Tracker { return &Tracker{} }
 
 // Start allocates an id and a Call for a new request. It fails once the
 // tracker has been failed by FailAll.
 func (t *Tracker) Start() (*Call, error) {
-	if p := t.closed.Load(); p != nil {
-		return nil, *p
-	}
 	c := &Call{ID: t.next.Add(1), done: make(chan Reply, 1)}
-	t.pending.Store(c.ID, c)
-	if p := t.closed.Load(); p != nil {
-		// FailAll ran concurrently and may have missed this call.
-		t.pending.Delete(c.ID)
-		return nil, *p
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed != nil {
+		return nil, t.closed
 	}
+	if t.pending == nil {
+		t.pending = make(map[int64]*Call)
+	}
+	t.pending[c.ID] = c
 	return c, nil
+}
+
+// take removes and returns the pending call id.
+func (t *Tracker) take(id int64) (*Call, bool) {
+	t.mu.Lock()
+	c, ok := t.pending[id]
+	if ok {
+		delete(t.pending, id)
+	}
+	t.mu.Unlock()
+	return c, ok
 }
 
 // AppendID appends the call's id as JSON.
@@ -74,7 +85,10 @@ func (t *Tracker) Lookup(rawID []byte) (*Call, bool) {
 	if !ok {
 		return nil, false
 	}
-	return t.pending.Load(id)
+	t.mu.Lock()
+	c, ok := t.pending[id]
+	t.mu.Unlock()
+	return c, ok
 }
 
 // Resolve delivers the answer to the request with raw JSON id: result for a
@@ -86,7 +100,7 @@ func (t *Tracker) Resolve(rawID, result, errObj []byte) error {
 	if !ok {
 		return ErrUnknownID
 	}
-	c, ok := t.pending.LoadAndDelete(id)
+	c, ok := t.take(id)
 	if !ok {
 		return ErrUnknownID
 	}
@@ -105,7 +119,7 @@ func (t *Tracker) Resolve(rawID, result, errObj []byte) error {
 }
 
 // Forget abandons a pending call (its answer, if one comes, is unknown).
-func (t *Tracker) Forget(c *Call) { t.pending.Delete(c.ID) }
+func (t *Tracker) Forget(c *Call) { t.take(c.ID) }
 
 // Wait blocks until the call is answered, ctx ends, or timeout (if > 0)
 // passes; on ctx or timeout the call is forgotten.
@@ -119,10 +133,13 @@ func (t *Tracker) Wait(ctx context.Context, c *Call, timeout time.Duration) (Rep
 	select {
 	case r, ok := <-c.done:
 		if !ok {
-			if p := t.closed.Load(); p != nil {
-				return Reply{}, *p
+			t.mu.Lock()
+			err := t.closed
+			t.mu.Unlock()
+			if err == nil {
+				err = ErrTrackerClosed
 			}
-			return Reply{}, ErrTrackerClosed
+			return Reply{}, err
 		}
 		return r, nil
 	case <-ctx.Done():
@@ -135,7 +152,11 @@ func (t *Tracker) Wait(ctx context.Context, c *Call, timeout time.Duration) (Rep
 }
 
 // Pending returns the number of calls awaiting an answer.
-func (t *Tracker) Pending() int { return t.pending.Size() }
+func (t *Tracker) Pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pending)
+}
 
 // FailAll fails every pending call with cause and every later Start. It is
 // idempotent; the first cause wins.
@@ -143,13 +164,16 @@ func (t *Tracker) FailAll(cause error) {
 	if cause == nil {
 		cause = ErrTrackerClosed
 	}
-	t.closed.CompareAndSwap(nil, &cause)
-	t.pending.Range(func(id int64, c *Call) bool {
-		if _, ok := t.pending.LoadAndDelete(id); ok {
-			close(c.done)
-		}
-		return true
-	})
+	t.mu.Lock()
+	if t.closed == nil {
+		t.closed = cause
+	}
+	pending := t.pending
+	t.pending = nil
+	t.mu.Unlock()
+	for _, c := range pending {
+		close(c.done)
+	}
 }
 
 func parseID(raw []byte) (int64, bool) {
