@@ -73,8 +73,15 @@ func (c *client) send(id, frame string) (msg, []msg) {
 }
 
 func startTask(t *testing.T, c *client, id int, tool string, ttl int) mcp.Task {
+	task, _ := startTaskNotes(t, c, id, tool, ttl)
+	return task
+}
+
+// startTaskNotes starts a task and also returns the notifications that came
+// before its CreateTaskResult (the task runs at once and may send some).
+func startTaskNotes(t *testing.T, c *client, id int, tool string, ttl int) (mcp.Task, []msg) {
 	t.Helper()
-	m, _ := c.send(fmt.Sprint(id), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{},"task":{"ttl":%d},"_meta":{"progressToken":"p%d"}}}`, id, tool, ttl, id))
+	m, notes := c.send(fmt.Sprint(id), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{},"task":{"ttl":%d},"_meta":{"progressToken":"p%d"}}}`, id, tool, ttl, id))
 	require.Nil(t, m.Error, "%+v", m.Error)
 	var res mcp.CreateTaskResult
 	require.NoError(t, codec.Unmarshal(m.Result, &res))
@@ -83,7 +90,7 @@ func startTask(t *testing.T, c *client, id int, tool string, ttl int) mcp.Task {
 	require.NotNil(t, res.Task.TTL)
 	require.LessOrEqual(t, *res.Task.TTL, int64(ttl))
 	require.NotEmpty(t, res.Task.CreatedAt)
-	return res.Task
+	return res.Task, notes
 }
 
 func getTask(t *testing.T, c *client, id int, taskID string) (mcp.Task, msg) {
@@ -99,7 +106,7 @@ func getTask(t *testing.T, c *client, id int, taskID string) (mcp.Task, msg) {
 func TestTaskLifecycle(t *testing.T) {
 	f := newTaskFixture(t, engine.Options{})
 	c := f.ready(t, `{}`)
-	task := startTask(t, c, 1, "job", 60000)
+	task, early := startTaskNotes(t, c, 1, "job", 60000)
 
 	got, _ := getTask(t, c, 2, task.TaskID)
 	require.Equal(t, task.TaskID, got.TaskID)
@@ -110,6 +117,7 @@ func TestTaskLifecycle(t *testing.T) {
 	require.Empty(t, string(c.handle(`{"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId":"`+task.TaskID+`"}}`)))
 	close(f.jobRelease)
 	res, notes := c.await("3")
+	notes = append(early, notes...)
 	require.Equal(t, "job done", res.text(t))
 	require.Contains(t, string(res.Result), `"io.modelcontextprotocol/related-task":{"taskId":"`+task.TaskID+`"}`)
 
