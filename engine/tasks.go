@@ -157,9 +157,10 @@ func (s *Server) startToolTask(r *request, p *mcp.CallToolParams, dst []byte) ([
 		t.cancel(ErrShuttingDown)
 		return dst, codec.NewError(codec.CodeServerBusy, "server shutting down")
 	}
-	go s.runToolTask(t, tr, &pc)
-
+	// The answer describes the task as created: a fast tool may finish
+	// before it is encoded.
 	res := mcp.CreateTaskResult{Task: t.snapshot()}
+	go s.runToolTask(t, tr, &pc)
 	return appendJSON(dst, &res)
 }
 
