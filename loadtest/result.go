@@ -262,7 +262,11 @@ func fmtUS(v float64) string {
 // WriteText writes the human summary.
 func (r *Result) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "target     %s (%s, %s loop)\n", r.Target, r.Transport, r.Mode)
+	mode := r.Mode + " loop"
+	if r.Mode == "sessions" || r.Mode == "fanout" {
+		mode = r.Mode + " mode"
+	}
+	fmt.Fprintf(&b, "target     %s (%s, %s)\n", r.Target, r.Transport, mode)
 	switch r.Mode {
 	case "sessions":
 		r.Sessions.writeText(&b)

@@ -114,6 +114,7 @@ func percentileChart(results []*loadtest.Result) *charts.Line {
 	line := charts.NewLine()
 	line.SetGlobalOptions(
 		charts.WithInitializationOpts(opts.Initialization{Width: "1100px", Height: "480px"}),
+		charts.WithAnimation(false),
 		charts.WithTitleOpts(opts.Title{Title: "Latency by percentile", Subtitle: "µs, log scale"}),
 		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis"}),
 		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Top: "bottom"}),
@@ -149,6 +150,7 @@ func timelineChart(results []*loadtest.Result) *charts.Line {
 	line := charts.NewLine()
 	line.SetGlobalOptions(
 		charts.WithInitializationOpts(opts.Initialization{Width: "1100px", Height: "480px"}),
+		charts.WithAnimation(false),
 		charts.WithTitleOpts(opts.Title{Title: "Throughput and mean latency over time", Subtitle: "per second of the measured phase"}),
 		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis"}),
 		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Top: "bottom"}),

@@ -53,7 +53,7 @@ func main() {
 	flag.DurationVar(&c.duration, "duration", 3*time.Second, "measured phase of each point")
 	flag.DurationVar(&c.warmup, "warmup", time.Second, "warm-up of each point")
 	flag.StringVar(&conns, "conns", "1,16,64,256", "connection counts")
-	flag.IntVar(&c.rounds, "rounds", 2, "rounds over every point; the report averages them")
+	flag.IntVar(&c.rounds, "rounds", 3, "rounds over every point; the report takes each figure's median")
 	flag.IntVar(&c.sessions, "sessions", 5000, "idle sessions opened to weigh one")
 	flag.BoolVar(&c.micro, "micro", true, "run the Go micro-benchmarks too")
 	flag.StringVar(&c.microTime, "benchtime", "300ms", "-benchtime of the micro-benchmarks")
@@ -202,20 +202,23 @@ type point struct {
 	runs            []*loadtest.Result
 }
 
-func (p *point) mean(f func(*loadtest.Result) float64) float64 {
-	var sum float64
-	n := 0
+// median is the median of f over the rounds that ran: robust to a round
+// that another process on the machine disturbed.
+func (p *point) median(f func(*loadtest.Result) float64) float64 {
+	var v []float64
 	for _, r := range p.runs {
-		if r == nil {
-			continue
+		if r != nil {
+			v = append(v, f(r))
 		}
-		sum += f(r)
-		n++
 	}
-	if n == 0 {
+	if len(v) == 0 {
 		return 0
 	}
-	return sum / float64(n)
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 func build(ctx context.Context, c *config) error {
@@ -405,26 +408,51 @@ func run(ctx context.Context, c *config) error {
 // the heaviest functions by cumulative time.
 func profileRun(ctx context.Context, c *config, tr string) (profileData, error) {
 	out := filepath.Join(c.bin, "cpu-"+tr+".pprof")
+	heap := filepath.Join(c.bin, "heap-"+tr+".pprof")
 	bin := filepath.Join(c.bin, "profile")
-	cmd := exec.CommandContext(ctx, bin, "-transport", tr, "-c", strconv.Itoa(goalConns), "-duration", c.profile.String(), "-cpuprofile", out)
+	cmd := exec.CommandContext(ctx, bin, "-transport", tr, "-c", strconv.Itoa(goalConns), "-duration", c.profile.String(),
+		"-cpuprofile", out, "-heapprofile", heap, "-sessions", strconv.Itoa(c.sessions))
 	var headline bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &headline, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return profileData{}, err
 	}
-	top := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-cum", "-nodecount=30", bin, out)
-	top.Dir = c.root
-	var b bytes.Buffer
-	top.Stdout, top.Stderr = &b, &b
-	if err := top.Run(); err != nil {
-		return profileData{}, fmt.Errorf("pprof: %w: %s", err, b.String())
+	// pprof runs go tool pprof with args, then the binary and the profile.
+	pprof := func(profile string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "go", append(append([]string{"tool", "pprof"}, args...), bin, profile)...)
+		cmd.Dir = c.root
+		var b bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &b, &b
+		err := cmd.Run()
+		return trimPprof(b.String()), err
 	}
-	flat := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=20", bin, out)
-	flat.Dir = c.root
-	var f bytes.Buffer
-	flat.Stdout, flat.Stderr = &f, &f
-	_ = flat.Run()
-	return profileData{transport: tr, headline: strings.TrimSpace(headline.String()), cum: b.String(), flat: f.String()}, nil
+	var p profileData
+	p.transport = tr
+	// The first line says what was measured; drop the file name.
+	line, _, _ := strings.Cut(strings.TrimSpace(headline.String()), "\n")
+	p.headline, _, _ = strings.Cut(line, "; CPU profile in")
+	var err error
+	if p.cum, err = pprof(out, "-top", "-cum", "-nodecount=30"); err != nil {
+		return p, fmt.Errorf("pprof: %w: %s", err, p.cum)
+	}
+	p.flat, _ = pprof(out, "-top", "-nodecount=20")
+	if p.heap, err = pprof(heap, "-sample_index=inuse_space", "-top", "-nodecount=12"); err != nil {
+		log.Printf("heap profile %s: %v: %s", tr, err, p.heap)
+		p.heap = ""
+	}
+	return p, nil
+}
+
+// trimPprof drops pprof's header lines that name files and build ids.
+func trimPprof(s string) string {
+	var keep []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if strings.HasPrefix(l, "File: ") || strings.HasPrefix(l, "Build ID: ") || strings.HasPrefix(l, "Time: ") {
+			continue
+		}
+		keep = append(keep, l)
+	}
+	return strings.Join(keep, "\n")
 }
 
 func lat(r *loadtest.Result) loadtest.LatencyStats {

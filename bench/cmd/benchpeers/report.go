@@ -19,7 +19,7 @@ type sessionRow struct {
 
 type profileData struct {
 	transport, headline string
-	cum, flat           string
+	cum, flat, heap     string
 }
 
 type reportData struct {
@@ -84,7 +84,7 @@ func (r *reportData) markdown() string {
 	fmt.Fprintf(&b, "- Machine: %s.\n", machine())
 	fmt.Fprintf(&b, "- Command: `make bench-peers` = `cd bench && go run ./cmd/benchpeers -root .. -out ../docs/benchmarks.md` (flags: -duration %s -warmup %s -conns %s -rounds %d -sessions %d).\n",
 		c.duration, c.warmup, joinInts(c.conns), c.rounds, c.sessions)
-	fmt.Fprintf(&b, "- Each point is `mcpload -c N -duration %s -warmup %s` (closed loop, one request in flight per connection, the `tools/call echo` step of the bench workload, every answer verified), averaged over %d rounds. Targets alternate: each connection count visits every server before the next count, and each round starts from another server. The load generator runs on the same cores as the server.\n",
+	fmt.Fprintf(&b, "- Each point is `mcpload -c N -duration %s -warmup %s` (closed loop, one request in flight per connection, the `tools/call echo` step of the bench workload, every answer verified), each figure the median of %d rounds. Targets alternate: each connection count visits every server before the next count, and each round starts from another server. The load generator runs on the same cores as the server.\n",
 		c.duration, c.warmup, c.rounds)
 	b.WriteString("- Servers: **mcpedge** (`mcpedge -handlers bench`); **go-sdk** (github.com/modelcontextprotocol/go-sdk v1.8.0, Streamable HTTP handler with its defaults: stateful, SSE answers); **mcp-go** (github.com/mark3labs/mcp-go v1.2.1, streamable HTTP server with its defaults, JSON answers); **floor** (bench/cmd/floor-http: bare fasthttp; bench/cmd/floor-tcp: bare gnet, and a bufio loop for stdio), which answer the same calls with the least work a correct server can do and keep no sessions.\n")
 	b.WriteString("- **Server CPU per request** is the server process's user+system time from /proc/PID/stat over the measured phase, divided by the requests answered. On a 2-core machine the load generator shares the cores, so requests/s flatters slow servers; CPU per request is the figure that decides.\n")
@@ -111,12 +111,12 @@ func (r *reportData) markdown() string {
 				if p == nil {
 					continue
 				}
-				cpu := p.mean(cpuPerReq)
+				cpu := p.median(cpuPerReq)
 				vs := "-"
 				if floor != nil && name != "floor" {
-					vs = ratio(cpu, floor.mean(cpuPerReq))
+					vs = ratio(cpu, floor.median(cpuPerReq))
 				}
-				fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %s | %s | %.0f |\n", n, name, p.mean(rps), fmtUS(p.mean(p50)), fmtUS(p.mean(p99)), fmtCPU(cpu), vs, p.mean(errs))
+				fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %s | %s | %.0f |\n", n, name, p.median(rps), fmtUS(p.median(p50)), fmtUS(p.median(p99)), fmtCPU(cpu), vs, p.median(errs))
 			}
 		}
 		b.WriteString("\n")
@@ -136,10 +136,19 @@ func (r *reportData) markdown() string {
 
 	if len(r.profiles) > 0 {
 		b.WriteString("## Where mcpedge spends its CPU\n\n")
-		fmt.Fprintf(&b, "bench/cmd/profile serves the bench set with mcpedge's engine and transport in process under runtime/pprof while a child process puts the same load on it (%d connections, echo, %s measured). Reproduce with `cd bench && go run ./cmd/profile -transport http -c %d -cpuprofile cpu.pprof && go tool pprof -top cpu.pprof`.\n\n", goalConns, c.profile, goalConns)
+		fmt.Fprintf(&b, "bench/cmd/profile serves the bench set with mcpedge's engine and transport in process under runtime/pprof while a child process puts the same load on it (%d connections, echo, %s measured), then opens %d idle sessions and writes a heap profile. Reproduce with `cd bench && go run ./cmd/profile -transport http -c %d -cpuprofile cpu.pprof -heapprofile heap.pprof && go tool pprof -top cpu.pprof`.\n\n", goalConns, c.profile, c.sessions, goalConns)
 		for _, p := range r.profiles {
-			fmt.Fprintf(&b, "### %s\n\n%s\n\n<details><summary>pprof -top -cum (the 30 heaviest by cumulative time)</summary>\n\n```\n%s\n```\n\n</details>\n\n<details><summary>pprof -top (the 20 heaviest by own time)</summary>\n\n```\n%s\n```\n\n</details>\n\n",
-				p.transport, p.headline, strings.TrimSpace(p.cum), strings.TrimSpace(p.flat))
+			fmt.Fprintf(&b, "### %s\n\nUnder the profiler: %s.\n\n", p.transport, p.headline)
+			for _, sec := range []struct{ title, body string }{
+				{"CPU: pprof -top -cum (the 30 heaviest by cumulative time)", p.cum},
+				{"CPU: pprof -top (the 20 heaviest by own time)", p.flat},
+				{fmt.Sprintf("Heap in use with %d idle sessions open: pprof -sample_index=inuse_space -top", c.sessions), p.heap},
+			} {
+				if sec.body == "" {
+					continue
+				}
+				fmt.Fprintf(&b, "<details><summary>%s</summary>\n\n```\n%s\n```\n\n</details>\n\n", sec.title, sec.body)
+			}
 		}
 	}
 
@@ -179,13 +188,23 @@ func (r *reportData) goals(b *strings.Builder) {
 	b.WriteString("## Goals\n\n")
 	fmt.Fprintf(b, "At %d keep-alive connections, against the floor of the same run: mcpedge's server CPU per request within %.1f× the floor's, requests/s at least %.0f%% of the floor's, p99 no worse than %.1f× the floor's; at most %d bytes resident per idle session.\n\n",
 		goalConns, goalCPU, 100*goalRPS, goalP99, goalSession)
-	b.WriteString("| transport | figure | mcpedge | floor | ratio | goal | met |\n|---|---|---:|---:|---:|---:|:-:|\n")
+	b.WriteString("| transport | figure | mcpedge | floor | ratio | ratio in each round | goal | met |\n|---|---|---:|---:|---:|---:|---:|:-:|\n")
 	for _, tr := range []string{"http", "tcp"} {
 		m, f := r.find(tr, "mcpedge", goalConns), r.find(tr, "floor", goalConns)
 		if m == nil || f == nil {
 			continue
 		}
-		row := func(fig string, mv, fv float64, fmtV func(float64) string, goal float64, lower bool) {
+		row := func(fig string, fn func(*loadtest.Result) float64, fmtV func(float64) string, goal float64, lower bool) {
+			mv, fv := m.median(fn), f.median(fn)
+			// The ratio of each round's pair of runs, taken a few
+			// seconds apart: how much the machine moved the figure.
+			var per []string
+			for i := range min(len(m.runs), len(f.runs)) {
+				if m.runs[i] != nil && f.runs[i] != nil {
+					per = append(per, strings.TrimSuffix(ratio(fn(m.runs[i]), fn(f.runs[i])), "×"))
+				}
+			}
+			rounds := strings.Join(per, ", ")
 			met := "no"
 			if fv > 0 && ((lower && mv/fv <= goal) || (!lower && mv/fv >= goal)) {
 				met = "yes"
@@ -194,11 +213,11 @@ func (r *reportData) goals(b *strings.Builder) {
 			if !lower {
 				g = "≥ " + strconv.FormatFloat(goal, 'f', 2, 64) + "×"
 			}
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", tr, fig, fmtV(mv), fmtV(fv), ratio(mv, fv), g, met)
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", tr, fig, fmtV(mv), fmtV(fv), ratio(mv, fv), rounds, g, met)
 		}
-		row("server CPU/req", m.mean(cpuPerReq), f.mean(cpuPerReq), fmtCPU, goalCPU, true)
-		row("req/s", m.mean(rps), f.mean(rps), func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }, goalRPS, false)
-		row("p99", m.mean(p99), f.mean(p99), fmtUS, goalP99, true)
+		row("server CPU/req", cpuPerReq, fmtCPU, goalCPU, true)
+		row("req/s", rps, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }, goalRPS, false)
+		row("p99", p99, fmtUS, goalP99, true)
 	}
 	for _, s := range r.sessions {
 		if s.name != "mcpedge" {
@@ -209,7 +228,7 @@ func (r *reportData) goals(b *strings.Builder) {
 		if v <= goalSession {
 			met = "yes"
 		}
-		fmt.Fprintf(b, "| %s | bytes per idle session | %.0f | - | - | ≤ %d | %s |\n", s.transport, v, goalSession, met)
+		fmt.Fprintf(b, "| %s | bytes per idle session | %.0f | - | - | - | ≤ %d | %s |\n", s.transport, v, goalSession, met)
 	}
 	b.WriteString("\n")
 }
