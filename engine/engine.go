@@ -186,7 +186,10 @@ func (s *Server) Options() Options { return s.opts }
 // adds it to the table. Transports call it when a connection opens (TCP,
 // stdio) or on initialize (Streamable HTTP).
 func (s *Server) NewSession(out session.Sink) *session.Session {
-	sess := session.New(s.ctx, out)
+	// The session's context does not hang off the server's: registering
+	// each session in a parent would cost memory per idle session, and
+	// Shutdown closes every session itself.
+	sess := session.New(context.Background(), out)
 	s.sessions.Add(sess)
 	return sess
 }

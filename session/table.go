@@ -8,34 +8,25 @@ import (
 	"github.com/puzpuzpuz/xsync/v4"
 )
 
-// Table indexes live sessions by id and by integer handle. xsync's maps are
-// sharded internally with lock-free reads, so lookups scale across cores
-// and allocate nothing. A Table is safe for concurrent use.
+// Table indexes live sessions by id. xsync's map is sharded internally
+// with lock-free reads, so lookups scale across cores and allocate nothing.
+// Each session also gets an integer handle, for logs and for transports
+// that keep their own index. A Table is safe for concurrent use.
 type Table struct {
-	byID     *xsync.Map[string, *Session]
-	byHandle *xsync.Map[uint64, *Session]
-	next     atomic.Uint64
+	byID *xsync.Map[string, *Session]
+	next atomic.Uint64
 }
 
 // NewTable returns an empty table.
 func NewTable() *Table {
-	return &Table{
-		byID:     xsync.NewMap[string, *Session](),
-		byHandle: xsync.NewMap[uint64, *Session](),
-	}
+	return &Table{byID: xsync.NewMap[string, *Session]()}
 }
 
 // Add inserts s, assigning its handle, and removes it again when it closes.
 func (t *Table) Add(s *Session) {
 	s.handle = t.next.Add(1)
 	t.byID.Store(s.id, s)
-	t.byHandle.Store(s.handle, s)
-	s.OnClose(func() { t.remove(s) })
-}
-
-func (t *Table) remove(s *Session) {
-	t.byID.Delete(s.id)
-	t.byHandle.Delete(s.handle)
+	s.OnClose(func() { t.byID.Delete(s.id) })
 }
 
 // Get returns the session with id.
@@ -45,15 +36,12 @@ func (t *Table) Get(id string) (*Session, bool) { return t.byID.Load(id) }
 // retained.
 func (t *Table) GetBytes(b []byte) (*Session, bool) { return t.byID.Load(codec.B2S(b)) }
 
-// GetHandle returns the session with handle h.
-func (t *Table) GetHandle(h uint64) (*Session, bool) { return t.byHandle.Load(h) }
-
 // Len returns the number of live sessions.
 func (t *Table) Len() int { return t.byID.Size() }
 
 // Range calls fn for each session until fn returns false.
 func (t *Table) Range(fn func(*Session) bool) {
-	t.byHandle.Range(func(_ uint64, s *Session) bool { return fn(s) })
+	t.byID.Range(func(_ string, s *Session) bool { return fn(s) })
 }
 
 // Reap closes sessions idle for longer than idle, with cause, and returns
@@ -61,7 +49,7 @@ func (t *Table) Range(fn func(*Session) bool) {
 func (t *Table) Reap(idle time.Duration, cause error) int {
 	cutoff := time.Now().Add(-idle).UnixNano()
 	n := 0
-	t.byHandle.Range(func(_ uint64, s *Session) bool {
+	t.byID.Range(func(_ string, s *Session) bool {
 		if s.lastActive.Load() < cutoff && s.InFlight() == 0 {
 			if s.Close(cause) {
 				n++
@@ -74,7 +62,7 @@ func (t *Table) Reap(idle time.Duration, cause error) int {
 
 // CloseAll closes every session with cause.
 func (t *Table) CloseAll(cause error) {
-	t.byHandle.Range(func(_ uint64, s *Session) bool {
+	t.byID.Range(func(_ string, s *Session) bool {
 		s.Close(cause)
 		return true
 	})

@@ -27,15 +27,11 @@ func TestTable(t *testing.T) {
 	got, ok = tb.GetBytes([]byte(b.ID()))
 	require.True(t, ok)
 	assert.Same(t, b, got)
-	got, ok = tb.GetHandle(b.Handle())
-	require.True(t, ok)
-	assert.Same(t, b, got)
+	assert.NotEqual(t, a.Handle(), b.Handle(), "handles are distinct")
 
 	_, ok = tb.Get("nope")
 	assert.False(t, ok)
 	_, ok = tb.GetBytes(nil)
-	assert.False(t, ok)
-	_, ok = tb.GetHandle(0)
 	assert.False(t, ok)
 
 	seen := map[*Session]bool{}
@@ -48,8 +44,6 @@ func TestTable(t *testing.T) {
 	a.Close(nil)
 	_, ok = tb.Get(a.ID())
 	assert.False(t, ok, "a closed session leaves the table")
-	_, ok = tb.GetHandle(a.Handle())
-	assert.False(t, ok)
 	assert.Equal(t, 1, tb.Len())
 
 	cause := errors.New("shutdown")
@@ -101,9 +95,6 @@ func TestTableConcurrent(t *testing.T) {
 				if !assert.True(t, ok) || !assert.Same(t, s, got) {
 					return
 				}
-				got, ok = tb.GetHandle(s.Handle())
-				assert.True(t, ok)
-				assert.Same(t, s, got)
 				s.Close(nil)
 				_, ok = tb.Get(s.ID())
 				assert.False(t, ok)
@@ -142,14 +133,6 @@ func BenchmarkSessionLookup(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			if _, ok := tb.GetBytes(raw[i%len(raw)]); !ok {
-				b.Fatal("missing session")
-			}
-		}
-	})
-	b.Run("GetHandle", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			if _, ok := tb.GetHandle(uint64(i%len(ids)) + 1); !ok {
 				b.Fatal("missing session")
 			}
 		}

@@ -167,8 +167,6 @@ type conn struct {
 	sess    *session.Session
 	pending atomic.Int64 // bytes queued by Send, not yet handed to the socket
 	closed  atomic.Bool
-	scratch []byte // event-loop only: one answer before framing
-	out     []byte // event-loop only: framed answers of one read
 }
 
 // OnOpen implements gnet.EventHandler.
@@ -209,12 +207,16 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	}
 	buf, _ := c.Peek(-1)
 	consumed := 0
-	k.out = k.out[:0]
+	// Pooled for the length of this call only, so an idle connection
+	// holds no output buffer.
+	scratch, out := codec.GetBuffer(), codec.GetBuffer()
+	defer codec.PutBuffer(scratch)
+	defer codec.PutBuffer(out)
 	action := gnet.None
 	for consumed < len(buf) {
 		frame, n, err := s.framer.Next(buf[consumed:])
 		if err != nil {
-			action = s.framingError(k, err)
+			action = s.framingError(k, err, out)
 			consumed = len(buf)
 			break
 		}
@@ -225,9 +227,9 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		if len(frame) == 0 {
 			continue
 		}
-		k.scratch = s.eng.HandleFrame(k.sess, frame, k.scratch[:0])
-		if len(k.scratch) > 0 {
-			k.out = s.framer.AppendFrame(k.out, k.scratch)
+		scratch.B = s.eng.HandleFrame(k.sess, frame, scratch.B[:0])
+		if len(scratch.B) > 0 {
+			out.B = s.framer.AppendFrame(out.B, scratch.B)
 		}
 	}
 	if consumed > 0 {
@@ -235,14 +237,8 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		// stay for the next read.
 		_, _ = c.Discard(consumed)
 	}
-	if len(k.out) > 0 {
-		_, _ = c.Write(k.out)
-	}
-	if cap(k.out) > 64<<10 {
-		k.out = nil
-	}
-	if cap(k.scratch) > 64<<10 {
-		k.scratch = nil
+	if len(out.B) > 0 {
+		_, _ = c.Write(out.B) // gnet copies what the socket does not take
 	}
 	if action == gnet.None && c.OutboundBuffered() > s.opts.MaxOutbound {
 		s.log.Warn("closing slow consumer", "remote", c.RemoteAddr(), "session", k.sess.ID(), "outbound", c.OutboundBuffered())
@@ -252,17 +248,18 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 }
 
 // framingError answers a stream that cannot be framed and closes it: the
-// bad bytes cannot be skipped reliably.
-func (s *Server) framingError(k *conn, err error) gnet.Action {
+// bad bytes cannot be skipped reliably. out holds the answers already
+// due for this read; the error goes after them.
+func (s *Server) framingError(k *conn, err error, out *codec.Buffer) gnet.Action {
 	cause, msg := ErrFraming, "parse error: malformed frame"
 	if errors.Is(err, codec.ErrTooLarge) {
 		cause, msg = ErrTooLarge, "parse error: message exceeds the size limit"
 	}
 	s.log.Warn("closing connection", "remote", k.c.RemoteAddr(), "session", k.sess.ID(), "cause", cause)
-	k.scratch = codec.AppendError(k.scratch[:0], nil, codec.CodeParseError, msg, nil)
-	k.out = s.framer.AppendFrame(k.out, k.scratch)
-	_, _ = k.c.Write(k.out)
-	k.out = k.out[:0]
+	e := codec.AppendError(nil, nil, codec.CodeParseError, msg, nil)
+	out.B = s.framer.AppendFrame(out.B, e)
+	_, _ = k.c.Write(out.B)
+	out.B = out.B[:0]
 	return gnet.Close
 }
 
