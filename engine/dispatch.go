@@ -42,6 +42,28 @@ func decodeRouting(params []byte) (*routing, error) {
 	return p, nil
 }
 
+// routeField reads the string field key of params without allocating, the
+// common case. The string aliases params. ok is false when the scan cannot
+// decide (an escape, a value that is not a string): callers then decode
+// with decodeRouting, which also reports malformed params.
+func routeField(params []byte, key string) (val string, ok bool) {
+	if len(params) == 0 {
+		return "", true
+	}
+	raw, found, err := codec.ObjectField(params, key)
+	if err != nil {
+		return "", false
+	}
+	if !found || string(raw) == "null" {
+		return "", true
+	}
+	b, err := codec.StringValue(raw)
+	if err != nil {
+		return "", false
+	}
+	return codec.B2S(b), true
+}
+
 func putRouting(p *routing) {
 	*p = routing{}
 	routings.Put(p)
@@ -221,12 +243,17 @@ func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]by
 	case mcp.MethodTasksCancel:
 		return s.tasksCancel(sess, m, dst), true
 	case mcp.MethodResourcesRead:
-		if p, err := decodeRouting(m.Params); err == nil {
-			res, ok := s.reg.StaticResourceResult(p.URI)
-			putRouting(p)
-			if ok {
-				return codec.AppendResult(dst, m.ID, res), true
+		uri, ok := routeField(m.Params, "uri")
+		if !ok {
+			p, err := decodeRouting(m.Params)
+			if err != nil {
+				break // the handler path reports it
 			}
+			uri = p.URI
+			defer putRouting(p)
+		}
+		if res, ok := s.reg.StaticResourceResult(uri); ok {
+			return codec.AppendResult(dst, m.ID, res), true
 		}
 	}
 	return dst, false
@@ -236,17 +263,24 @@ func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]by
 // goroutine (the event loop), appending its answer to dst. It reports false
 // for every other tool, and for task-augmented calls.
 func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte) ([]byte, bool) {
-	p, err := decodeRouting(m.Params)
-	if err != nil {
-		return dst, false
+	var f toolFields
+	var name string
+	task := false
+	if f.scan(m.Params) {
+		name = codec.B2S(f.name)
+	} else {
+		p, err := decodeRouting(m.Params)
+		if err != nil {
+			return dst, false
+		}
+		name, task = p.Name, p.Task != nil
+		defer putRouting(p)
 	}
-	o, ok := s.reg.ToolOptionsOf(p.Name)
-	task := p.Task != nil
-	putRouting(p)
-	if !ok || !o.NonBlocking || task {
+	if o, ok := s.reg.ToolOptionsOf(name); !ok || !o.NonBlocking || task {
 		return dst, false
 	}
 	r := s.newRequest(sess, nil)
+	r.tool = f
 	r.inline = true
 	r.msg = *m
 	r.ctx = sess.Context()
@@ -258,12 +292,16 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte)
 }
 
 func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte) []byte {
-	p, err := decodeRouting(m.Params)
-	if err != nil {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: "+err.Error(), nil)
+	cursor, ok := routeField(m.Params, "cursor")
+	if !ok {
+		p, err := decodeRouting(m.Params)
+		if err != nil {
+			return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: "+err.Error(), nil)
+		}
+		cursor = p.Cursor
+		defer putRouting(p)
 	}
-	page, err := s.reg.ListPage(list, p.Cursor)
-	putRouting(p)
+	page, err := s.reg.ListPage(list, cursor)
 	if err != nil {
 		return codec.AppendErrorObject(dst, m.ID, codec.AsError(err))
 	}

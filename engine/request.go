@@ -30,6 +30,8 @@ type request struct {
 	tokenParsed bool
 	token       []byte // progressToken from params._meta, aliasing buf
 
+	tool toolFields // tools/call params, when already scanned
+
 	taskID string // set when the request runs as a task
 	inline bool   // a NonBlocking tool run on the event loop: it sends nothing
 }
@@ -119,6 +121,49 @@ func (s *Server) serve(r *request, dst []byte) (out []byte) {
 	return append(dst, '}')
 }
 
+// toolFields are the fields of tools/call params found by one scan,
+// aliasing the params. ok is set when the scan decided: no escape, no
+// task, a string name, object (or null) arguments and _meta. Otherwise the
+// full decoder runs, and reports what is wrong.
+type toolFields struct {
+	ok               bool
+	name, args, meta []byte
+}
+
+var toolKeys = []string{"name", "arguments", "_meta", "task"}
+
+func (f *toolFields) scan(params []byte) bool {
+	*f = toolFields{}
+	if len(params) == 0 {
+		return false
+	}
+	var v [4][]byte
+	if codec.ObjectFields(params, toolKeys, v[:]) != nil || v[0] == nil || (v[3] != nil && string(v[3]) != "null") {
+		return false
+	}
+	name, err := codec.StringValue(v[0])
+	if err != nil || !objectOrNull(v[1]) || !objectOrNull(v[2]) {
+		return false
+	}
+	f.ok, f.name, f.args, f.meta = true, name, v[1], v[2]
+	return true
+}
+
+func objectOrNull(raw []byte) bool {
+	return raw == nil || raw[0] == '{' || string(raw) == "null"
+}
+
+// fill sets p from the scanned fields, copying them out of the frame.
+func (f *toolFields) fill(p *mcp.CallToolParams) {
+	p.Name = string(f.name)
+	if f.args != nil && string(f.args) != "null" {
+		p.Arguments = append(codec.RawJSON(nil), f.args...)
+	}
+	if f.meta != nil && string(f.meta) != "null" {
+		p.Meta = append(codec.RawJSON(nil), f.meta...)
+	}
+}
+
 func decodeParams(r *request, v any) error {
 	if len(r.msg.Params) == 0 {
 		return codec.NewError(codec.CodeInvalidParams, "invalid params: "+r.msg.Method+" needs params")
@@ -131,7 +176,9 @@ func decodeParams(r *request, v any) error {
 
 func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	var p mcp.CallToolParams
-	if err := decodeParams(r, &p); err != nil {
+	if r.tool.ok || r.tool.scan(r.msg.Params) {
+		r.tool.fill(&p)
+	} else if err := decodeParams(r, &p); err != nil {
 		return dst, err
 	}
 	if p.Name == "" {

@@ -1,6 +1,10 @@
 package handlers
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/mcpedge/mcpedge/codec"
+)
 
 // flatSchema is a fast path for the most common tool input schema: an
 // object whose properties each have one primitive type (string, number,
@@ -120,7 +124,7 @@ func (f *flatSchema) valid(doc []byte) bool {
 	i++
 	var seen uint64
 	for {
-		i = skipWS(doc, i)
+		i = codec.SkipWS(doc, i)
 		if i >= len(doc) {
 			return false
 		}
@@ -142,13 +146,13 @@ func (f *flatSchema) valid(doc []byte) bool {
 		if bytes.IndexByte(key, '\\') >= 0 {
 			return false
 		}
-		i = skipWS(doc, i+2+end)
+		i = codec.SkipWS(doc, i+2+end)
 		if i >= len(doc) || doc[i] != ':' {
 			return false
 		}
-		i = skipWS(doc, i+1)
+		i = codec.SkipWS(doc, i+1)
 		start := i
-		if i = skipValue(doc, i); i < 0 {
+		if i = codec.SkipValue(doc, i); i < 0 {
 			return false
 		}
 		k := f.index(key)
@@ -179,61 +183,4 @@ func kindMatches(kind byte, v []byte) bool {
 		return kind == 'n' || bytes.IndexAny(v, ".eE") < 0
 	}
 	return false
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the index just past the JSON value starting at i in a
-// valid document, or -1.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		for j := i + 1; j < len(b); j++ {
-			switch b[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1
-			}
-		}
-		return -1
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				k := skipValue(b, j)
-				if k < 0 {
-					return -1
-				}
-				j = k - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	default:
-		j := i
-		for j < len(b) {
-			switch b[j] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return j
-			}
-			j++
-		}
-		return j
-	}
 }
