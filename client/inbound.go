@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,9 +147,12 @@ func clone(b []byte) []byte {
 
 // notification routes a notification to the callbacks, on the dispatch
 // goroutine.
+//
+// method and params alias the reader's buffer, which the next read reuses:
+// both are copied before anything is handed to the dispatch goroutine.
 func (l *link) notification(method string, params []byte) {
 	c := l.c
-	params = clone(params)
+	method, params = strings.Clone(method), clone(params)
 	switch method {
 	case mcp.NotificationProgress:
 		var p mcp.ProgressParams
@@ -253,7 +257,8 @@ func (c *Client) generic(method string, params []byte) {
 // serverRequest starts serving a request from the server on a goroutine of
 // its own.
 func (l *link) serverRequest(m *codec.Message) {
-	r := &ServerRequest{ID: clone(m.ID), Method: m.Method, Params: clone(m.Params), l: l}
+	// m aliases the reader's buffer: everything kept is copied.
+	r := &ServerRequest{ID: clone(m.ID), Method: strings.Clone(m.Method), Params: clone(m.Params), l: l}
 	r.ctx, r.cancel = context.WithCancelCause(l.c.bgCtx)
 	l.srv.Store(string(r.ID), r)
 	go l.c.serve(l, r)
