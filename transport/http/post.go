@@ -318,18 +318,46 @@ func (s *Server) inline(c *call) bool {
 		mcp.MethodTasksGet, mcp.MethodTasksList, mcp.MethodTasksCancel:
 		return true
 	case mcp.MethodToolsCall:
-		p := &c.probe
-		*p = toolProbe{}
-		if len(m.Params) == 0 || codec.UnmarshalNoCopy(m.Params, p) != nil || len(p.Task) > 0 {
+		if len(m.Params) == 0 {
 			return false
 		}
-		o, ok := s.eng.Registry().ToolOptionsOf(p.Name)
+		name, task, ok := scanToolProbe(m.Params)
+		if !ok {
+			p := &c.probe
+			*p = toolProbe{}
+			if codec.UnmarshalNoCopy(m.Params, p) != nil {
+				return false
+			}
+			name, task = p.Name, len(p.Task) > 0 && string(p.Task) != "null"
+		}
+		if task {
+			return false
+		}
+		o, ok := s.eng.Registry().ToolOptionsOf(name)
 		return ok && o.NonBlocking
 	}
 	return false
 }
 
-// toolProbe is what inline reads of tools/call params. It aliases the body.
+var probeKeys = []string{"name", "task"}
+
+// scanToolProbe reads the tool name and whether a task is asked for with
+// the allocation-free scanner; ok is false when it cannot decide (an
+// escape, a name that is not a string).
+func scanToolProbe(params []byte) (name string, task, ok bool) {
+	var v [2][]byte
+	if codec.ObjectFields(params, probeKeys, v[:]) != nil || v[0] == nil {
+		return "", false, false
+	}
+	b, err := codec.StringValue(v[0])
+	if err != nil {
+		return "", false, false
+	}
+	return codec.B2S(b), v[1] != nil && string(v[1]) != "null", true
+}
+
+// toolProbe is what inline reads of tools/call params when the scanner
+// cannot decide. It aliases the body.
 type toolProbe struct {
 	Name string                 `json:"name"`
 	Task sonic.NoCopyRawMessage `json:"task"`
