@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/internal/testserver"
 	"io"
 	"log/slog"
 	"net"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/mcpedge/mcpedge/client"
 	"github.com/mcpedge/mcpedge/engine"
-	"github.com/mcpedge/mcpedge/handlers/builtin"
 	"github.com/mcpedge/mcpedge/transport/stdio"
 	"github.com/mcpedge/mcpedge/transport/tcp"
 	"github.com/stretchr/testify/require"
@@ -21,33 +21,13 @@ import (
 // newEngine returns an engine serving the named builtin handler set.
 func newEngine(t testing.TB, set string, opts engine.Options) *engine.Server {
 	t.Helper()
-	srv := engine.New(opts)
-	require.NoError(t, builtin.Install(set, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated}))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
-	return srv
+	return testserver.Engine(t, set, opts)
 }
 
 // serveTCP serves srv over TCP on a loopback port and returns the address.
 func serveTCP(t testing.TB, srv *engine.Server) (string, *tcp.Server) {
 	t.Helper()
-	ts := tcp.New(srv, tcp.Options{Addr: "127.0.0.1:0", Loops: 2})
-	errc := make(chan error, 1)
-	go func() { errc <- ts.ListenAndServe() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	a := ts.Addr(ctx)
-	require.NotNil(t, a, "tcp server did not start")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = ts.Shutdown(ctx)
-		<-errc
-	})
-	return a.String(), ts
+	return testserver.TCP(t, srv, tcp.Options{Loops: 2})
 }
 
 // pipeTransport serves srv with stdio.Serve over in-process pipes.
@@ -113,20 +93,8 @@ func fakeServer(t testing.TB, fn func(c net.Conn)) string {
 // newTCPFramed serves srv over TCP with Content-Length framing.
 func newTCPFramed(t testing.TB, srv *engine.Server) string {
 	t.Helper()
-	ts := tcp.New(srv, tcp.Options{Addr: "127.0.0.1:0", Loops: 1, Framer: codec.ContentLengthFramer{}})
-	errc := make(chan error, 1)
-	go func() { errc <- ts.ListenAndServe() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	a := ts.Addr(ctx)
-	require.NotNil(t, a)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = ts.Shutdown(ctx)
-		<-errc
-	})
-	return a.String()
+	addr, _ := testserver.TCP(t, srv, tcp.Options{Loops: 1, Framer: codec.ContentLengthFramer{}})
+	return addr
 }
 
 // countingHandler counts log records.

@@ -1,10 +1,9 @@
 package client_test
 
 import (
-	"context"
 	"fmt"
+	"github.com/mcpedge/mcpedge/internal/testserver"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,19 +23,7 @@ import (
 // and returns the base URL.
 func serveHTTP(t testing.TB, srv *engine.Server, opts mcphttp.Options) (string, *mcphttp.Server) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	opts.Addr = ln.Addr().String()
-	hs := mcphttp.New(srv, opts)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(ctx)
-		<-errc
-	})
-	return "http://" + ln.Addr().String(), hs
+	return testserver.HTTP(t, srv, opts)
 }
 
 func TestStreamableHTTP(t *testing.T) {

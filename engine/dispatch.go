@@ -80,13 +80,7 @@ func (s *Server) HandleFrame(sess *session.Session, frame []byte, out []byte) []
 	if err := codec.Decode(frame, m); err != nil {
 		return appendDecodeError(out, m, err)
 	}
-	sess.Touch()
-	switch m.Kind {
-	case codec.KindResponse, codec.KindError:
-		s.handleResponse(sess, m)
-		return out
-	case codec.KindNotification:
-		s.handleNotification(sess, m)
+	if s.handleNonRequest(sess, m) {
 		return out
 	}
 	if dst, ok := s.fast(sess, m, out); ok {
@@ -133,13 +127,7 @@ func (s *Server) ServeFrame(ctx context.Context, sess *session.Session, frame []
 // not decode it twice. m and the bytes it aliases must stay valid and
 // unmodified until ServeMessage returns; m is not retained.
 func (s *Server) ServeMessage(ctx context.Context, sess *session.Session, m *codec.Message, reply session.Sink) codec.Kind {
-	sess.Touch()
-	switch m.Kind {
-	case codec.KindResponse, codec.KindError:
-		s.handleResponse(sess, m)
-		return m.Kind
-	case codec.KindNotification:
-		s.handleNotification(sess, m)
+	if s.handleNonRequest(sess, m) {
 		return m.Kind
 	}
 	b := codec.GetBuffer()
@@ -189,6 +177,22 @@ func rebase(dst, src *codec.Message, old, nw []byte) {
 		}
 	}
 	dst.JSONRPC = ""
+}
+
+// handleNonRequest records activity on sess and handles m if it is a
+// response or a notification, which get no answer. It reports whether it
+// did; requests are left to the caller.
+func (s *Server) handleNonRequest(sess *session.Session, m *codec.Message) bool {
+	sess.Touch()
+	switch m.Kind {
+	case codec.KindResponse, codec.KindError:
+		s.handleResponse(sess, m)
+		return true
+	case codec.KindNotification:
+		s.handleNotification(sess, m)
+		return true
+	}
+	return false
 }
 
 // appendDecodeError answers a frame that Decode rejected.

@@ -117,7 +117,7 @@ func (f *flatSchema) index(name []byte) int {
 // valid reports whether doc, a valid JSON document, certainly satisfies the
 // schema. false means "ask the full validator".
 func (f *flatSchema) valid(doc []byte) bool {
-	i := skipSpace(doc)
+	i := codec.SkipWS(doc, 0)
 	if i >= len(doc) || doc[i] != '{' {
 		return false
 	}

@@ -74,7 +74,7 @@ func acceptsAnyObject(obj map[string]any) bool {
 // validate checks a JSON document against the schema.
 func (s *schema) validate(doc []byte) error {
 	if s.anyObject {
-		if i := skipSpace(doc); i < len(doc) && doc[i] == '{' {
+		if i := codec.SkipWS(doc, 0); i < len(doc) && doc[i] == '{' {
 			return nil
 		}
 		return errors.New("at root: want object")
@@ -87,14 +87,6 @@ func (s *schema) validate(doc []byte) error {
 		return err
 	}
 	return s.sch.Validate(v)
-}
-
-func skipSpace(b []byte) int {
-	i := 0
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // english formats validation messages. A message.Printer keeps no state

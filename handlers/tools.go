@@ -141,7 +141,7 @@ func (r *Registry) CallTool(ctx context.Context, req *CallToolRequest) (*mcp.Cal
 		return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "unknown tool: " + p.Name}
 	}
 	e := te.v
-	if i := skipSpace(p.Arguments); i == len(p.Arguments) || string(p.Arguments[i:]) == "null" {
+	if i := codec.SkipWS(p.Arguments, 0); i == len(p.Arguments) || string(p.Arguments[i:]) == "null" {
 		p.Arguments = codec.RawJSON("{}")
 	}
 	if err := e.in.validate(p.Arguments); err != nil {

@@ -2,13 +2,12 @@ package loadtest
 
 import (
 	"context"
-	"net"
+	"github.com/mcpedge/mcpedge/internal/testserver"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/mcpedge/mcpedge/engine"
-	"github.com/mcpedge/mcpedge/handlers/builtin"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 	"github.com/mcpedge/mcpedge/transport/tcp"
 	"github.com/stretchr/testify/assert"
@@ -19,30 +18,10 @@ import (
 // on loopback ports and returns the two target specs.
 func serveMcpedge(t *testing.T) (tcpSpec, httpSpec string) {
 	t.Helper()
-	srv := engine.New(engine.Options{})
-	require.NoError(t, builtin.Install("demo", srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated}))
-	ts := tcp.New(srv, tcp.Options{Addr: "127.0.0.1:0", Loops: 2})
-	tcpErr := make(chan error, 1)
-	go func() { tcpErr <- ts.ListenAndServe() }()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	hs := mcphttp.New(srv, mcphttp.Options{Addr: ln.Addr().String()})
-	httpErr := make(chan error, 1)
-	go func() { httpErr <- hs.Serve(ln) }()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	a := ts.Addr(ctx)
-	require.NotNil(t, a)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(ctx)
-		_ = ts.Shutdown(ctx)
-		_ = srv.Shutdown(ctx)
-		<-tcpErr
-		<-httpErr
-	})
-	return "tcp://" + a.String(), "http://" + ln.Addr().String() + "/mcp"
+	srv := testserver.Engine(t, "demo", engine.Options{})
+	tcpAddr, _ := testserver.TCP(t, srv, tcp.Options{Loops: 2})
+	base, _ := testserver.HTTP(t, srv, mcphttp.Options{})
+	return "tcp://" + tcpAddr, base + "/mcp"
 }
 
 func TestAgainstMcpedge(t *testing.T) {

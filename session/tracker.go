@@ -34,9 +34,6 @@ type Reply struct {
 type Call struct {
 	ID   int64
 	done chan Reply
-	// OnProgress, if set before the request is sent, receives progress
-	// notifications for this call (client side).
-	OnProgress func(progress, total float64, message string)
 }
 
 // Tracker errors.

@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/mcpedge/mcpedge/internal/testserver"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mcpedge/mcpedge/engine"
-	"github.com/mcpedge/mcpedge/handlers/builtin"
 	"github.com/mcpedge/mcpedge/loadtest"
 	"github.com/mcpedge/mcpedge/transport/tcp"
 	"github.com/stretchr/testify/assert"
@@ -21,23 +20,8 @@ import (
 
 func serve(t *testing.T) string {
 	t.Helper()
-	srv := engine.New(engine.Options{})
-	require.NoError(t, builtin.Install("bench", srv.Registry(), builtin.Env{}))
-	ts := tcp.New(srv, tcp.Options{Addr: "127.0.0.1:0", Loops: 1})
-	errc := make(chan error, 1)
-	go func() { errc <- ts.ListenAndServe() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	a := ts.Addr(ctx)
-	require.NotNil(t, a)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = ts.Shutdown(ctx)
-		_ = srv.Shutdown(ctx)
-		<-errc
-	})
-	return "tcp://" + a.String()
+	addr, _ := testserver.TCP(t, testserver.Engine(t, "bench", engine.Options{}), tcp.Options{Loops: 1})
+	return "tcp://" + addr
 }
 
 func TestUsage(t *testing.T) {
