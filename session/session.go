@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,7 @@ type Session struct {
 	pinging    atomic.Bool
 	pingMisses atomic.Int32
 	initAt     atomic.Int64 // UnixNano of initialize
+	remote     netip.Addr   // the client's address, when the transport knows it
 
 	// Out is the session's default outbound stream: the connection for TCP
 	// and stdio, the standalone GET stream for Streamable HTTP.
@@ -114,6 +116,14 @@ func NewID() string {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return hex.EncodeToString(b[:])
 }
+
+// SetRemote records the client's IP address, which per-address limits
+// key on. Transports call it once, before the session serves a message.
+func (s *Session) SetRemote(a netip.Addr) { s.remote = a.Unmap() }
+
+// Remote returns the client's IP address, or the zero Addr when the
+// transport has none (stdio).
+func (s *Session) Remote() netip.Addr { return s.remote }
 
 // ID returns the session id.
 func (s *Session) ID() string { return s.id }
