@@ -1,0 +1,119 @@
+// Package netlimit holds the connection limits the network transports
+// share: one process-wide count of open connections, bounded in total and
+// per client address, with a default derived from the process's file
+// descriptor limit.
+package netlimit
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// Sentinel errors returned by Acquire.
+var (
+	ErrTooManyConns      = errors.New("netlimit: connection limit reached")
+	ErrTooManyConnsPerIP = errors.New("netlimit: per-address connection limit reached")
+)
+
+// Limiter counts open connections across every transport that shares it.
+// The zero value and a nil *Limiter admit everything. Its methods are safe
+// for concurrent use.
+type Limiter struct {
+	max, perIP int64
+	total      atomic.Int64
+
+	mu   sync.Mutex
+	byIP map[netip.Addr]int64 // made on first use; only when perIP > 0
+}
+
+// New returns a Limiter admitting at most max connections in all and at
+// most perIP from one address; a value <= 0 means no limit.
+func New(max, perIP int) *Limiter {
+	return &Limiter{max: int64(max), perIP: int64(perIP)}
+}
+
+// Acquire admits one connection from ip, or returns ErrTooManyConns or
+// ErrTooManyConnsPerIP. Every nil return must be paired with one Release
+// of the same address.
+func (l *Limiter) Acquire(ip netip.Addr) error {
+	if l == nil {
+		return nil
+	}
+	if n := l.total.Add(1); l.max > 0 && n > l.max {
+		l.total.Add(-1)
+		return ErrTooManyConns
+	}
+	if l.perIP <= 0 {
+		return nil
+	}
+	ip = ip.Unmap()
+	l.mu.Lock()
+	if l.byIP[ip] >= l.perIP {
+		l.mu.Unlock()
+		l.total.Add(-1)
+		return fmt.Errorf("%w (%s)", ErrTooManyConnsPerIP, ip)
+	}
+	if l.byIP == nil {
+		l.byIP = make(map[netip.Addr]int64)
+	}
+	l.byIP[ip]++
+	l.mu.Unlock()
+	return nil
+}
+
+// Release ends a connection admitted by Acquire.
+func (l *Limiter) Release(ip netip.Addr) {
+	if l == nil {
+		return
+	}
+	l.total.Add(-1)
+	if l.perIP <= 0 {
+		return
+	}
+	ip = ip.Unmap()
+	l.mu.Lock()
+	if n := l.byIP[ip] - 1; n > 0 {
+		l.byIP[ip] = n
+	} else {
+		delete(l.byIP, ip)
+	}
+	l.mu.Unlock()
+}
+
+// Open returns the number of connections admitted and not yet released.
+func (l *Limiter) Open() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.total.Load()
+}
+
+// Max returns the total limit (0: none).
+func (l *Limiter) Max() int {
+	if l == nil {
+		return 0
+	}
+	return int(l.max)
+}
+
+// DefaultMaxConns derives a connection limit from the process's soft
+// RLIMIT_NOFILE, keeping a tenth (at least 64) of the descriptors for
+// listeners, logs, files and the client sockets handlers open, so that the
+// server refuses connections itself before accept starts failing. It
+// returns 0 (no limit) when the limit is unknown or unlimited.
+func DefaultMaxConns() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == ^uint64(0) || rl.Cur > 1<<30 {
+		return 0
+	}
+	n := int(rl.Cur)
+	reserve := max(n/10, 64)
+	if n <= reserve {
+		return 1
+	}
+	return n - reserve
+}
