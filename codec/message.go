@@ -4,7 +4,11 @@
 //
 // Lifetimes: a Message filled by Decode aliases the bytes it was decoded
 // from. It is valid only while those bytes are; a transport that hands a
-// message to another goroutine copies the frame first (see Frame).
+// message to another goroutine copies the frame first (see Frame). The
+// aliasing is a cost saving, not a promise: when the bytes hold invalid
+// UTF-8 the decoder works on a corrected copy (each invalid byte becomes
+// U+FFFD, as encoding/json does), and the Message aliases that copy
+// instead. Never compute offsets into the frame from a Message's fields.
 package codec
 
 import (
@@ -75,7 +79,9 @@ var (
 var nullJSON = []byte("null")
 
 // Decode parses one JSON-RPC message from data into m without copying: m's
-// fields alias data, so m is valid only while data is unchanged. It allocates
+// fields alias data, so m is valid only while data is unchanged. Data with
+// invalid UTF-8 is decoded from a corrected copy, which m's fields alias
+// instead (see the package doc). It allocates
 // nothing for a well-formed message whose jsonrpc and method members hold no
 // escape sequence.
 // Decode is safe for concurrent use on distinct Messages.

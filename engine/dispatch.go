@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -154,26 +153,33 @@ func (s *Server) ServeMessage(ctx context.Context, sess *session.Session, m *cod
 	return m.Kind
 }
 
-// rebase sets dst to src with every slice moved from old to its copy nw
-// (same length, same bytes): the frame is decoded once, on the event loop,
-// and the pool works on the copy.
+// rebase sets dst to src with every slice that points into old moved to
+// its copy nw (same length, same bytes): the frame is decoded once, on the
+// event loop, and the pool works on the copy. A slice outside old is kept
+// as it is: the decoder made it in memory of its own (it corrects invalid
+// UTF-8 in a copy of the frame, and unescapes strings into new memory), so
+// it stays valid when the frame is reused.
 func rebase(dst, src *codec.Message, old, nw []byte) {
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(old)))
+	end := base + uintptr(len(old))
+	inside := func(p uintptr, n int) (uintptr, bool) {
+		return p - base, p >= base && p+uintptr(n) <= end
+	}
 	move := func(b []byte) []byte {
 		if b == nil {
 			return nil
 		}
-		off := uintptr(unsafe.Pointer(unsafe.SliceData(b))) - base
+		off, ok := inside(uintptr(unsafe.Pointer(unsafe.SliceData(b))), len(b))
+		if !ok {
+			return b
+		}
 		return nw[off : off+uintptr(len(b)) : off+uintptr(len(b))]
 	}
 	*dst = *src
 	dst.ID, dst.Params, dst.Result, dst.Error = move(src.ID), move(src.Params), move(src.Result), move(src.Error)
 	if len(src.Method) > 0 {
-		off := uintptr(unsafe.Pointer(unsafe.StringData(src.Method))) - base
-		if off < uintptr(len(old)) {
+		if off, ok := inside(uintptr(unsafe.Pointer(unsafe.StringData(src.Method))), len(src.Method)); ok {
 			dst.Method = unsafe.String(&nw[off], len(src.Method))
-		} else {
-			dst.Method = strings.Clone(src.Method) // unescaped into sonic's own memory
 		}
 	}
 	dst.JSONRPC = ""
