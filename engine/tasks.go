@@ -168,7 +168,10 @@ func (s *Server) runToolTask(t *task, r *request, p *mcp.CallToolParams) {
 	defer s.adm.done()
 	body, toolErr, cerr := s.callToolTask(t, r, p)
 	t.mu.Lock()
-	if !t.terminal() {
+	// tasks/cancel or the ttl may have ended the task first; whoever moves
+	// it to a terminal status sends the one status notification.
+	finished := !t.terminal()
+	if finished {
 		switch {
 		case cerr != nil:
 			t.t.Status, t.t.StatusMessage = mcp.TaskFailed, cerr.Message
@@ -185,7 +188,9 @@ func (s *Server) runToolTask(t *task, r *request, p *mcp.CallToolParams) {
 	}
 	t.mu.Unlock()
 	t.cancel(nil)
-	s.notifyTaskStatus(t)
+	if finished {
+		s.notifyTaskStatus(t)
+	}
 }
 
 // callToolTask runs the tool of a task and encodes its result; toolErr

@@ -265,3 +265,38 @@ func TestTasksEndWithSession(t *testing.T) {
 		t.Fatal("task outlived its session")
 	}
 }
+
+// tasks/cancel sends one notifications/tasks/status; the handler that ends
+// afterwards must not send a second (it did: defect 11).
+func TestTaskCancelNotifiesOnce(t *testing.T) {
+	f := newTaskFixture(t, engine.Options{})
+	c := f.ready(t, `{}`)
+	task := startTask(t, c, 1, "job", 60000)
+	m, _ := c.send("2", `{"jsonrpc":"2.0","id":2,"method":"tasks/cancel","params":{"taskId":"`+task.TaskID+`"}}`)
+	require.Nil(t, m.Error)
+	select {
+	case <-f.jobCauses:
+	case <-time.After(wait):
+		t.Fatal("cancelled task's handler kept running")
+	}
+	// Shutdown waits for the task's goroutine, so every notice it would
+	// send has been sent when it returns.
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	require.NoError(t, f.srv.Shutdown(ctx))
+	statuses := 0
+	for {
+		select {
+		case b := <-c.sink.ch:
+			n := parse(t, b)
+			if n.Method == mcp.NotificationTaskStatus && strings.Contains(string(n.Params), task.TaskID) {
+				statuses++
+				require.Contains(t, string(n.Params), `"status":"cancelled"`)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	require.Equal(t, 1, statuses, "status notifications for the cancelled task")
+}
