@@ -72,33 +72,119 @@ func putRouting(p *routing) {
 // it never blocks. Answers that need no handler code (errors, ping,
 // initialize, cached lists, log level, subscriptions, static resources) are
 // appended to out, which is returned; everything else is copied once and run
-// on the worker pool, its answer sent to sess.Out. frame is not retained.
-func (s *Server) HandleFrame(sess *session.Session, frame []byte, out []byte) []byte {
+// on the worker pool, its answer sent to sess.Out. A frame over
+// Options.BigMessage is copied and decoded on the pool too. frame is not
+// retained.
+//
+// A panic on the way is recovered: a request is answered with
+// CodeInternalError; a message that cannot be answered closes the session
+// with ErrPanic.
+func (s *Server) HandleFrame(sess *session.Session, frame []byte, out []byte) (res []byte) {
+	if s.opts.BigMessage > 0 && len(frame) > s.opts.BigMessage && s.handleBig(sess, frame) {
+		return out
+	}
 	m := messages.Get().(*codec.Message)
-	defer messages.Put(m)
+	start := len(out)
+	defer func() {
+		if p := recover(); p != nil {
+			s.recovered(p, "HandleFrame", sess, m.Method)
+			res = s.panicAnswer(sess, m, out[:start])
+		}
+		messages.Put(m)
+	}()
 	if err := codec.Decode(frame, m); err != nil {
 		return appendDecodeError(out, m, err)
 	}
 	if s.handleNonRequest(sess, m) {
 		return out
 	}
+	if e := s.checkRate(sess); e != nil {
+		return e.AppendAnswer(out, m.ID)
+	}
 	if dst, ok := s.fast(sess, m, out); ok {
 		return dst
 	}
 	if !s.adm.admit() {
-		return codec.AppendError(out, m.ID, codec.CodeServerBusy, "server shutting down", nil)
+		return errShutdown.AppendAnswer(out, m.ID)
+	}
+	ctx, cancel, ok := sess.TrackLimited(m.ID, s.opts.MaxInflight)
+	if !ok {
+		s.adm.done()
+		return errInflight.AppendAnswer(out, m.ID)
 	}
 	r := s.newRequest(sess, sess.Out)
 	r.buf = append(r.buf[:0], frame...)
 	rebase(&r.msg, m, frame, r.buf)
-	r.ctx, r.cancel = sess.Track(r.msg.ID)
+	r.ctx, r.cancel = ctx, cancel
 	if err := s.pool.Invoke(r); err != nil {
 		s.adm.done()
 		sess.Done(r.msg.ID, r.cancel)
 		s.release(r)
-		return codec.AppendError(out, m.ID, codec.CodeServerBusy, "server busy: worker pool full", nil)
+		return errWorkers.AppendAnswer(out, m.ID)
 	}
 	return out
+}
+
+// panicAnswer is what HandleFrame returns after recovering a panic while
+// serving m: the request's error answer, or, for a message that gets no
+// answer, nothing, and the session is closed.
+func (s *Server) panicAnswer(sess *session.Session, m *codec.Message, out []byte) []byte {
+	if m.Kind == codec.KindRequest && len(m.ID) > 0 {
+		return codec.AppendError(out, m.ID, codec.CodeInternalError, "internal error", nil)
+	}
+	s.CloseSession(sess, ErrPanic)
+	return out
+}
+
+// handleBig hands a big frame to the worker pool whole, to be decoded and
+// served there (serveBig). It reports false when the pool cannot take it;
+// the caller then serves the frame itself, slowly but correctly.
+func (s *Server) handleBig(sess *session.Session, frame []byte) bool {
+	r := s.newRequest(sess, sess.Out)
+	r.buf = append(r.buf[:0], frame...)
+	r.big = true
+	if err := s.pool.Invoke(r); err != nil {
+		s.release(r)
+		return false
+	}
+	return true
+}
+
+// serveBig decodes and serves a frame that handleBig handed over, on a
+// worker, as ServeFrame would, every answer going to the session's sink.
+func (s *Server) serveBig(r *request) {
+	sess, frame := r.sess, r.buf
+	m := &r.msg
+	defer func() {
+		if p := recover(); p != nil {
+			s.recovered(p, "HandleFrame (big frame)", sess, m.Method)
+			s.panicReply(sess, m, sess.Out)
+		}
+	}()
+	if err := codec.Decode(frame, m); err != nil {
+		b := codec.GetBuffer()
+		b.B = appendDecodeError(b.B, m, err)
+		sendNonEmpty(sess.Out, b)
+		return
+	}
+	s.serveMessage(nil, sess, m, sess.Out)
+}
+
+// sendNonEmpty sends b to sink, or recycles it when it is empty.
+func sendNonEmpty(sink session.Sink, b *codec.Buffer) {
+	if len(b.B) == 0 {
+		codec.PutBuffer(b)
+		return
+	}
+	_ = sink.Send(b)
+}
+
+// panicReply answers m on reply after a recovered panic, or closes the
+// session when m gets no answer.
+func (s *Server) panicReply(sess *session.Session, m *codec.Message, reply session.Sink) {
+	b := codec.GetBuffer()
+	b.B = s.panicAnswer(sess, m, b.B)
+	sendNonEmpty(reply, b)
 }
 
 // ServeFrame serves one inbound frame for sess on the caller's goroutine and
@@ -108,25 +194,52 @@ func (s *Server) HandleFrame(sess *session.Session, frame []byte, out []byte) []
 // frame must stay valid and unmodified until ServeFrame returns.
 //
 // It reports the decoded message's kind (KindInvalid for an undecodable
-// frame, which is answered with an error).
-func (s *Server) ServeFrame(ctx context.Context, sess *session.Session, frame []byte, reply session.Sink) codec.Kind {
+// frame, which is answered with an error). Panics are contained as in
+// HandleFrame.
+func (s *Server) ServeFrame(ctx context.Context, sess *session.Session, frame []byte, reply session.Sink) (kind codec.Kind) {
 	m := messages.Get().(*codec.Message)
-	defer messages.Put(m)
+	defer func() {
+		if p := recover(); p != nil {
+			s.recovered(p, "ServeFrame", sess, m.Method)
+			s.panicReply(sess, m, reply)
+			kind = m.Kind
+		}
+		messages.Put(m)
+	}()
 	if err := codec.Decode(frame, m); err != nil {
 		b := codec.GetBuffer()
 		b.B = appendDecodeError(b.B, m, err)
-		_ = reply.Send(b)
+		sendNonEmpty(reply, b)
 		return codec.KindInvalid
 	}
-	return s.ServeMessage(ctx, sess, m, reply)
+	return s.serveMessage(ctx, sess, m, reply)
 }
 
 // ServeMessage is ServeFrame for a message the caller has decoded already
 // (with codec.Decode), so that a transport that routes on the message does
 // not decode it twice. m and the bytes it aliases must stay valid and
 // unmodified until ServeMessage returns; m is not retained.
-func (s *Server) ServeMessage(ctx context.Context, sess *session.Session, m *codec.Message, reply session.Sink) codec.Kind {
+//
+// A request refused by a limit is answered with a LimitError, through
+// reply's Refuse when reply is a Refuser. Panics are contained as in
+// HandleFrame.
+func (s *Server) ServeMessage(ctx context.Context, sess *session.Session, m *codec.Message, reply session.Sink) (kind codec.Kind) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.recovered(p, "ServeMessage", sess, m.Method)
+			s.panicReply(sess, m, reply)
+			kind = m.Kind
+		}
+	}()
+	return s.serveMessage(ctx, sess, m, reply)
+}
+
+func (s *Server) serveMessage(ctx context.Context, sess *session.Session, m *codec.Message, reply session.Sink) codec.Kind {
 	if s.handleNonRequest(sess, m) {
+		return m.Kind
+	}
+	if e := s.checkRate(sess); e != nil {
+		refuse(reply, m.ID, e)
 		return m.Kind
 	}
 	b := codec.GetBuffer()
@@ -135,16 +248,21 @@ func (s *Server) ServeMessage(ctx context.Context, sess *session.Session, m *cod
 		_ = reply.Send(b)
 		return m.Kind
 	}
+	codec.PutBuffer(b)
 	if !s.adm.admit() {
-		b.B = codec.AppendError(b.B, m.ID, codec.CodeServerBusy, "server shutting down", nil)
-		_ = reply.Send(b)
+		refuse(reply, m.ID, errShutdown)
 		return m.Kind
 	}
-	codec.PutBuffer(b)
+	rctx, cancel, ok := sess.TrackLimited(m.ID, s.opts.MaxInflight)
+	if !ok {
+		s.adm.done()
+		refuse(reply, m.ID, errInflight)
+		return m.Kind
+	}
 	r := s.newRequest(sess, reply)
 	defer s.release(r)
 	r.msg = *m
-	r.ctx, r.cancel = sess.Track(m.ID)
+	r.ctx, r.cancel = rctx, cancel
 	if ctx != nil && ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, func() { r.cancel(context.Cause(ctx)) })
 		defer stop()

@@ -17,7 +17,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"runtime"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +42,28 @@ type Options struct {
 	// by HandleFrame; <= 0 means 256 per CPU. A request that finds the pool
 	// full is answered with CodeServerBusy.
 	Workers int
+	// MaxInflight bounds the requests one session has being served at
+	// once, so that no session holds more than its share of the workers;
+	// 0 means 64, < 0 no limit. A request over it is refused with
+	// CodeServerBusy and the limit "max-inflight".
+	MaxInflight int
+	// Rate, if > 0, bounds each session's requests per second, with bursts
+	// of RateBurst; a request over it is refused with CodeServerBusy, the
+	// limit "rate" and retryAfterMs.
+	Rate float64
+	// RateBurst is the burst of Rate and RateIP; <= 0 means the rate
+	// rounded up (at least 1).
+	RateBurst int
+	// RateIP, if > 0, bounds the requests per second of all the sessions
+	// of one client address (as the transport reports it), with bursts of
+	// RateBurst; over it the limit is "rate-ip".
+	RateIP float64
+	// BigMessage is the size above which a frame given to HandleFrame is
+	// decoded and served on the worker pool rather than on the caller's
+	// event loop, so that a large message does not stall the other
+	// connections of that loop; 0 means 64 KiB, < 0 never.
+	BigMessage int
+
 	// MaxMessage bounds one inbound message; <= 0 means 4 MiB.
 	MaxMessage int
 	// PageSize is the number of items per list page; <= 0 means 100.
@@ -102,6 +126,9 @@ type Server struct {
 	listChanged [4]atomic.Int64 // UnixNano of the last change, by kind
 	unsubs      []func()
 	tasks       *taskStore
+
+	ipRates *ipRates // nil unless Options.RateIP > 0
+	panics  atomic.Uint64
 }
 
 // New returns a Server configured by opts.
@@ -129,6 +156,15 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxTasks <= 0 {
 		opts.MaxTasks = 64
+	}
+	if opts.MaxInflight == 0 {
+		opts.MaxInflight = 64
+	}
+	if opts.RateBurst <= 0 {
+		opts.RateBurst = max(1, int(math.Ceil(max(opts.Rate, opts.RateIP))))
+	}
+	if opts.BigMessage == 0 {
+		opts.BigMessage = 64 << 10
 	}
 	if opts.KeepAliveMisses <= 0 {
 		opts.KeepAliveMisses = 3
@@ -163,6 +199,10 @@ func New(opts Options) *Server {
 	if opts.KeepAlive > 0 {
 		go s.keepAlive()
 	}
+	if opts.RateIP > 0 {
+		s.ipRates = newIPRates(opts.RateIP, opts.RateBurst)
+		go s.ipRates.sweep(s.ctx, time.Minute)
+	}
 	return s
 }
 
@@ -190,6 +230,9 @@ func (s *Server) NewSession(out session.Sink) *session.Session {
 	// each session in a parent would cost memory per idle session, and
 	// Shutdown closes every session itself.
 	sess := session.New(context.Background(), out)
+	if s.opts.Rate > 0 {
+		sess.SetRateLimit(s.opts.Rate, s.opts.RateBurst)
+	}
 	s.sessions.Add(sess)
 	return sess
 }
@@ -201,6 +244,20 @@ func (s *Server) CloseSession(sess *session.Session, cause error) {
 		s.log.Debug("session closed", "session", sess.ID(), "cause", cause)
 	}
 }
+
+// Panics returns the number of panics recovered so far: in handlers, and
+// anywhere on the path from a transport's bytes to a handler.
+func (s *Server) Panics() uint64 { return s.panics.Load() }
+
+// recovered logs and counts a panic recovered at an entry point.
+func (s *Server) recovered(p any, where string, sess *session.Session, method string) {
+	s.panics.Add(1)
+	s.log.Error("panic recovered", "where", where, "session", sess.ID(), "method", method, "panic", p, "stack", string(debug.Stack()))
+}
+
+// ErrPanic is the cause of a session closed because a message it sent
+// made the server panic where no answer could be sent.
+var ErrPanic = errors.New("engine: panic while serving a message")
 
 // Active returns the number of requests being served.
 func (s *Server) Active() int64 { return s.active.Load() }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
 
 	"github.com/bytedance/sonic"
@@ -34,6 +33,7 @@ type request struct {
 
 	taskID string // set when the request runs as a task
 	inline bool   // a NonBlocking tool run on the event loop: it sends nothing
+	big    bool   // buf holds a big frame, not yet decoded (HandleFrame)
 }
 
 // ErrNonBlocking is returned to a handler registered as NonBlocking that
@@ -60,7 +60,11 @@ func (s *Server) release(r *request) {
 // work is the worker pool's function.
 func (s *Server) work(arg any) {
 	r := arg.(*request)
-	s.run(r)
+	if r.big {
+		s.serveBig(r)
+	} else {
+		s.run(r)
+	}
 	s.release(r)
 }
 
@@ -68,8 +72,10 @@ func (s *Server) work(arg any) {
 func (s *Server) run(r *request) {
 	s.active.Add(1)
 	defer func() {
-		s.active.Add(-1)
+		// Out of the session's in-flight set before Active drops, so that
+		// a caller seeing Active()==0 sees the request gone everywhere.
 		r.sess.Done(r.msg.ID, r.cancel)
+		s.active.Add(-1)
 		s.adm.done()
 	}()
 	b := codec.GetBuffer()
@@ -87,7 +93,7 @@ func (s *Server) serve(r *request, dst []byte) (out []byte) {
 	id := r.msg.ID
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error("handler panic", "method", r.msg.Method, "session", r.sess.ID(), "panic", p, "stack", string(debug.Stack()))
+			s.recovered(p, "handler", r.sess, r.msg.Method)
 			out = codec.AppendError(dst[:0], id, codec.CodeInternalError, fmt.Sprintf("internal error: handler panicked: %v", p), nil)
 		}
 	}()

@@ -198,7 +198,7 @@ func (s *Server) runToolTask(t *task, r *request, p *mcp.CallToolParams) {
 func (s *Server) callToolTask(t *task, r *request, p *mcp.CallToolParams) (body []byte, toolErr bool, cerr *codec.Error) {
 	defer func() {
 		if v := recover(); v != nil {
-			s.log.Error("task handler panic", "task", t.t.TaskID, "panic", v)
+			s.recovered(v, "task handler "+t.t.TaskID, r.sess, mcp.MethodToolsCall)
 			body, toolErr = nil, false
 			cerr = &codec.Error{Code: codec.CodeInternalError, Message: "internal error: handler panicked"}
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/mcp"
+	"golang.org/x/time/rate"
 )
 
 // State is a session's lifecycle state.
@@ -73,8 +74,9 @@ type Session struct {
 	lastActive atomic.Int64
 	pinging    atomic.Bool
 	pingMisses atomic.Int32
-	initAt     atomic.Int64 // UnixNano of initialize
-	remote     netip.Addr   // the client's address, when the transport knows it
+	initAt     atomic.Int64  // UnixNano of initialize
+	remote     netip.Addr    // the client's address, when the transport knows it
+	rate       *rate.Limiter // nil: no rate limit
 
 	// Out is the session's default outbound stream: the connection for TCP
 	// and stdio, the standalone GET stream for Streamable HTTP.
@@ -252,6 +254,52 @@ func (s *Session) Track(id []byte) (context.Context, context.CancelCauseFunc) {
 	s.inflight[string(id)] = cancel
 	s.mu.Unlock()
 	return ctx, cancel
+}
+
+// TrackLimited is Track for a session allowed at most max requests in
+// flight (max <= 0: no limit). It reports false, and tracks nothing, when
+// the session already has max; the check and the count are one step.
+func (s *Session) TrackLimited(id []byte, max int) (context.Context, context.CancelCauseFunc, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if max > 0 && len(s.inflight) >= max {
+		return nil, nil, false
+	}
+	if s.inflight == nil {
+		s.inflight = make(map[string]context.CancelCauseFunc)
+	}
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	s.inflight[string(id)] = cancel
+	return ctx, cancel, true
+}
+
+// SetRateLimit limits the session to r requests per second with bursts of
+// burst, checked by AllowRequest. Call it before the session serves a
+// message; without it every request is allowed.
+func (s *Session) SetRateLimit(r float64, burst int) {
+	s.rate = rate.NewLimiter(rate.Limit(r), burst)
+}
+
+// AllowRequest takes one token from the session's rate limit. When none is
+// left it returns false and how long until one is.
+func (s *Session) AllowRequest(now time.Time) (bool, time.Duration) {
+	if s.rate == nil {
+		return true, 0
+	}
+	return Allow(s.rate, now)
+}
+
+// Allow takes one token from l at now, or reports how long until one is.
+func Allow(l *rate.Limiter, now time.Time) (bool, time.Duration) {
+	if l.AllowN(now, 1) {
+		return true, 0
+	}
+	need := 1 - l.TokensAt(now)
+	lim := float64(l.Limit())
+	if lim <= 0 {
+		return false, time.Second
+	}
+	return false, time.Duration(need / lim * float64(time.Second))
 }
 
 // Done forgets an in-flight request and releases its context.

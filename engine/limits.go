@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/session"
+	"github.com/puzpuzpuz/xsync/v4"
+	"golang.org/x/time/rate"
+)
+
+// The limits a request can be refused by, as LimitError.Limit and the
+// "limit" member of the error's data.
+const (
+	LimitRate     = "rate"         // the session's requests per second (Options.Rate)
+	LimitRateIP   = "rate-ip"      // the client address's requests per second (Options.RateIP)
+	LimitInflight = "max-inflight" // the session's requests in flight (Options.MaxInflight)
+	LimitWorkers  = "workers"      // the worker pool is full (Options.Workers)
+	LimitShutdown = "shutdown"     // the server is draining
+)
+
+// ErrLimit is the sentinel every LimitError matches with errors.Is.
+var ErrLimit = errors.New("engine: limit reached")
+
+// LimitError is the reason a request was refused before any handler ran.
+// It is answered with JSON-RPC error CodeServerBusy (-32000) whose data is
+// {"limit": Limit, "retryAfterMs": RetryAfter}; a reply sink that is a
+// Refuser answers it in its own terms (HTTP 429 or 503 with Retry-After).
+type LimitError struct {
+	Limit      string        // one of the Limit* names
+	RetryAfter time.Duration // when a retry may succeed; 0 when unknown
+}
+
+func (e *LimitError) Error() string { return "engine: limit reached: " + e.Limit }
+
+// Is makes errors.Is(err, ErrLimit) true.
+func (e *LimitError) Is(target error) bool { return target == ErrLimit }
+
+// Message is the JSON-RPC error message of the refusal.
+func (e *LimitError) Message() string {
+	switch e.Limit {
+	case LimitRate:
+		return "server busy: session request rate over the limit"
+	case LimitRateIP:
+		return "server busy: request rate from this address over the limit"
+	case LimitInflight:
+		return "server busy: too many requests in flight on this session"
+	case LimitWorkers:
+		return "server busy: worker pool full"
+	case LimitShutdown:
+		return "server shutting down"
+	}
+	return "server busy"
+}
+
+// AppendData appends the error's data object to dst.
+func (e *LimitError) AppendData(dst []byte) []byte {
+	dst = append(dst, `{"limit":"`...)
+	dst = append(dst, e.Limit...)
+	dst = append(dst, '"')
+	if e.RetryAfter > 0 {
+		dst = append(dst, `,"retryAfterMs":`...)
+		dst = strconv.AppendInt(dst, max(e.RetryAfter.Milliseconds(), 1), 10)
+	}
+	return append(dst, '}')
+}
+
+// AppendAnswer appends the JSON-RPC error answering request id.
+func (e *LimitError) AppendAnswer(dst, id []byte) []byte {
+	var data [64]byte
+	return codec.AppendError(dst, id, codec.CodeServerBusy, e.Message(), e.AppendData(data[:0]))
+}
+
+// A Refuser is a reply Sink that answers a refused request itself, in its
+// transport's terms, instead of being sent the JSON-RPC error. Streamable
+// HTTP answers a POST refused for its rate with 429 and one refused because
+// the server is full with 503, both with Retry-After.
+type Refuser interface {
+	session.Sink
+	Refuse(id []byte, err *LimitError)
+}
+
+// refuse answers request id on reply with err.
+func refuse(reply session.Sink, id []byte, err *LimitError) {
+	if r, ok := reply.(Refuser); ok {
+		r.Refuse(id, err)
+		return
+	}
+	b := codec.GetBuffer()
+	b.B = err.AppendAnswer(b.B, id)
+	_ = reply.Send(b)
+}
+
+// The fixed refusals, shared: they carry no per-request state.
+var (
+	errInflight = &LimitError{Limit: LimitInflight, RetryAfter: 100 * time.Millisecond}
+	errWorkers  = &LimitError{Limit: LimitWorkers, RetryAfter: 100 * time.Millisecond}
+	errShutdown = &LimitError{Limit: LimitShutdown}
+)
+
+// ipRates holds one rate limiter per client address.
+type ipRates struct {
+	limit rate.Limit
+	burst int
+	m     *xsync.Map[netip.Addr, *rate.Limiter]
+}
+
+func newIPRates(r float64, burst int) *ipRates {
+	return &ipRates{limit: rate.Limit(r), burst: burst, m: xsync.NewMap[netip.Addr, *rate.Limiter]()}
+}
+
+func (p *ipRates) allow(a netip.Addr, now time.Time) (bool, time.Duration) {
+	l, ok := p.m.Load(a)
+	if !ok {
+		l, _ = p.m.LoadOrCompute(a, func() (*rate.Limiter, bool) { return rate.NewLimiter(p.limit, p.burst), false })
+	}
+	return session.Allow(l, now)
+}
+
+// sweep forgets the limiters of addresses idle long enough to have a full
+// bucket again, every interval until ctx ends: the map holds only the
+// addresses active lately.
+func (p *ipRates) sweep(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			p.m.Range(func(a netip.Addr, l *rate.Limiter) bool {
+				if l.TokensAt(now) >= float64(p.burst) {
+					p.m.Delete(a)
+				}
+				return true
+			})
+		}
+	}
+}
+
+// checkRate takes a token for one request of sess from its session's and
+// its address's rate limits; it returns the refusal when either is empty.
+func (s *Server) checkRate(sess *session.Session) *LimitError {
+	if s.opts.Rate <= 0 && s.ipRates == nil {
+		return nil
+	}
+	now := time.Now()
+	if ok, wait := sess.AllowRequest(now); !ok {
+		return &LimitError{Limit: LimitRate, RetryAfter: wait}
+	}
+	if s.ipRates != nil {
+		if a := sess.Remote(); a.IsValid() {
+			if ok, wait := s.ipRates.allow(a, now); !ok {
+				return &LimitError{Limit: LimitRateIP, RetryAfter: wait}
+			}
+		}
+	}
+	return nil
+}
