@@ -35,8 +35,9 @@ build: ## Build bin/mcpedge (and bin/mcpload once cmd/mcpload exists)
 run: build ## Build, then serve the demo handlers on 127.0.0.1:7400
 	./$(MCPEDGE)
 
-test: ## Run every test: go test ./..., the TypeScript SDK interop tests, the conformance suite (server and client)
+test: ## Run every test: go test ./..., the entry-point fuzzers briefly, the TypeScript SDK interop tests, the conformance suite (server and client)
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory fuzz-smoke
 	$(MAKE) --no-print-directory interop
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory conformance-client
@@ -55,6 +56,18 @@ fuzz: ## Run every Fuzz* target of every package for FUZZTIME each
 			$(GO) test $$pkg -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) || exit 1; \
 		done; \
 	done; [ $$found = 1 ] || { echo "fuzz: no Fuzz* targets"; exit 1; }
+
+# The fuzzers of the entry points that take a client's bytes, run briefly on
+# every `make test` (their seed corpora also run in plain `go test`).
+SMOKE_FUZZ     := ./engine:FuzzHandleFrame ./engine:FuzzServeFrame
+SMOKE_FUZZTIME ?= 10s
+
+.PHONY: fuzz-smoke
+fuzz-smoke: ## Run the entry-point fuzzers for SMOKE_FUZZTIME each
+	@for t in $(SMOKE_FUZZ); do \
+		pkg=$${t%%:*}; name=$${t##*:}; echo "== $$pkg $$name ($(SMOKE_FUZZTIME))"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(SMOKE_FUZZTIME) || exit 1; \
+	done
 
 vet: ## Run go vet
 	$(GO) vet ./...

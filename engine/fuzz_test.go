@@ -1,0 +1,153 @@
+package engine_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/handlers/builtin"
+	"github.com/mcpedge/mcpedge/session"
+)
+
+// The engine's entry points are fuzzed with whole frames in every lifecycle
+// state of the session they arrive on. The corpus is seeded with the frames
+// clients really sent: testdata/traffic.jsonl holds the messages of a run of
+// the official conformance suite (Streamable HTTP) and of the TypeScript SDK
+// interop tests (stdio) against bin/mcpedge, one per line.
+//
+// Every input must leave the server without a panic (recovered ones
+// included: Panics stays 0), and everything it sends must be JSON.
+
+const (
+	stateNew = iota
+	stateInitializing
+	stateReady
+	stateClosed
+	numStates
+)
+
+func trafficSeeds(f *testing.F) [][]byte {
+	f.Helper()
+	data, err := os.ReadFile("testdata/traffic.jsonl")
+	if err != nil {
+		f.Fatal(err)
+	}
+	var seeds [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
+			seeds = append(seeds, append([]byte(nil), line...))
+		}
+	}
+	if len(seeds) == 0 {
+		f.Fatal("testdata/traffic.jsonl holds no frame")
+	}
+	// Hostile variants: invalid UTF-8 in a string, a truncated frame.
+	seeds = append(seeds,
+		[]byte("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/get\",\"params\":{\"name\":\"greet\",\"arguments\":{\"name\":\"a\xffb\"}}}"),
+		[]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","argu`),
+	)
+	return seeds
+}
+
+// jsonSink checks that everything sent through it is one JSON value.
+type jsonSink struct {
+	bad atomic.Pointer[[]byte]
+}
+
+func (s *jsonSink) Send(b *codec.Buffer) error {
+	if !json.Valid(b.B) {
+		c := append([]byte(nil), b.B...)
+		s.bad.Store(&c)
+	}
+	codec.PutBuffer(b)
+	return nil
+}
+
+func fuzzServer(f *testing.F) *engine.Server {
+	srv := engine.New(engine.Options{ClientRequestTimeout: 50 * time.Millisecond, BigMessage: 512, MaxMessage: 1 << 20})
+	// The conformance set answers what the recorded traffic calls; the demo
+	// set adds tools with progress, notes and subscriptions.
+	for _, set := range []string{"conformance", "demo"} {
+		if err := builtin.Install(set, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated}); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return srv
+}
+
+// sessionIn returns a session of srv in the lifecycle state st.
+func sessionIn(srv *engine.Server, st uint8, sink session.Sink) *session.Session {
+	sess := srv.NewSession(sink)
+	if st%numStates >= stateInitializing {
+		srv.HandleFrame(sess, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{},"elicitation":{},"roots":{}},"clientInfo":{"name":"fuzz","version":"1"}}}`), nil)
+	}
+	if st%numStates >= stateReady {
+		srv.HandleFrame(sess, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), nil)
+	}
+	if st%numStates == stateClosed {
+		srv.CloseSession(sess, errors.New("fuzz: closed first"))
+	}
+	return sess
+}
+
+// settle closes sess, waits (boundedly) for the pool to finish its work,
+// and fails on a recovered panic or a message that is not JSON.
+func settle(t *testing.T, srv *engine.Server, sess *session.Session, sink *jsonSink) {
+	srv.CloseSession(sess, errors.New("fuzz: input done"))
+	for deadline := time.Now().Add(2 * time.Second); srv.Active() > 0 && time.Now().Before(deadline); {
+		runtime.Gosched()
+	}
+	if n := srv.Panics(); n != 0 {
+		t.Fatalf("%d panic(s) recovered (see the log)", n)
+	}
+	if b := sink.bad.Load(); b != nil {
+		t.Fatalf("sent a message that is not JSON: %q", *b)
+	}
+}
+
+func FuzzHandleFrame(f *testing.F) {
+	for i, seed := range trafficSeeds(f) {
+		f.Add(seed, uint8(i))
+	}
+	srv := fuzzServer(f)
+	f.Fuzz(func(t *testing.T, frame []byte, state uint8) {
+		sink := &jsonSink{}
+		sess := sessionIn(srv, state, sink)
+		out := srv.HandleFrame(sess, frame, nil)
+		if len(out) > 0 && !json.Valid(out) {
+			t.Fatalf("answer is not JSON: %q", out)
+		}
+		settle(t, srv, sess, sink)
+	})
+}
+
+func FuzzServeFrame(f *testing.F) {
+	for i, seed := range trafficSeeds(f) {
+		f.Add(seed, uint8(i))
+	}
+	srv := fuzzServer(f)
+	f.Fuzz(func(t *testing.T, frame []byte, state uint8) {
+		sink := &jsonSink{}
+		sess := sessionIn(srv, state, sink)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		srv.ServeFrame(ctx, sess, frame, sink)
+		settle(t, srv, sess, sink)
+	})
+}
