@@ -87,7 +87,7 @@ func parse(args []string, stderr io.Writer) (*options, string, error) {
 	fs.IntVar(&o.subscribers, "subscribers", 100, "fanout mode: subscribers")
 	fs.IntVar(&o.updates, "updates", 100, "fanout mode: updates published")
 	fs.DurationVar(&o.interval, "interval", 10*time.Millisecond, "fanout mode: time between updates")
-	fs.StringVar(&o.uri, "uri", "mem://notes/bench", "fanout mode: resource to subscribe to (updated with the demo tool note_write)")
+	fs.StringVar(&o.uri, "uri", "mem://board/bench", "fanout mode: resource to subscribe to, a mem://board/NAME entry (updated with the demo tool board_write)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mcpload [flags] TARGET\n\nTARGET is tcp://host:port, http://host:port/path or stdio:command args...\n(flags go before TARGET; a stdio command line takes the rest of the arguments).\n\n")
 		fs.PrintDefaults()
