@@ -378,6 +378,24 @@ func (r *request) CloseStream() {
 	}
 }
 
+// OnSessionClose implements handlers.SessionScope.
+func (r *request) OnSessionClose(fn func()) { r.sess.OnClose(fn) }
+
+// NotifyResourceUpdated implements handlers.SessionScope.
+func (r *request) NotifyResourceUpdated(uri string) error {
+	out := r.sess.Out
+	if out == nil || !r.sess.Subscribed(uri) {
+		return nil
+	}
+	b := codec.GetBuffer()
+	b.B = append(b.B, `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":`...)
+	b.B = codec.AppendString(b.B, uri)
+	b.B = append(b.B, "}}"...)
+	return out.Send(b)
+}
+
+var _ handlers.SessionScope = (*request)(nil)
+
 // ErrCapability reports a server-to-client request the client did not
 // declare the capability for.
 var ErrCapability = errors.New("engine: client lacks capability")

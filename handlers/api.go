@@ -12,6 +12,20 @@ import (
 	"github.com/mcpedge/mcpedge/mcp"
 )
 
+// SessionScope is implemented by a Peer that reaches the request's session
+// beyond the request: the engine's Peer does. A handler keeping state per
+// session asserts its Peer to it, keys the state by SessionID and frees it
+// in OnSessionClose.
+type SessionScope interface {
+	// OnSessionClose registers fn to run once when the session closes; at
+	// once if it already has. fn must not block.
+	OnSessionClose(fn func())
+	// NotifyResourceUpdated sends notifications/resources/updated for uri
+	// to this session alone, if it is subscribed to uri (a resource whose
+	// content is per session; Server.ResourceUpdated tells every session).
+	NotifyResourceUpdated(uri string) error
+}
+
 // Peer is what a handler can reach of the client that sent its request:
 // the session's identity and capabilities, and the request-scoped
 // notifications and server-to-client requests. The engine implements it;

@@ -12,8 +12,16 @@
 // be one that was asked, it must be a result, and its content must be what
 // the step expects. Failures are counted by ErrorKind. RunSessions opens
 // many idle sessions and weighs them in the server's resident memory;
-// RunFanout subscribes many sessions to one resource, publishes updates and
-// times the notifications.
+// RunFanout subscribes many sessions to one resource (an entry of the demo
+// set's shared board), publishes updates and times the notifications.
+// RunSoak holds many connections for minutes, each making a call now and
+// then, and samples the server's memory, threads, descriptors (and
+// goroutines, where exposed) from /proc. RunChaos runs hostile clients
+// (garbage, invalid UTF-8, oversized and half-sent messages, readers that
+// never read, floods, abandoned sessions, connection churn) beside
+// well-behaved ones, records what each hostile episode met against what a
+// sound server does, and reports the well-behaved clients' errors and
+// latency apart; it is a library, for go tests as much as for mcpload.
 //
 // By default mcpload uses its own lean connections: a fasthttp HostClient
 // (PipelineClient when more than one request is in flight per connection)
@@ -29,7 +37,7 @@
 // in _us), rates are per second, memory is bytes:
 //
 //	schema            "mcpload/v1"
-//	mode              "closed" | "open" | "sessions" | "fanout"
+//	mode              "closed" | "open" | "sessions" | "fanout" | "soak" | "chaos"
 //	target, transport the target spec; "tcp" | "http" | "stdio"
 //	started           RFC 3339 time the measured phase began
 //	connections, in_flight, rate, mix ["name=weight", ...]
@@ -50,6 +58,17 @@
 //	          rss_before_bytes, rss_after_bytes, rss_per_session_bytes, first_error}
 //	fanout {subscribers, subscribed, updates, expected, delivered, lost,
 //	        delivered_per_s, span_s, update_errors, first_error, delay_us {...}}
+//	soak {connections, opened, setup_failed, redials, minutes, every_s,
+//	      requests, errors, start, middle, end, after, samples [...],
+//	      first_error}   each sample {t_s, open, requests, errors,
+//	      rss_bytes, threads, fds, cpu_s, goroutines, error}
+//	chaos {duration_s, all_as_expected, server_alive, alive_error,
+//	       server_before, server_after {rss_bytes, threads, fds, cpu_s},
+//	       hostile [{kind, clients, expect, skipped, episodes, as_expected,
+//	                 unexpected, undecided, outcomes {name: n},
+//	                 answers {name: n}, close_after_us {...}, first_unexpected}]}
+//	                 (in chaos mode the top-level figures are the
+//	                 well-behaved clients')
 //	thresholds {max_p99_us, max_error_rate, passed, violations [...]}
 //
 // Members that do not apply to a mode are omitted. A new member may appear

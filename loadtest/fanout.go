@@ -26,11 +26,13 @@ type FanoutConfig struct {
 	Updates     int    // default 100
 	// Interval separates the updates; default 10 ms.
 	Interval time.Duration
-	// URI is the resource subscribed to; default "mem://notes/bench".
+	// URI is the resource subscribed to; default "mem://board/bench".
 	URI string
 	// Tool and Args make the update call: tools/call Tool with Args, a
 	// JSON object template ({{seq}} is the update's number). Default the
-	// demo set's note_write, writing the note the URI names.
+	// demo set's board_write, writing the board entry the URI names (the
+	// board is shared by every session; the demo notes are per session,
+	// so a publisher's note would reach no subscriber).
 	Tool string
 	Args string
 	// Drain is how long to wait for notifications after the last update;
@@ -123,12 +125,15 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*Result, error) {
 		cfg.Interval = 10 * time.Millisecond
 	}
 	if cfg.URI == "" {
-		cfg.URI = "mem://notes/bench"
+		cfg.URI = "mem://board/bench"
 	}
 	if cfg.Tool == "" {
-		cfg.Tool = "note_write"
+		if !strings.HasPrefix(cfg.URI, "mem://board/") {
+			return nil, fmt.Errorf("%w: fan-out to %s needs the tool that updates it (the default, board_write, writes mem://board/...)", ErrConfig, cfg.URI)
+		}
+		cfg.Tool = "board_write"
 		if cfg.Args == "" {
-			name := strings.TrimPrefix(cfg.URI, "mem://notes/")
+			name := strings.TrimPrefix(cfg.URI, "mem://board/")
 			cfg.Args = `{"name":` + strconv.Quote(name) + `,"text":"update {{seq}}"}`
 		}
 	}

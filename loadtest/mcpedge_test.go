@@ -99,6 +99,10 @@ func TestFanoutMode(t *testing.T) {
 			assert.Positive(t, f.PerSecond)
 		})
 	}
+	target, err := ParseTarget(tcpSpec)
+	require.NoError(t, err)
+	_, err = RunFanout(context.Background(), FanoutConfig{Target: target, URI: "mem://notes/x"})
+	assert.ErrorIs(t, err, ErrConfig, "notes are per session: no default tool fans them out")
 }
 
 func TestStdioTarget(t *testing.T) {

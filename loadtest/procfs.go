@@ -60,3 +60,77 @@ func ProcRSS(pid int) (int64, error) {
 	}
 	return 0, fmt.Errorf("loadtest: rss of pid %d: no VmRSS", pid)
 }
+
+// ProcThreads returns the number of threads of process pid, from the
+// Threads line of /proc/PID/status.
+func ProcThreads(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, fmt.Errorf("loadtest: threads of pid %d: %w", pid, err)
+	}
+	for _, line := range bytes.Split(b, []byte{'\n'}) {
+		if v, ok := bytes.CutPrefix(line, []byte("Threads:")); ok {
+			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
+			if err != nil {
+				break
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("loadtest: threads of pid %d: no Threads line", pid)
+}
+
+// ProcFDs returns the number of open file descriptors of process pid, the
+// entries of /proc/PID/fd (readable for processes of the same user).
+func ProcFDs(pid int) (int, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		return 0, fmt.Errorf("loadtest: fds of pid %d: %w", pid, err)
+	}
+	defer f.Close()
+	n := 0
+	for {
+		names, err := f.Readdirnames(1024)
+		n += len(names)
+		if err != nil || len(names) == 0 {
+			break
+		}
+	}
+	return n, nil
+}
+
+// ProcStats is one reading of a process from /proc.
+type ProcStats struct {
+	RSSBytes int64   `json:"rss_bytes"`
+	Threads  int     `json:"threads"`
+	FDs      int     `json:"fds"`
+	CPUS     float64 `json:"cpu_s"` // user + system, since the process started
+}
+
+// ReadProc reads pid's resident memory, threads, open descriptors and CPU
+// time. It returns what it could read and the first error.
+func ReadProc(pid int) (ProcStats, error) {
+	var st ProcStats
+	var first error
+	keep := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	var err error
+	if st.RSSBytes, err = ProcRSS(pid); err != nil {
+		keep(err)
+	}
+	if st.Threads, err = ProcThreads(pid); err != nil {
+		keep(err)
+	}
+	if st.FDs, err = ProcFDs(pid); err != nil {
+		keep(err)
+	}
+	if c, err := ProcCPU(pid); err != nil {
+		keep(err)
+	} else {
+		st.CPUS = c.Seconds()
+	}
+	return st, first
+}

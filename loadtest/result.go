@@ -21,7 +21,7 @@ const SchemaVersion = "mcpload/v1"
 // memory in bytes. Fields that do not apply to a mode are omitted.
 type Result struct {
 	Schema    string    `json:"schema"`    // SchemaVersion
-	Mode      string    `json:"mode"`      // "closed", "open", "sessions" or "fanout"
+	Mode      string    `json:"mode"`      // "closed", "open", "sessions", "fanout", "soak" or "chaos"
 	Target    string    `json:"target"`    // the target spec
 	Transport string    `json:"transport"` // "tcp", "http" or "stdio"
 	Started   time.Time `json:"started"`   // when the measured phase began
@@ -58,6 +58,8 @@ type Result struct {
 	Server     *ServerStats     `json:"server,omitempty"`
 	Sessions   *SessionsResult  `json:"sessions,omitempty"`
 	Fanout     *FanoutResult    `json:"fanout,omitempty"`
+	Soak       *SoakResult      `json:"soak,omitempty"`
+	Chaos      *ChaosResult     `json:"chaos,omitempty"`
 	Thresholds *ThresholdResult `json:"thresholds,omitempty"`
 
 	hist *hdrhistogram.Histogram
@@ -263,7 +265,8 @@ func fmtUS(v float64) string {
 func (r *Result) WriteText(w io.Writer) error {
 	var b strings.Builder
 	mode := r.Mode + " loop"
-	if r.Mode == "sessions" || r.Mode == "fanout" {
+	switch r.Mode {
+	case "sessions", "fanout", "soak", "chaos":
 		mode = r.Mode + " mode"
 	}
 	fmt.Fprintf(&b, "target     %s (%s, %s)\n", r.Target, r.Transport, mode)
@@ -276,6 +279,17 @@ func (r *Result) WriteText(w io.Writer) error {
 		r.Fanout.writeText(&b)
 		_, err := io.WriteString(w, b.String())
 		return err
+	case "soak":
+		r.Soak.writeText(&b)
+		r.writeLatency(&b)
+		r.writeThresholds(&b)
+		_, err := io.WriteString(w, b.String())
+		return err
+	case "chaos":
+		r.Chaos.writeText(&b)
+		r.writeThresholds(&b)
+		_, err := io.WriteString(w, b.String())
+		return err
 	}
 	fmt.Fprintf(&b, "load       %d connections x %d in flight", r.Connections, r.InFlight)
 	if r.Rate > 0 {
@@ -285,25 +299,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "duration   %.2fs measured after %.2fs warm-up\n", r.DurationS, r.WarmupS)
 	fmt.Fprintf(&b, "requests   %d, %d ok, %d errors (%.3f%%)\n", r.Requests, r.OK, r.Errors, 100*r.ErrorRate)
 	fmt.Fprintf(&b, "throughput %.0f req/s\n", r.Throughput)
-	if r.Latency != nil {
-		l := r.Latency
-		fmt.Fprintf(&b, "latency    min %s  mean %s  p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
-			fmtUS(l.Min), fmtUS(l.Mean), fmtUS(l.P50), fmtUS(l.P90), fmtUS(l.P99), fmtUS(l.P999), fmtUS(l.Max))
-	}
-	if r.Errors > 0 {
-		b.WriteString("errors    ")
-		for _, k := range Kinds() {
-			if n := r.ErrorsByKind[k.String()]; n > 0 {
-				fmt.Fprintf(&b, " %s=%d", k, n)
-			}
-		}
-		b.WriteByte('\n')
-		for _, k := range Kinds() {
-			if s := r.ErrorSamples[k.String()]; s != "" {
-				fmt.Fprintf(&b, "  first %s: %s\n", k, s)
-			}
-		}
-	}
+	r.writeLatency(&b)
 	if len(r.Steps) > 1 {
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "step\tmethod\trequests\terrors\tp50\tp99")
@@ -315,14 +311,41 @@ func (r *Result) WriteText(w io.Writer) error {
 	if s := r.Server; s != nil {
 		fmt.Fprintf(&b, "server     pid %d: cpu %.2fs, %.1fµs per request; rss %.1f MiB\n", s.PID, s.CPUSeconds, s.CPUPerRequestUS, float64(s.RSSBytes)/(1<<20))
 	}
+	r.writeThresholds(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (r *Result) writeThresholds(b *strings.Builder) {
 	if t := r.Thresholds; t != nil {
 		if t.Passed {
 			b.WriteString("thresholds passed\n")
 		}
 		for _, v := range t.Violations {
-			fmt.Fprintf(&b, "FAIL       %s\n", v)
+			fmt.Fprintf(b, "FAIL       %s\n", v)
 		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+}
+
+// writeLatency writes the latency line and the errors by kind.
+func (r *Result) writeLatency(b *strings.Builder) {
+	if r.Latency != nil {
+		l := r.Latency
+		fmt.Fprintf(b, "latency    min %s  mean %s  p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
+			fmtUS(l.Min), fmtUS(l.Mean), fmtUS(l.P50), fmtUS(l.P90), fmtUS(l.P99), fmtUS(l.P999), fmtUS(l.Max))
+	}
+	if r.Errors > 0 {
+		b.WriteString("errors    ")
+		for _, k := range Kinds() {
+			if n := r.ErrorsByKind[k.String()]; n > 0 {
+				fmt.Fprintf(b, " %s=%d", k, n)
+			}
+		}
+		b.WriteByte('\n')
+		for _, k := range Kinds() {
+			if s := r.ErrorSamples[k.String()]; s != "" {
+				fmt.Fprintf(b, "  first %s: %s\n", k, s)
+			}
+		}
+	}
 }

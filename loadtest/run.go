@@ -376,6 +376,9 @@ func (w *worker) run(ctx context.Context) {
 		if w.interval > 0 {
 			sent = w.next
 			w.next = w.next.Add(w.interval)
+			if !w.end.IsZero() && !sent.Before(w.end) {
+				return // do not sleep past the end
+			}
 			if d := time.Until(sent); d > 0 {
 				if sleep == nil {
 					sleep = time.NewTimer(d)

@@ -7,6 +7,8 @@
 //	mcpload -c 4 stdio:bin/mcpedge -stdio -handlers bench
 //	mcpload -mode sessions -sessions 10000 -pid 1234 http://127.0.0.1:7401/mcp
 //	mcpload -mode fanout -subscribers 200 -updates 100 tcp://127.0.0.1:7400
+//	mcpload -mode soak -c 5000 -every 5s -duration 10m -pid 1234 tcp://127.0.0.1:7400
+//	mcpload -mode chaos -hostile all=2 -c 4 -rate 200 -duration 30s tcp://127.0.0.1:7400
 //
 // The exit code is 0 when the run passed its thresholds (-max-p99,
 // -max-error-rate), 1 when it did not or could not run, 2 on bad usage.
@@ -57,14 +59,27 @@ type options struct {
 	subscribers, updates  int
 	interval              time.Duration
 	uri                   string
+
+	every, sampleEvery time.Duration
+	goroutinesURL      string
+
+	hostile                   string
+	maxMessage                int
+	readTimeout, answerWithin time.Duration
+	floodCalls                int
+	floodTool, floodArgs      string
+	slowConsumerBytes         int
+	failUnexpected            bool
+
+	set map[string]bool // the flags given
 }
 
 func parse(args []string, stderr io.Writer) (*options, string, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("mcpload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.mode, "mode", "load", "load (requests), sessions (idle sessions, memory per session) or fanout (resource update notifications)")
-	fs.IntVar(&o.conns, "c", 1, "connections (sessions); for stdio, requests in flight on the one pipe")
+	fs.StringVar(&o.mode, "mode", "load", "load (requests), sessions (idle sessions, memory per session), fanout (resource update notifications), soak (many connections held, a slow trickle of calls, server samples) or chaos (hostile clients beside well-behaved ones)")
+	fs.IntVar(&o.conns, "c", 1, "connections (sessions); for stdio, requests in flight on the one pipe; soak: connections held (default 1000); chaos: well-behaved connections (default 4)")
 	fs.IntVar(&o.inflight, "inflight", 1, "requests in flight per connection (HTTP: pipelined)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: requests per second in all, latency from each request's intended send time (0: closed loop)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of the measured phase")
@@ -73,7 +88,7 @@ func parse(args []string, stderr io.Writer) (*options, string, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per request and per connection set-up")
 	fs.StringVar(&o.mix, "mix", "echo", "weighted built-in steps, e.g. echo=70,add=10,read=10,greet=5,tools/list=2,resources/list=1,prompts/list=1,ping=1")
 	fs.StringVar(&o.scenario, "scenario", "", "JSON scenario `file` (overrides -mix): [{\"use\":\"echo\",\"weight\":5}, {\"name\":..,\"method\":..,\"params\":..,\"expect\":..,\"match\":..}]")
-	fs.IntVar(&o.pid, "pid", 0, "server process to measure: CPU time per request, resident memory (stdio: the child, by default)")
+	fs.IntVar(&o.pid, "pid", 0, "server process to measure: CPU time per request, resident memory (stdio: the child, by default); soak: RSS, threads, open fds sampled from /proc; chaos: read before and after")
 	fs.StringVar(&o.jsonOut, "json", "", "write the result as JSON to `file` (- for stdout, replacing the text summary)")
 	fs.StringVar(&o.htmlOut, "html", "", "write a self-contained HTML report to `file`")
 	fs.DurationVar(&o.maxP99, "max-p99", 0, "fail (exit 1) when p99 latency is above this")
@@ -83,11 +98,23 @@ func parse(args []string, stderr io.Writer) (*options, string, error) {
 	fs.BoolVar(&o.quiet, "q", false, "no progress bar")
 	fs.BoolVar(&o.childStderr, "stdio-stderr", false, "pass a stdio server's standard error through")
 	fs.IntVar(&o.sessions, "sessions", 1000, "sessions mode: sessions to open")
-	fs.IntVar(&o.concurrency, "concurrency", 16, "sessions and fanout modes: set-ups at once")
+	fs.IntVar(&o.concurrency, "concurrency", 16, "sessions, fanout and soak modes: set-ups at once")
 	fs.IntVar(&o.subscribers, "subscribers", 100, "fanout mode: subscribers")
 	fs.IntVar(&o.updates, "updates", 100, "fanout mode: updates published")
 	fs.DurationVar(&o.interval, "interval", 10*time.Millisecond, "fanout mode: time between updates")
-	fs.StringVar(&o.uri, "uri", "mem://notes/bench", "fanout mode: resource to subscribe to (updated with the demo tool note_write)")
+	fs.StringVar(&o.uri, "uri", "mem://board/bench", "fanout mode: resource to subscribe to, a mem://board/NAME entry (updated with the demo tool board_write)")
+	fs.DurationVar(&o.every, "every", 5*time.Second, "soak mode: time between one connection's calls")
+	fs.DurationVar(&o.sampleEvery, "sample-every", 0, "soak mode: time between server samples (default duration/10, 1s to 1m)")
+	fs.StringVar(&o.goroutinesURL, "goroutines-url", "", "soak mode: URL giving the server's goroutine count (a pprof goroutine page with ?debug=1, JSON {\"goroutines\":N} or a number)")
+	fs.StringVar(&o.hostile, "hostile", "all=2", "chaos mode: hostile clients per kind, e.g. garbage=2,flood=1 or all=2; kinds "+strings.Join(chaosKindNames(), ", "))
+	fs.IntVar(&o.maxMessage, "expect-max-message", 4<<20, "chaos mode: the server's largest inbound message (oversized sends 64 KiB more)")
+	fs.DurationVar(&o.readTimeout, "expect-read-timeout", 10*time.Second, "chaos mode: how soon the server should close a half-sent message's connection")
+	fs.DurationVar(&o.answerWithin, "expect-answer-within", 5*time.Second, "chaos mode: how soon an immediate answer or close should come")
+	fs.IntVar(&o.slowConsumerBytes, "expect-slow-consumer-bytes", 64<<20, "chaos mode: unread answer bytes after which a reader that never reads should have been closed")
+	fs.IntVar(&o.floodCalls, "flood-calls", 2000, "chaos mode: calls a flood client pipelines at once")
+	fs.StringVar(&o.floodTool, "flood-tool", "count", "chaos mode: the tool a flood calls")
+	fs.StringVar(&o.floodArgs, "flood-args", `{"n":10,"delayMs":100}`, "chaos mode: its arguments, a JSON template")
+	fs.BoolVar(&o.failUnexpected, "fail-unexpected", false, "chaos mode: exit 1 when a hostile episode is unexpected or the server does not answer after the run")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mcpload [flags] TARGET\n\nTARGET is tcp://host:port, http://host:port/path or stdio:command args...\n(flags go before TARGET; a stdio command line takes the rest of the arguments).\n\n")
 		fs.PrintDefaults()
@@ -95,6 +122,8 @@ func parse(args []string, stderr io.Writer) (*options, string, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, "", err
 	}
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return nil, "", errors.New("no target")
@@ -122,6 +151,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 	}
 
 	var res *loadtest.Result
+	chaosFailed := false
 	switch o.mode {
 	case "load":
 		steps, err := steps(o)
@@ -184,8 +214,70 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			fmt.Fprintln(stderr, "mcpload:", err)
 			return exitFor(err)
 		}
+	case "soak":
+		steps, err := steps(o)
+		if err != nil {
+			fmt.Fprintln(stderr, "mcpload:", err)
+			return 2
+		}
+		conns := o.conns
+		if !o.set["c"] {
+			conns = 1000
+		}
+		cfg := loadtest.SoakConfig{
+			Target: target, Connections: conns, Duration: o.duration, Every: o.every, Steps: steps,
+			Concurrency: o.concurrency, Timeout: o.timeout, PID: o.pid, SampleEvery: o.sampleEvery,
+			GoroutinesURL: o.goroutinesURL,
+		}
+		if bar != nil {
+			cfg.Progress = func(p loadtest.Progress) {
+				bar.Describe(fmt.Sprintf("%d req, %d errors", p.Requests, p.Errors))
+				_ = bar.Set64(int64(1000 * p.Elapsed / max(p.Total, 1)))
+			}
+		}
+		res, err = loadtest.RunSoak(ctx, cfg)
+		if err != nil {
+			finishBar(bar)
+			fmt.Fprintln(stderr, "mcpload:", err)
+			return exitFor(err)
+		}
+	case "chaos":
+		steps, err := steps(o)
+		if err != nil {
+			fmt.Fprintln(stderr, "mcpload:", err)
+			return 2
+		}
+		if !o.set["mix"] && o.scenario == "" {
+			steps, _ = loadtest.ParseMix("echo=4,add=1")
+		}
+		clients, err := loadtest.ParseChaosClients(o.hostile)
+		if err != nil {
+			fmt.Fprintln(stderr, "mcpload:", err)
+			return 2
+		}
+		good := loadtest.Config{Connections: o.conns, InFlight: o.inflight, Rate: o.rate, Steps: steps, Timeout: o.timeout}
+		if !o.set["c"] && !o.set["rate"] {
+			good.Connections, good.Rate = 4, 200
+		}
+		var cr *loadtest.ChaosResult
+		cr, err = loadtest.RunChaos(ctx, loadtest.Chaos{
+			Target: target, Duration: o.duration, Clients: clients, Good: good, Timeout: o.timeout, PID: o.pid,
+			Expect: loadtest.ChaosExpect{
+				MaxMessage: o.maxMessage, ReadTimeout: o.readTimeout, AnswerWithin: o.answerWithin,
+				SlowConsumerBytes: o.slowConsumerBytes, FloodCalls: o.floodCalls, FloodTool: o.floodTool, FloodArgs: o.floodArgs,
+			},
+		})
+		if err != nil {
+			finishBar(bar)
+			fmt.Fprintln(stderr, "mcpload:", err)
+			return exitFor(err)
+		}
+		res = cr.Result()
+		if o.failUnexpected && (!cr.AllAsExpected || !cr.ServerAlive) {
+			chaosFailed = true
+		}
 	default:
-		fmt.Fprintf(stderr, "mcpload: -mode %q: want load, sessions or fanout\n", o.mode)
+		fmt.Fprintf(stderr, "mcpload: -mode %q: want load, sessions, fanout, soak or chaos\n", o.mode)
 		return 2
 	}
 	finishBar(bar)
@@ -210,10 +302,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			return 1
 		}
 	}
-	if !passed {
+	if !passed || chaosFailed {
 		return 1
 	}
 	return 0
+}
+
+func chaosKindNames() []string {
+	var names []string
+	for _, k := range loadtest.ChaosKinds() {
+		names = append(names, string(k))
+	}
+	return names
 }
 
 var strategies = map[string]client.Strategy{"round-robin": client.RoundRobin, "random": client.Random, "least-busy": client.LeastBusy}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -107,4 +108,59 @@ func TestDeadServer(t *testing.T) {
 	var out, errb bytes.Buffer
 	assert.Equal(t, 1, run(context.Background(), []string{"-n", "1", "-timeout", "1s", "tcp://" + addr}, &out, &errb, false))
 	assert.Contains(t, errb.String(), "connect")
+}
+
+func serveDemo(t *testing.T) string {
+	t.Helper()
+	addr, _ := testserver.TCP(t, testserver.Engine(t, "demo", engine.Options{MaxMessage: 64 << 10}), tcp.Options{Loops: 1, MaxOutbound: 256 << 10})
+	return "tcp://" + addr
+}
+
+func TestSoakMode(t *testing.T) {
+	target := serveDemo(t)
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"-mode", "soak", "-c", "20", "-every", "200ms", "-duration", "1s",
+		"-sample-every", "300ms", "-pid", strconv.Itoa(os.Getpid()), "-json", "-", target}, &out, &errb, false)
+	require.Equal(t, 0, code, errb.String())
+	var res loadtest.Result
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
+	assert.Equal(t, "soak", res.Mode)
+	require.NotNil(t, res.Soak)
+	assert.Equal(t, 20, res.Soak.Opened)
+	assert.Positive(t, res.Requests)
+	require.NotNil(t, res.Soak.End)
+	assert.Positive(t, res.Soak.End.FDs)
+}
+
+func TestChaosMode(t *testing.T) {
+	target := serveDemo(t)
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"-mode", "chaos", "-hostile", "garbage=1,oversized=1,flood=1,churn=1", "-duration", "1s",
+		"-expect-max-message", "65536", "-flood-calls", "200", "-flood-args", `{"n":3,"delayMs":20}`, "-fail-unexpected", "-c", "2", "-rate", "50", target}, &out, &errb, false)
+	require.Equal(t, 0, code, "%s%s", out.String(), errb.String())
+	for _, want := range []string{"chaos mode", "well-behaved", "garbage", "parse_error", "flood answers", "alive after the run"} {
+		assert.Contains(t, out.String(), want)
+	}
+	assert.NotContains(t, out.String(), "half_sent", "kinds not asked are not listed")
+
+	out.Reset()
+	code = run(context.Background(), []string{"-mode", "chaos", "-hostile", "churn=1", "-duration", "500ms", "-json", "-", target}, &out, &errb, false)
+	require.Equal(t, 0, code, errb.String())
+	var res loadtest.Result
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
+	assert.Equal(t, "chaos", res.Mode)
+	require.NotNil(t, res.Chaos)
+	assert.True(t, res.Chaos.ServerAlive)
+	assert.Positive(t, res.OK, "the well-behaved clients' figures are at the top")
+	var churn loadtest.ChaosKindResult
+	for _, h := range res.Chaos.Hostile {
+		if h.Kind == loadtest.ChaosChurn {
+			churn = h
+		}
+	}
+	assert.Positive(t, churn.AsExpected)
+
+	var errOut bytes.Buffer
+	assert.Equal(t, 2, run(context.Background(), []string{"-mode", "chaos", "-hostile", "nope=1", target}, &out, &errOut, false))
+	assert.Contains(t, errOut.String(), "nope")
 }

@@ -48,6 +48,59 @@ func (p *peer) CloseStream()                                            {}
 
 var _ handlers.Peer = (*peer)(nil)
 
+// sessPeer is a peer with a session of its own: it implements
+// handlers.SessionScope, and close runs its close hooks.
+type sessPeer struct {
+	peer
+	id         string
+	hooks      []func()
+	closed     bool
+	subscribed map[string]bool
+	notified   []string
+}
+
+func newSessPeer(id string) *sessPeer { return &sessPeer{id: id, subscribed: map[string]bool{}} }
+
+func (p *sessPeer) SessionID() string { return p.id }
+func (p *sessPeer) OnSessionClose(fn func()) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		fn()
+		return
+	}
+	p.hooks = append(p.hooks, fn)
+	p.mu.Unlock()
+}
+func (p *sessPeer) NotifyResourceUpdated(uri string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.subscribed[uri] {
+		p.notified = append(p.notified, uri)
+	}
+	return nil
+}
+func (p *sessPeer) close() {
+	p.mu.Lock()
+	hooks := p.hooks
+	p.hooks, p.closed = nil, true
+	p.mu.Unlock()
+	for _, fn := range hooks {
+		fn()
+	}
+}
+
+var _ handlers.SessionScope = (*sessPeer)(nil)
+
+func complete(t *testing.T, r *handlers.Registry, p handlers.Peer, tmpl, prefix string) []string {
+	t.Helper()
+	cp := &mcp.CompleteParams{Ref: mcp.CompleteReference{Type: "ref/resource", URI: tmpl}}
+	cp.Argument.Name, cp.Argument.Value = "name", prefix
+	cr, err := r.Complete(context.Background(), &handlers.CompleteRequest{Peer: p, Params: cp})
+	require.NoError(t, err)
+	return cr.Completion.Values
+}
+
 func install(t *testing.T, set string, env builtin.Env) *handlers.Registry {
 	t.Helper()
 	r := handlers.NewRegistry(handlers.Options{})
@@ -146,7 +199,7 @@ func TestDemoTools(t *testing.T) {
 		mu.Unlock()
 	}})
 	p := &peer{}
-	for _, name := range []string{"echo", "add", "time", "hash", "count", "note_write"} {
+	for _, name := range []string{"echo", "add", "time", "hash", "count", "note_write", "board_write"} {
 		_, ok := r.Tool(name)
 		assert.True(t, ok, name)
 	}
@@ -196,6 +249,7 @@ func TestDemoTools(t *testing.T) {
 	})
 
 	t.Run("notes", func(t *testing.T) {
+		p := newSessPeer("n1")
 		read := func(uri string) (*mcp.ReadResourceResult, error) {
 			return r.ReadResource(context.Background(), &handlers.ReadResourceRequest{Peer: p, Params: &mcp.ReadResourceParams{URI: uri}})
 		}
@@ -203,13 +257,16 @@ func TestDemoTools(t *testing.T) {
 		require.NoError(t, err)
 		assert.Contains(t, rr.Contents[0].Text, "mcpedge")
 
+		p.subscribed["mem://notes/groceries"] = true
 		res := callTool(t, r, p, "note_write", `{"name":"groceries","text":"milk"}`)
 		require.False(t, res.IsError)
 		rr, err = read("mem://notes/groceries")
 		require.NoError(t, err)
 		assert.Equal(t, "milk", rr.Contents[0].Text)
+		// The notice goes to the writing session only, not to everyone.
+		assert.Equal(t, []string{"mem://notes/groceries"}, p.notified)
 		mu.Lock()
-		assert.Equal(t, []string{"mem://notes/groceries"}, updated)
+		assert.Empty(t, updated)
 		mu.Unlock()
 
 		for _, bad := range []string{`{"name":"","text":"x"}`, `{"name":"a/b","text":"x"}`, `{"name":"a?b","text":"x"}`} {
@@ -220,11 +277,8 @@ func TestDemoTools(t *testing.T) {
 		require.ErrorAs(t, err, &ce)
 		assert.Equal(t, codec.CodeResourceNotFound, ce.Code)
 
-		cp := &mcp.CompleteParams{Ref: mcp.CompleteReference{Type: "ref/resource", URI: "mem://notes/{name}"}}
-		cp.Argument.Name, cp.Argument.Value = "name", "g"
-		cr, err := r.Complete(context.Background(), &handlers.CompleteRequest{Peer: p, Params: cp})
-		require.NoError(t, err)
-		assert.Equal(t, []string{"groceries"}, cr.Completion.Values)
+		assert.Equal(t, []string{"groceries"}, complete(t, r, p, "mem://notes/{name}", "g"))
+		assert.Equal(t, []string{"todo"}, complete(t, r, p, "mem://notes/{name}", "t"))
 	})
 
 	t.Run("summarize", func(t *testing.T) {
@@ -238,17 +292,18 @@ func TestDemoTools(t *testing.T) {
 
 func TestConcurrentNotes(t *testing.T) {
 	r := install(t, "demo", builtin.Env{})
-	p := &peer{}
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			p := newSessPeer(string(rune('a' + i%3))) // sessions shared by a few writers
 			for j := range 50 {
 				name := string(rune('a'+i)) + strings.Repeat("x", j%3)
 				callTool(t, r, p, "note_write", `{"name":"`+name+`","text":"t"}`)
 				_, err := r.ReadResource(context.Background(), &handlers.ReadResourceRequest{Peer: p, Params: &mcp.ReadResourceParams{URI: "mem://notes/" + name}})
 				assert.NoError(t, err)
+				callTool(t, r, p, "board_write", `{"name":"`+name+`","text":"t"}`)
 			}
 		}()
 	}

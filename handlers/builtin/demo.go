@@ -9,26 +9,22 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/mcp"
 )
 
 // Demo installs the demo set: the bench workload plus tools time, hash,
-// count (with progress), note_write; the template mem://notes/{name} over
-// an in-memory note store, with completion of note names; and the prompt
-// summarize.
+// count (with progress), note_write and board_write; the templates
+// mem://notes/{name}, each session's own notes, and mem://board/{name}, a
+// board that every session shares, with completion of names; and the
+// prompt summarize. See notes.go for their limits.
 func Demo(r *handlers.Registry, env Env) error {
 	if err := Bench(r, env); err != nil {
 		return err
 	}
-	notes := &noteStore{m: map[string]string{"todo": "- try mcpedge\n"}}
-
 	handlers.AddTool(r, &mcp.Tool{
 		Name:        "time",
 		Title:       "Current time",
@@ -93,35 +89,12 @@ func Demo(r *handlers.Registry, env Env) error {
 		return mcp.TextResult(fmt.Sprintf("counted to %d", in.N)), nil, nil
 	})
 
-	handlers.AddTool(r, &mcp.Tool{
-		Name:        "note_write",
-		Description: "Stores a note under a name; read it back as the resource mem://notes/{name}.",
-	}, func(_ context.Context, _ *handlers.CallToolRequest, in noteIn) (*mcp.CallToolResult, any, error) {
-		if in.Name == "" || strings.ContainsAny(in.Name, "/?#") {
-			return mcp.ErrorResult("a note name is non-empty and holds no '/', '?' or '#'"), nil, nil
-		}
-		notes.put(in.Name, in.Text)
-		env.updated("mem://notes/" + in.Name)
-		return mcp.TextResult("stored mem://notes/" + in.Name), nil, nil
-	})
-
-	if err := r.AddResourceTemplate(&mcp.ResourceTemplate{
-		URITemplate: "mem://notes/{name}",
-		Name:        "notes",
-		Description: "Notes stored with the note_write tool.",
-		MimeType:    "text/markdown",
-	}, func(_ context.Context, req *handlers.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		text, ok := notes.get(req.Vars["name"])
-		if !ok {
-			return nil, &codec.Error{Code: codec.CodeResourceNotFound, Message: "resource not found: " + req.Params.URI}
-		}
-		return &mcp.ReadResourceResult{Contents: []mcp.ResourceContents{{URI: req.Params.URI, MimeType: "text/markdown", Text: text}}}, nil
-	}); err != nil {
+	if err := addNotes(r); err != nil {
 		return err
 	}
-	r.AddTemplateCompletion("mem://notes/{name}", "name", func(_ context.Context, req *handlers.CompleteRequest) (*mcp.CompleteResult, error) {
-		return &mcp.CompleteResult{Completion: mcp.Completion{Values: notes.names(req.Params.Argument.Value)}}, nil
-	})
+	if err := addBoard(r, env); err != nil {
+		return err
+	}
 
 	return r.AddPrompt(&mcp.Prompt{
 		Name:        "summarize",
@@ -160,42 +133,6 @@ type hashIn struct {
 type countIn struct {
 	N       int `json:"n" jsonschema:"count up to n (1..100)"`
 	DelayMs int `json:"delayMs,omitempty" jsonschema:"milliseconds between steps (0..1000)"`
-}
-
-type noteIn struct {
-	Name string `json:"name" jsonschema:"the note's name"`
-	Text string `json:"text" jsonschema:"the note's text"`
-}
-
-type noteStore struct {
-	mu sync.RWMutex
-	m  map[string]string
-}
-
-func (n *noteStore) put(name, text string) {
-	n.mu.Lock()
-	n.m[name] = text
-	n.mu.Unlock()
-}
-
-func (n *noteStore) get(name string) (string, bool) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	t, ok := n.m[name]
-	return t, ok
-}
-
-func (n *noteStore) names(prefix string) []string {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	out := []string{}
-	for k := range n.m {
-		if strings.HasPrefix(k, prefix) {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,1194 @@
+package loadtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/mcpedge/mcpedge/codec"
+)
+
+// ChaosKind names a kind of hostile client.
+type ChaosKind string
+
+// The hostile clients. Each runs its episode over and over until the run
+// ends, and records for each what happened (an outcome) and whether that is
+// what a sound server does (as expected, unexpected, or undecided when the
+// run ended first). The expected outcomes, TCP unless said otherwise:
+const (
+	// ChaosGarbage sends a line of random bytes. Expected: a JSON-RPC
+	// parse error (-32700) or the connection closed; not silence. HTTP: a
+	// 4xx answer.
+	ChaosGarbage ChaosKind = "garbage"
+	// ChaosBadUTF8 initializes, then sends valid JSON-RPC requests whose
+	// strings hold invalid UTF-8 (prompts/get greet, tools/call echo).
+	// Expected: each is answered (a result or an error) and a ping after
+	// them too: the server stays up and keeps the connection.
+	ChaosBadUTF8 ChaosKind = "bad_utf8"
+	// ChaosOversized initializes, then sends one message of
+	// ChaosExpect.MaxMessage plus 64 KiB. Expected: a -32700 error, then
+	// the connection closed (outcome "size_error+closed"); the close alone
+	// ("closed", when the error was lost to the reset) is accepted. HTTP:
+	// 413, or the connection closed.
+	ChaosOversized ChaosKind = "oversized"
+	// ChaosHalfSent initializes, sends a prefix of a message (64 KiB or
+	// half of MaxMessage, whichever is less; no newline) and falls silent. Expected: the server closes the
+	// connection within ChaosExpect.ReadTimeout (plus a second of grace).
+	// Undecided when the run ends first.
+	ChaosHalfSent ChaosKind = "half_sent"
+	// ChaosNoRead initializes, then sends echo calls with 16 KiB texts
+	// and never reads an answer. Expected: the server closes it as a slow
+	// consumer (a write fails) before ChaosExpect.SlowConsumerBytes of
+	// answers are due; "stalled" (a write blocked for AnswerWithin: the
+	// server stopped reading but kept the connection) is unexpected.
+	ChaosNoRead ChaosKind = "no_read"
+	// ChaosFlood initializes, pipelines ChaosExpect.FloodCalls calls of
+	// FloodTool (default the demo set's count, a slow tool) and reads the
+	// answers. Expected: some are refused with -32000 (busy, a limit), or
+	// the connection is closed; the well-behaved clients meanwhile see no
+	// errors (their own figures tell).
+	ChaosFlood ChaosKind = "flood"
+	// ChaosAbandon opens sessions and leaves them: TCP connects,
+	// initializes and falls silent, holding the connection to the run's
+	// end; HTTP posts initialize and goes away. Expected: reaped
+	// eventually; the run does not wait for it. A TCP session closed by
+	// the server during the run counts as "reaped" (as expected), one
+	// still open at the end as undecided.
+	ChaosAbandon ChaosKind = "abandon"
+	// ChaosChurn connects and closes over and over, initializing every
+	// other time. Expected: each connection is accepted (and initialized).
+	ChaosChurn ChaosKind = "churn"
+)
+
+// ChaosKinds lists every hostile kind, in report order.
+func ChaosKinds() []ChaosKind {
+	return []ChaosKind{ChaosGarbage, ChaosBadUTF8, ChaosOversized, ChaosHalfSent, ChaosNoRead, ChaosFlood, ChaosAbandon, ChaosChurn}
+}
+
+// chaosHTTP are the kinds that have an HTTP variant; the others run on TCP
+// targets only.
+var chaosHTTP = map[ChaosKind]bool{ChaosGarbage: true, ChaosOversized: true, ChaosAbandon: true, ChaosChurn: true}
+
+// ParseChaosClients parses "garbage=2,flood=1" (a kind alone means 1;
+// "all=N" gives every kind N).
+func ParseChaosClients(s string) (map[ChaosKind]int, error) {
+	out := map[ChaosKind]int{}
+	known := map[ChaosKind]bool{}
+	for _, k := range ChaosKinds() {
+		known[k] = true
+	}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		name, num, has := strings.Cut(f, "=")
+		n := 1
+		if has {
+			v, err := strconv.Atoi(num)
+			if err != nil || v < 0 {
+				return nil, fmt.Errorf("%w: chaos clients %q: want kind=N", ErrConfig, f)
+			}
+			n = v
+		}
+		if name == "all" {
+			for _, k := range ChaosKinds() {
+				out[k] = n
+			}
+			continue
+		}
+		if !known[ChaosKind(name)] {
+			return nil, fmt.Errorf("%w: chaos kind %q (have %v)", ErrConfig, name, ChaosKinds())
+		}
+		out[ChaosKind(name)] = n
+	}
+	return out, nil
+}
+
+// ChaosExpect is what the hostile clients assume of the server. None of it
+// is taken for granted: each is the bound an outcome is judged against.
+type ChaosExpect struct {
+	// MaxMessage is the server's largest inbound message; the oversized
+	// client sends 64 KiB more. Default 4 MiB (mcpedge's default).
+	MaxMessage int
+	// ReadTimeout is how long the server waits for the rest of a message
+	// begun before it closes the connection. Default 10 s.
+	ReadTimeout time.Duration
+	// AnswerWithin bounds the wait for an answer (or a close) that should
+	// come at once: garbage, bad UTF-8, oversized, a blocked write. Default
+	// 5 s.
+	AnswerWithin time.Duration
+	// SlowConsumerBytes is how many bytes of answers a never-reading client
+	// provokes before it decides the server will not close it. Default
+	// 64 MiB.
+	SlowConsumerBytes int
+	// FloodCalls is how many calls a flood client pipelines at once;
+	// default 2000. FloodTool and FloodArgs make each call; default the
+	// demo set's count, {"n":10,"delayMs":100} (one second each).
+	FloodCalls int
+	FloodTool  string
+	FloodArgs  string
+	// MaxAbandoned bounds the sessions one abandon client leaves open at
+	// once; default 200. AbandonEvery is the time between them; default
+	// 20 ms.
+	MaxAbandoned int
+	AbandonEvery time.Duration
+	// Pause separates one client's episodes; default 10 ms.
+	Pause time.Duration
+}
+
+// Chaos describes a chaos run: hostile clients beside well-behaved ones.
+type Chaos struct {
+	Target Target // tcp or http
+	// Duration bounds the run; default 10 s.
+	Duration time.Duration
+	// Clients is how many clients of each hostile kind run; nil means
+	// DefaultChaosClients. Kinds without an HTTP variant are skipped on an
+	// HTTP target (and listed as skipped).
+	Clients map[ChaosKind]int
+	// Good is the well-behaved load, run by Run for the chaos run's
+	// length (Target, Duration, Warmup and PID are set from the chaos
+	// run). A zero Good means 4 connections at 200 requests per second in
+	// all of echo=4,add=1, every answer verified.
+	Good    Config
+	Expect  ChaosExpect
+	Timeout time.Duration // per request and set-up; default 10 s
+	// PID, if set, is the server process read through /proc before and
+	// after the run.
+	PID int
+}
+
+// DefaultChaosClients is the hostile mix when Chaos.Clients is nil: two
+// clients of each kind.
+func DefaultChaosClients() map[ChaosKind]int {
+	m := map[ChaosKind]int{}
+	for _, k := range ChaosKinds() {
+		m[k] = 2
+	}
+	return m
+}
+
+// ChaosKindResult is what one hostile kind's clients met.
+type ChaosKindResult struct {
+	Kind    ChaosKind `json:"kind"`
+	Clients int       `json:"clients"`
+	Expect  string    `json:"expect"` // the expected outcome, in words
+	// Skipped says why the kind did not run (no HTTP variant).
+	Skipped string `json:"skipped,omitempty"`
+	// Episodes is the number of hostile acts (a connection each, but for
+	// flood: a burst of calls).
+	Episodes   int64 `json:"episodes"`
+	AsExpected int64 `json:"as_expected"`
+	Unexpected int64 `json:"unexpected"`
+	Undecided  int64 `json:"undecided"` // the run ended first
+	// Outcomes counts what happened, by name: "parse_error", "closed",
+	// "hang", "answered", "busy", "status_413", ...
+	Outcomes map[string]int64 `json:"outcomes"`
+	// Answers counts the JSON-RPC answers received by kind ("result",
+	// "error_-32000", ...): flood and bad_utf8.
+	Answers map[string]int64 `json:"answers,omitempty"`
+	// CloseAfter is the time from the hostile act to the server's close,
+	// where the server closed.
+	CloseAfter *LatencyStats `json:"close_after_us,omitempty"`
+	// FirstUnexpected describes the first unexpected episode.
+	FirstUnexpected string `json:"first_unexpected,omitempty"`
+}
+
+// ChaosResult is a chaos run's outcome. Good is the well-behaved clients'
+// result; Hostile has one entry per kind, in ChaosKinds order.
+type ChaosResult struct {
+	DurationS float64           `json:"duration_s"`
+	Hostile   []ChaosKindResult `json:"hostile"`
+	// AllAsExpected is true when no hostile episode was unexpected.
+	AllAsExpected bool `json:"all_as_expected"`
+	// ServerAlive reports whether a fresh session could initialize and
+	// ping after the run; AliveError says why not.
+	ServerAlive bool   `json:"server_alive"`
+	AliveError  string `json:"alive_error,omitempty"`
+	// ServerBefore and ServerAfter are /proc readings of Chaos.PID.
+	ServerBefore *ProcStats `json:"server_before,omitempty"`
+	ServerAfter  *ProcStats `json:"server_after,omitempty"`
+	// Good is the well-behaved clients' result: their errors by kind and
+	// latency, apart from the hostile clients'. Result() puts it at the
+	// top of mcpload's result.
+	Good *Result `json:"-"`
+}
+
+// Kind returns the result of hostile kind k (a zero one if it is absent).
+func (c *ChaosResult) Kind(k ChaosKind) ChaosKindResult {
+	for _, h := range c.Hostile {
+		if h.Kind == k {
+			return h
+		}
+	}
+	return ChaosKindResult{Kind: k}
+}
+
+// Result returns mcpload's result for the run: the well-behaved clients'
+// figures at the top (so -max-p99 and -max-error-rate apply to them), mode
+// "chaos", and the hostile clients' under "chaos".
+func (c *ChaosResult) Result() *Result {
+	res := *c.Good
+	res.Mode = "chaos"
+	res.Chaos = c
+	return &res
+}
+
+func (c *ChaosResult) writeText(b *strings.Builder) {
+	g := c.Good
+	fmt.Fprintf(b, "duration   %.2fs\n", c.DurationS)
+	fmt.Fprintf(b, "well-behaved  %d connections: %d requests, %d ok, %d errors (%.3f%%), %.0f req/s\n",
+		g.Connections, g.Requests, g.OK, g.Errors, 100*g.ErrorRate, g.Throughput)
+	g.writeLatency(b)
+	b.WriteString("hostile\n")
+	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  kind\tclients\tepisodes\tas expected\tunexpected\tundecided\toutcomes\tclose after p50/max")
+	for _, h := range c.Hostile {
+		if h.Clients == 0 {
+			continue
+		}
+		if h.Skipped != "" {
+			fmt.Fprintf(tw, "  %s\t%d\t-\t-\t-\t-\tskipped: %s\t\n", h.Kind, h.Clients, h.Skipped)
+			continue
+		}
+		closeAfter := "-"
+		if h.CloseAfter != nil {
+			closeAfter = fmtUS(h.CloseAfter.P50) + "/" + fmtUS(h.CloseAfter.Max)
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", h.Kind, h.Clients, h.Episodes, h.AsExpected, h.Unexpected, h.Undecided, fmtCounts(h.Outcomes), closeAfter)
+	}
+	_ = tw.Flush()
+	for _, h := range c.Hostile {
+		if len(h.Answers) > 0 {
+			fmt.Fprintf(b, "  %s answers: %s\n", h.Kind, fmtCounts(h.Answers))
+		}
+	}
+	for _, h := range c.Hostile {
+		if h.FirstUnexpected != "" {
+			fmt.Fprintf(b, "  %s, first unexpected: %s (expected: %s)\n", h.Kind, h.FirstUnexpected, h.Expect)
+		}
+	}
+	if c.AllAsExpected {
+		b.WriteString("every hostile episode went as expected\n")
+	}
+	if c.ServerAlive {
+		b.WriteString("server     alive after the run\n")
+	} else {
+		fmt.Fprintf(b, "server     NOT answering after the run: %s\n", c.AliveError)
+	}
+	if c.ServerBefore != nil && c.ServerAfter != nil {
+		fmt.Fprintf(b, "server     rss %.1f -> %.1f MiB, threads %d -> %d, fds %d -> %d, cpu %.2fs\n",
+			float64(c.ServerBefore.RSSBytes)/(1<<20), float64(c.ServerAfter.RSSBytes)/(1<<20),
+			c.ServerBefore.Threads, c.ServerAfter.Threads, c.ServerBefore.FDs, c.ServerAfter.FDs,
+			c.ServerAfter.CPUS-c.ServerBefore.CPUS)
+	}
+}
+
+func fmtCounts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + strconv.FormatInt(m[k], 10)
+	}
+	return strings.Join(parts, " ")
+}
+
+// verdict is an episode's judgement.
+type verdict uint8
+
+const (
+	asExpected verdict = iota
+	unexpected
+	undecided
+)
+
+// kindRec collects one hostile kind's episodes.
+type kindRec struct {
+	mu    sync.Mutex
+	res   ChaosKindResult
+	close *hdrhistogram.Histogram
+}
+
+func (k *kindRec) record(outcome string, v verdict, closeAfter time.Duration, detail string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.res.Episodes++
+	k.res.Outcomes[outcome]++
+	switch v {
+	case asExpected:
+		k.res.AsExpected++
+	case unexpected:
+		k.res.Unexpected++
+		if k.res.FirstUnexpected == "" {
+			k.res.FirstUnexpected = outcome
+			if detail != "" {
+				k.res.FirstUnexpected += ": " + detail
+			}
+		}
+	case undecided:
+		k.res.Undecided++
+	}
+	if closeAfter > 0 {
+		_ = k.close.RecordValue(min(int64(closeAfter), int64(maxLatency)))
+	}
+}
+
+func (k *kindRec) answer(kind string, n int64) {
+	k.mu.Lock()
+	if k.res.Answers == nil {
+		k.res.Answers = map[string]int64{}
+	}
+	k.res.Answers[kind] += n
+	k.mu.Unlock()
+}
+
+var chaosExpectText = map[ChaosKind]string{
+	ChaosGarbage:   "a -32700 parse error or the connection closed (HTTP: a 4xx), never silence",
+	ChaosBadUTF8:   "every request answered (result or error) and a ping after them; the connection stays",
+	ChaosOversized: "a -32700 size error then the connection closed (HTTP: 413), or the close alone",
+	ChaosHalfSent:  "the connection closed within the read timeout",
+	ChaosNoRead:    "closed as a slow consumer before the answer budget is spent",
+	ChaosFlood:     "some calls refused with -32000 (busy, a limit), or the connection closed",
+	ChaosAbandon:   "reaped eventually (not waited for: closed during the run counts as expected)",
+	ChaosChurn:     "every connection accepted (and initialized, every other time)",
+}
+
+func (e *ChaosExpect) defaults() {
+	if e.MaxMessage <= 0 {
+		e.MaxMessage = 4 << 20
+	}
+	if e.ReadTimeout <= 0 {
+		e.ReadTimeout = 10 * time.Second
+	}
+	if e.AnswerWithin <= 0 {
+		e.AnswerWithin = 5 * time.Second
+	}
+	if e.SlowConsumerBytes <= 0 {
+		e.SlowConsumerBytes = 64 << 20
+	}
+	if e.FloodCalls <= 0 {
+		e.FloodCalls = 2000
+	}
+	if e.FloodTool == "" {
+		e.FloodTool = "count"
+		if e.FloodArgs == "" {
+			e.FloodArgs = `{"n":10,"delayMs":100}`
+		}
+	}
+	if e.FloodArgs == "" {
+		e.FloodArgs = "{}"
+	}
+	if e.MaxAbandoned <= 0 {
+		e.MaxAbandoned = 200
+	}
+	if e.AbandonEvery <= 0 {
+		e.AbandonEvery = 20 * time.Millisecond
+	}
+	if e.Pause <= 0 {
+		e.Pause = 10 * time.Millisecond
+	}
+}
+
+// chaosRun is the state of one RunChaos.
+type chaosRun struct {
+	cfg     Chaos
+	e       ChaosExpect
+	end     time.Time
+	timeout time.Duration
+	hc      *http.Client // HTTP hostile clients: no keep-alive
+}
+
+// RunChaos runs hostile clients beside well-behaved ones for cfg.Duration
+// and reports both apart. It returns an error only when the run could not
+// start (a bad configuration, no well-behaved connection at all). It
+// returns within Duration + Timeout plus set-up, or soon after ctx ends.
+func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
+	if cfg.Target.Transport != "tcp" && cfg.Target.Transport != "http" {
+		return nil, fmt.Errorf("%w: chaos needs a tcp or http target", ErrConfig)
+	}
+	if cfg.Duration <= 0 {
+		cfg.Duration = 10 * time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Clients == nil {
+		cfg.Clients = DefaultChaosClients()
+	}
+	cfg.Expect.defaults()
+	good := cfg.Good
+	good.Target, good.Duration, good.Warmup, good.PID, good.Requests = cfg.Target, cfg.Duration, 0, 0, 0
+	if good.Connections == 0 && good.Rate == 0 {
+		good.Connections, good.Rate = 4, 200
+	}
+	if good.Timeout <= 0 {
+		good.Timeout = cfg.Timeout
+	}
+	if len(good.Steps) == 0 {
+		st, err := ParseMix("echo=4,add=1")
+		if err != nil {
+			return nil, err
+		}
+		good.Steps = st
+	}
+	if _, err := compile(cfg.Expect.FloodArgs); err != nil {
+		return nil, err
+	}
+
+	out := &ChaosResult{}
+	if cfg.PID > 0 {
+		if st, err := ReadProc(cfg.PID); err == nil {
+			out.ServerBefore = &st
+		}
+	}
+	start := time.Now()
+	cr := &chaosRun{cfg: cfg, e: cfg.Expect, end: start.Add(cfg.Duration), timeout: cfg.Timeout}
+	tr := &http.Transport{DisableKeepAlives: true, DisableCompression: true}
+	cr.hc = &http.Client{Transport: tr, Timeout: cfg.Timeout}
+	defer tr.CloseIdleConnections()
+	runCtx, cancel := context.WithDeadline(ctx, cr.end)
+	defer cancel()
+
+	recs := map[ChaosKind]*kindRec{}
+	var wg sync.WaitGroup
+	for _, k := range ChaosKinds() {
+		n := cfg.Clients[k]
+		rec := &kindRec{res: ChaosKindResult{Kind: k, Clients: n, Expect: chaosExpectText[k], Outcomes: map[string]int64{}}, close: newHist(2)}
+		recs[k] = rec
+		if n <= 0 {
+			continue
+		}
+		if cfg.Target.Transport == "http" && !chaosHTTP[k] {
+			rec.res.Skipped = "no HTTP variant"
+			continue
+		}
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cr.client(runCtx, k, i, rec)
+			}()
+		}
+	}
+
+	var goodRes *Result
+	var goodErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		goodRes, goodErr = Run(ctx, good)
+	}()
+	wg.Wait()
+	out.DurationS = time.Since(start).Seconds()
+	if goodErr != nil {
+		return nil, fmt.Errorf("loadtest: the well-behaved clients: %w", goodErr)
+	}
+	out.Good = goodRes
+	out.AllAsExpected = true
+	for _, k := range ChaosKinds() {
+		rec := recs[k]
+		rec.mu.Lock()
+		r := rec.res
+		if rec.close.TotalCount() > 0 {
+			tmp := &Result{}
+			tmp.setHist(rec.close)
+			r.CloseAfter = tmp.Latency
+		}
+		rec.mu.Unlock()
+		if r.Unexpected > 0 {
+			out.AllAsExpected = false
+		}
+		out.Hostile = append(out.Hostile, r)
+	}
+
+	// Is the server still there?
+	actx, acancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer acancel()
+	if err := alive(actx, cfg.Target, cfg.Timeout); err != nil {
+		out.AliveError = err.Error()
+	} else {
+		out.ServerAlive = true
+	}
+	if cfg.PID > 0 {
+		if st, err := ReadProc(cfg.PID); err == nil {
+			out.ServerAfter = &st
+		}
+	}
+	return out, nil
+}
+
+// alive opens a fresh session and pings it.
+func alive(ctx context.Context, t Target, timeout time.Duration) error {
+	opts := &sessionOpts{timeout: timeout, maxFrame: 16 << 20}
+	d, err := newDialer(t, 1, 1, opts, io.Discard)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	s, err := d.dial(ctx, 1)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	_, err = s.Call(ctx, "ping", nil, nil)
+	return err
+}
+
+// client runs one hostile client's episodes until ctx ends.
+func (cr *chaosRun) client(ctx context.Context, k ChaosKind, i int, rec *kindRec) {
+	if k == ChaosAbandon {
+		cr.abandon(ctx, rec)
+		return
+	}
+	n := 0
+	for ctx.Err() == nil {
+		n++
+		if cr.cfg.Target.Transport == "http" {
+			cr.httpEpisode(ctx, k, n, rec)
+		} else {
+			cr.tcpEpisode(ctx, k, i, n, rec)
+		}
+		sleepCtx(ctx, cr.e.Pause)
+	}
+}
+
+// rawConn is a TCP connection a hostile client drives by hand.
+type rawConn struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+func (cr *chaosRun) dialRaw(ctx context.Context) (*rawConn, error) {
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, cr.timeout)
+	defer cancel()
+	c, err := d.DialContext(dctx, "tcp", cr.cfg.Target.Addr)
+	if err != nil {
+		return nil, err
+	}
+	return &rawConn{c: c, r: bufio.NewReaderSize(c, 64<<10)}, nil
+}
+
+// deadline is now+d, but not past the run's end.
+func (cr *chaosRun) deadline(d time.Duration) time.Time {
+	t := time.Now().Add(d)
+	if t.After(cr.end) {
+		return cr.end
+	}
+	return t
+}
+
+// ended reports whether the run's end cut the wait short.
+func (cr *chaosRun) ended() bool { return !time.Now().Before(cr.end.Add(-50 * time.Millisecond)) }
+
+func (rc *rawConn) write(b []byte, deadline time.Time) error {
+	_ = rc.c.SetWriteDeadline(deadline)
+	_, err := rc.c.Write(b)
+	return err
+}
+
+// readMsg reads the next line and decodes it.
+func (rc *rawConn) readMsg(deadline time.Time, msg *codec.Message) ([]byte, error) {
+	_ = rc.c.SetReadDeadline(deadline)
+	line, err := rc.r.ReadBytes('\n')
+	if err != nil {
+		return line, err
+	}
+	line = bytes.TrimRight(line, "\r\n")
+	if derr := codec.Decode(line, msg); derr != nil {
+		return line, &Error{Kind: KindProtocol, Err: derr, Msg: "answer " + clip(line)}
+	}
+	return line, nil
+}
+
+// initialize runs the handshake by hand.
+func (rc *rawConn) initialize(deadline time.Time) error {
+	req := codec.AppendRequest(nil, []byte("0"), "initialize", []byte(initParams))
+	if err := rc.write(append(req, '\n'), deadline); err != nil {
+		return err
+	}
+	var msg codec.Message
+	for {
+		if _, err := rc.readMsg(deadline, &msg); err != nil {
+			return err
+		}
+		if msg.Kind == codec.KindResponse && string(msg.ID) == "0" {
+			break
+		}
+		if msg.Kind == codec.KindError {
+			return rpcError(msg.Error)
+		}
+	}
+	return rc.write(append(codec.AppendNotification(nil, "notifications/initialized", nil), '\n'), deadline)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// isClose reports an error that means the peer closed the connection.
+func isClose(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// errorCode returns the code of a JSON-RPC error answer.
+func errorCode(msg *codec.Message) int {
+	if e := rpcError(msg.Error); e.Kind == KindRPCError {
+		return e.Code
+	}
+	return 0
+}
+
+// answerName names a JSON-RPC answer: "result" or "error_CODE".
+func answerName(msg *codec.Message) string {
+	if msg.Kind == codec.KindError {
+		return "error_" + strconv.Itoa(errorCode(msg))
+	}
+	return "result"
+}
+
+// garbageLine returns n random bytes that are not JSON, then a newline.
+func garbageLine(rng *rand64, n int) []byte {
+	b := make([]byte, n+1)
+	b[0] = '#'
+	for i := 1; i < n; i++ {
+		c := byte(rng.next())
+		if c == '\n' || c == '\r' {
+			c = '?'
+		}
+		b[i] = c
+	}
+	b[n] = '\n'
+	return b
+}
+
+func (cr *chaosRun) tcpEpisode(ctx context.Context, k ChaosKind, client, n int, rec *kindRec) {
+	rc, err := cr.dialRaw(ctx)
+	if err != nil {
+		if ctx.Err() != nil || cr.ended() {
+			return
+		}
+		if k == ChaosChurn {
+			rec.record("refused", unexpected, 0, err.Error())
+		} else {
+			rec.record("connect_failed", unexpected, 0, err.Error())
+		}
+		return
+	}
+	defer rc.c.Close()
+	needInit := k != ChaosGarbage && (k != ChaosChurn || n%2 == 0)
+	if needInit {
+		if err := rc.initialize(cr.deadline(cr.timeout)); err != nil {
+			if cr.ended() {
+				return
+			}
+			rec.record("initialize_failed", unexpected, 0, err.Error())
+			return
+		}
+	}
+	switch k {
+	case ChaosGarbage:
+		cr.garbage(rc, client, n, rec)
+	case ChaosBadUTF8:
+		cr.badUTF8(rc, rec)
+	case ChaosOversized:
+		cr.oversized(rc, rec)
+	case ChaosHalfSent:
+		cr.halfSent(rc, rec)
+	case ChaosNoRead:
+		cr.noRead(rc, rec)
+	case ChaosFlood:
+		cr.flood(rc, rec)
+	case ChaosChurn:
+		if needInit {
+			rec.record("initialized", asExpected, 0, "")
+		} else {
+			rec.record("connected", asExpected, 0, "")
+		}
+	}
+}
+
+func (cr *chaosRun) garbage(rc *rawConn, client, n int, rec *kindRec) {
+	rng := rand64{s: uint64(time.Now().UnixNano()) ^ uint64(client*7919+n)}
+	sent := time.Now()
+	if err := rc.write(garbageLine(&rng, 64+int(rng.next()%4096)), cr.deadline(cr.e.AnswerWithin)); err != nil {
+		if isClose(err) {
+			rec.record("closed", asExpected, time.Since(sent), "")
+		} else {
+			rec.record("write_failed", unexpected, 0, err.Error())
+		}
+		return
+	}
+	var msg codec.Message
+	_, err := rc.readMsg(cr.deadline(cr.e.AnswerWithin), &msg)
+	switch {
+	case err == nil && msg.Kind == codec.KindError && errorCode(&msg) == codec.CodeParseError:
+		rec.record("parse_error", asExpected, 0, "")
+	case err == nil:
+		rec.record("answered_"+answerName(&msg), unexpected, 0, "")
+	case isClose(err):
+		rec.record("closed", asExpected, time.Since(sent), "")
+	case isTimeout(err) && cr.ended():
+		rec.record("run_ended", undecided, 0, "")
+	case isTimeout(err):
+		rec.record("hang", unexpected, 0, "no answer nor close within "+cr.e.AnswerWithin.String())
+	default:
+		rec.record("bad_answer", unexpected, 0, err.Error())
+	}
+}
+
+// badUTF8Requests are valid JSON-RPC whose strings hold invalid UTF-8.
+var badUTF8Requests = [][]byte{
+	[]byte("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/get\",\"params\":{\"name\":\"greet\",\"arguments\":{\"name\":\"A\xff\xfeB\"}}}\n"),
+	[]byte("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"\xc3\x28 \xed\xa0\x80 \xf8\x88\x80\x80\x80\"}}}\n"),
+	[]byte("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"\xff\xff\",\"arguments\":{}}}\n"),
+	[]byte("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}\n"),
+}
+
+func (cr *chaosRun) badUTF8(rc *rawConn, rec *kindRec) {
+	var all []byte
+	for _, r := range badUTF8Requests {
+		all = append(all, r...)
+	}
+	if err := rc.write(all, cr.deadline(cr.e.AnswerWithin)); err != nil {
+		rec.record("write_failed", unexpected, 0, err.Error())
+		return
+	}
+	want := len(badUTF8Requests)
+	got := map[string]bool{}
+	var msg codec.Message
+	for len(got) < want {
+		line, err := rc.readMsg(cr.deadline(cr.e.AnswerWithin), &msg)
+		switch {
+		case err == nil:
+			if msg.Kind == codec.KindResponse || msg.Kind == codec.KindError {
+				got[string(msg.ID)] = true
+				rec.answer(answerName(&msg), 1)
+			}
+			continue
+		case isClose(err):
+			rec.record("closed", unexpected, 0, fmt.Sprintf("after %d of %d answers", len(got), want))
+		case isTimeout(err) && cr.ended():
+			rec.record("run_ended", undecided, 0, "")
+		case isTimeout(err):
+			rec.record("hang", unexpected, 0, fmt.Sprintf("%d of %d answers within %s", len(got), want, cr.e.AnswerWithin))
+		default:
+			rec.record("undecodable_answer", unexpected, 0, clip(line))
+		}
+		return
+	}
+	rec.record("answered", asExpected, 0, "")
+}
+
+func (cr *chaosRun) oversized(rc *rawConn, rec *kindRec) {
+	size := cr.e.MaxMessage + 64<<10
+	prefix := []byte(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`)
+	msg := make([]byte, 0, size+16)
+	msg = append(msg, prefix...)
+	for len(msg) < size {
+		msg = append(msg, 'x')
+	}
+	msg = append(msg, "\"}}}\n"...)
+	// Read while writing: the server may answer and close mid-way.
+	type answer struct {
+		sizeErr bool
+		other   string
+		err     error
+		at      time.Time
+	}
+	ans := make(chan answer, 1)
+	sent := time.Now()
+	go func() {
+		var m codec.Message
+		var a answer
+		for {
+			_, err := rc.readMsg(cr.deadline(cr.e.AnswerWithin+5*time.Second), &m)
+			if err != nil {
+				a.err, a.at = err, time.Now()
+				ans <- a
+				return
+			}
+			if m.Kind == codec.KindError && errorCode(&m) == codec.CodeParseError {
+				a.sizeErr = true
+			} else if a.other == "" {
+				a.other = answerName(&m)
+			}
+		}
+	}()
+	werr := rc.write(msg, cr.deadline(cr.e.AnswerWithin+5*time.Second))
+	var a answer
+	select {
+	case a = <-ans:
+	case <-time.After(time.Until(cr.deadline(cr.e.AnswerWithin))):
+		_ = rc.c.SetReadDeadline(time.Now()) // end the reader
+		a = <-ans
+		if cr.ended() {
+			rec.record("run_ended", undecided, 0, "")
+		} else {
+			rec.record("hang", unexpected, 0, "no close within "+cr.e.AnswerWithin.String()+" of the message")
+		}
+		return
+	}
+	closed := isClose(a.err) || (werr != nil && isClose(werr))
+	switch {
+	case a.other != "":
+		rec.record("answered_"+a.other, unexpected, 0, "the oversized message was served")
+	case a.sizeErr && closed:
+		rec.record("size_error+closed", asExpected, a.at.Sub(sent), "")
+	case closed:
+		rec.record("closed", asExpected, a.at.Sub(sent), "")
+	case isTimeout(a.err) && cr.ended():
+		rec.record("run_ended", undecided, 0, "")
+	case a.sizeErr:
+		rec.record("size_error_kept_open", unexpected, 0, "")
+	default:
+		rec.record("failed", unexpected, 0, fmt.Sprint(a.err, werr))
+	}
+}
+
+func (cr *chaosRun) halfSent(rc *rawConn, rec *kindRec) {
+	part := []byte(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`)
+	// Big, but well under the size limit: what is tested is the wait.
+	part = append(part, bytes.Repeat([]byte("h"), min(64<<10, cr.e.MaxMessage/2))...)
+	if err := rc.write(part, cr.deadline(cr.e.AnswerWithin)); err != nil {
+		rec.record("write_failed", unexpected, 0, err.Error())
+		return
+	}
+	sent := time.Now()
+	grace := cr.e.ReadTimeout + time.Second
+	var msg codec.Message
+	for {
+		_, err := rc.readMsg(cr.deadline(grace-time.Since(sent)), &msg)
+		if err == nil {
+			continue // a notification, say
+		}
+		took := time.Since(sent)
+		switch {
+		case isClose(err) && took <= grace:
+			rec.record("closed", asExpected, took, "")
+		case isClose(err):
+			rec.record("closed_late", unexpected, took, "")
+		case isTimeout(err) && cr.ended() && took < grace:
+			rec.record("open_at_end", undecided, 0, "")
+		case isTimeout(err):
+			rec.record("not_closed", unexpected, 0, "still open "+took.Round(time.Millisecond).String()+" after the half message")
+		default:
+			rec.record("failed", unexpected, 0, err.Error())
+		}
+		return
+	}
+}
+
+func (cr *chaosRun) noRead(rc *rawConn, rec *kindRec) {
+	text := bytes.Repeat([]byte("r"), 16<<10)
+	var req []byte
+	started := time.Now()
+	due := 0
+	for id := 1; ; id++ {
+		req = req[:0]
+		req = append(req, `{"jsonrpc":"2.0","id":`...)
+		req = strconv.AppendInt(req, int64(id), 10)
+		req = append(req, `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`...)
+		req = append(req, text...)
+		req = append(req, "\"}}}\n"...)
+		err := rc.write(req, cr.deadline(cr.e.AnswerWithin))
+		switch {
+		case err == nil:
+			due += len(text) + 100
+			if due > cr.e.SlowConsumerBytes {
+				rec.record("not_closed", unexpected, 0, fmt.Sprintf("%d bytes of answers due, unread, and the connection is open", due))
+				return
+			}
+			continue
+		case isClose(err):
+			rec.record("closed", asExpected, time.Since(started), "")
+		case isTimeout(err) && cr.ended():
+			rec.record("run_ended", undecided, 0, "")
+		case isTimeout(err):
+			rec.record("stalled", unexpected, 0, "a write blocked "+cr.e.AnswerWithin.String()+": the server stopped reading but kept the connection")
+		default:
+			rec.record("failed", unexpected, 0, err.Error())
+		}
+		return
+	}
+}
+
+func (cr *chaosRun) flood(rc *rawConn, rec *kindRec) {
+	args, _ := compile(cr.e.FloodArgs)
+	var v vars
+	rng := rand64{s: uint64(time.Now().UnixNano())}
+	var all, argsBuf []byte
+	for id := 1; id <= cr.e.FloodCalls; id++ {
+		v.fill(&rng, 0, uint64(id))
+		argsBuf = render(argsBuf[:0], args, &v)
+		params := fmt.Appendf(nil, `{"name":%q,"arguments":%s,"_meta":{"progressToken":%d}}`, cr.e.FloodTool, argsBuf, id)
+		all = codec.AppendRequest(all, strconv.AppendInt(nil, int64(id), 10), "tools/call", params)
+		all = append(all, '\n')
+	}
+	sent := time.Now()
+	type tally struct {
+		answers map[string]int64
+		err     error
+		n       int
+	}
+	done := make(chan tally, 1)
+	go func() {
+		t := tally{answers: map[string]int64{}}
+		var msg codec.Message
+		for t.n < cr.e.FloodCalls {
+			// Each answer may take the tool's time; allow the timeout
+			// from the last one.
+			_, err := rc.readMsg(cr.deadline(cr.timeout), &msg)
+			if err != nil {
+				t.err = err
+				break
+			}
+			if msg.Kind == codec.KindResponse || msg.Kind == codec.KindError {
+				t.n++
+				t.answers[answerName(&msg)]++
+			}
+		}
+		done <- t
+	}()
+	werr := rc.write(all, cr.deadline(cr.timeout))
+	t := <-done
+	for k, n := range t.answers {
+		rec.answer(k, n)
+	}
+	busy := t.answers["error_"+strconv.Itoa(codec.CodeServerBusy)]
+	closed := isClose(t.err) || (werr != nil && isClose(werr))
+	switch {
+	case busy > 0 && closed:
+		rec.record("busy+closed", asExpected, time.Since(sent), "")
+	case busy > 0:
+		rec.record("busy", asExpected, 0, "")
+	case closed:
+		rec.record("closed", asExpected, time.Since(sent), "")
+	case t.err != nil && isTimeout(t.err) && cr.ended():
+		rec.record("run_ended", undecided, 0, "")
+	case t.err != nil:
+		rec.record("failed", unexpected, 0, t.err.Error())
+	default:
+		rec.record("all_served", unexpected, 0, fmt.Sprintf("%d pipelined calls, none refused: %s", t.n, fmtCounts(t.answers)))
+	}
+}
+
+// abandon opens sessions and leaves them, holding TCP connections to the
+// run's end.
+func (cr *chaosRun) abandon(ctx context.Context, rec *kindRec) {
+	var held sync.WaitGroup
+	var open atomic.Int64
+	var mu sync.Mutex
+	var conns []net.Conn
+	defer func() {
+		// Let go of the ones still held (their readers count them).
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		held.Wait()
+	}()
+	tick := time.NewTicker(cr.e.AbandonEvery)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		if open.Load() < int64(cr.e.MaxAbandoned) {
+			if cr.cfg.Target.Transport == "http" {
+				cr.httpAbandon(ctx, rec)
+			} else {
+				rc, err := cr.dialRaw(ctx)
+				switch {
+				case err != nil && ctx.Err() == nil && !cr.ended():
+					rec.record("connect_failed", unexpected, 0, err.Error())
+				case err != nil:
+				default:
+					if err := rc.initialize(cr.deadline(cr.timeout)); err != nil {
+						rc.c.Close()
+						if !cr.ended() {
+							rec.record("initialize_failed", unexpected, 0, err.Error())
+						}
+						break
+					}
+					open.Add(1)
+					held.Add(1)
+					mu.Lock()
+					conns = append(conns, rc.c)
+					mu.Unlock()
+					at := time.Now()
+					go func() {
+						defer held.Done()
+						defer open.Add(-1)
+						defer rc.c.Close()
+						_ = rc.c.SetReadDeadline(cr.end)
+						_, err := io.Copy(io.Discard, rc.r)
+						if err == nil || isClose(err) {
+							rec.record("reaped", asExpected, time.Since(at), "")
+						} else {
+							rec.record("held_to_end", undecided, 0, "")
+						}
+					}()
+				}
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// HTTP variants. They use net/http without keep-alive: each episode is a
+// connection of its own.
+
+func (cr *chaosRun) post(ctx context.Context, body io.Reader, sid string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cr.cfg.Target.Addr, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set(hSession, sid)
+		req.Header.Set(hVersion, protocolVersion)
+	}
+	return cr.hc.Do(req)
+}
+
+// httpInit posts initialize and returns the session id.
+func (cr *chaosRun) httpInit(ctx context.Context) (string, error) {
+	resp, err := cr.post(ctx, bytes.NewReader(codec.AppendRequest(nil, []byte("0"), "initialize", []byte(initParams))), "")
+	if err != nil {
+		return "", err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("initialize answered %s", resp.Status)
+	}
+	return resp.Header.Get(hSession), nil
+}
+
+func (cr *chaosRun) httpAbandon(ctx context.Context, rec *kindRec) {
+	ictx, cancel := context.WithTimeout(ctx, cr.timeout)
+	defer cancel()
+	if _, err := cr.httpInit(ictx); err != nil {
+		if ctx.Err() == nil {
+			rec.record("initialize_failed", unexpected, 0, err.Error())
+		}
+		return
+	}
+	rec.record("abandoned", undecided, 0, "")
+}
+
+func (cr *chaosRun) httpEpisode(ctx context.Context, k ChaosKind, n int, rec *kindRec) {
+	ectx, cancel := context.WithDeadline(ctx, cr.deadline(cr.timeout))
+	defer cancel()
+	switch k {
+	case ChaosGarbage:
+		rng := rand64{s: uint64(time.Now().UnixNano()) ^ uint64(n)}
+		resp, err := cr.post(ectx, bytes.NewReader(garbageLine(&rng, 64+int(rng.next()%4096))), "")
+		if err != nil {
+			cr.httpFailed(ctx, rec, err)
+			return
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode >= 400 && resp.StatusCode < 500 && bytes.Contains(body, []byte(strconv.Itoa(codec.CodeParseError))):
+			rec.record(fmt.Sprintf("status_%d_parse_error", resp.StatusCode), asExpected, 0, "")
+		case resp.StatusCode >= 400 && resp.StatusCode < 500:
+			rec.record(fmt.Sprintf("status_%d", resp.StatusCode), asExpected, 0, "")
+		default:
+			rec.record(fmt.Sprintf("status_%d", resp.StatusCode), unexpected, 0, clip(body))
+		}
+	case ChaosOversized:
+		// An initialized session, so the size is what is refused.
+		sid, err := cr.httpInit(ectx)
+		if err != nil {
+			cr.httpFailed(ctx, rec, err)
+			return
+		}
+		size := cr.e.MaxMessage + 64<<10
+		body := io.MultiReader(
+			strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`),
+			io.LimitReader(repeatReader('x'), int64(size)),
+			strings.NewReader(`"}}}`))
+		sent := time.Now()
+		resp, err := cr.post(ectx, body, sid)
+		if err != nil {
+			if isClose(err) || strings.Contains(err.Error(), "broken pipe") || strings.Contains(err.Error(), "connection reset") {
+				rec.record("closed", asExpected, time.Since(sent), "")
+				return
+			}
+			cr.httpFailed(ctx, rec, err)
+			return
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusRequestEntityTooLarge {
+			rec.record("status_413", asExpected, 0, "")
+		} else {
+			rec.record(fmt.Sprintf("status_%d", resp.StatusCode), unexpected, 0, "")
+		}
+	case ChaosChurn:
+		sid, err := cr.httpInit(ectx)
+		if err != nil {
+			if ctx.Err() == nil {
+				rec.record("initialize_failed", unexpected, 0, err.Error())
+			}
+			return
+		}
+		if n%2 == 0 && sid != "" {
+			req, _ := http.NewRequestWithContext(ectx, http.MethodDelete, cr.cfg.Target.Addr, nil)
+			req.Header.Set(hSession, sid)
+			req.Header.Set(hVersion, protocolVersion)
+			if resp, err := cr.hc.Do(req); err == nil {
+				resp.Body.Close()
+			}
+			rec.record("initialized+deleted", asExpected, 0, "")
+			return
+		}
+		rec.record("initialized", asExpected, 0, "")
+	}
+}
+
+func (cr *chaosRun) httpFailed(ctx context.Context, rec *kindRec, err error) {
+	switch {
+	case ctx.Err() != nil || cr.ended():
+		rec.record("run_ended", undecided, 0, "")
+	case isTimeout(err) || errors.Is(err, context.DeadlineExceeded):
+		rec.record("hang", unexpected, 0, err.Error())
+	default:
+		rec.record("failed", unexpected, 0, err.Error())
+	}
+}
+
+// repeatReader reads an endless run of one byte.
+type repeatReader byte
+
+func (r repeatReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r)
+	}
+	return len(p), nil
+}

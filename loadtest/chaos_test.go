@@ -1,0 +1,105 @@
+package loadtest
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/testserver"
+	mcphttp "github.com/mcpedge/mcpedge/transport/http"
+	"github.com/mcpedge/mcpedge/transport/tcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// chaosServer serves the demo set with small limits, so that the hostile
+// clients meet them quickly.
+func chaosServer(t *testing.T) (tcpSpec, httpSpec string) {
+	t.Helper()
+	srv := testserver.Engine(t, "demo", engine.Options{MaxMessage: 64 << 10, Workers: 32})
+	tcpAddr, _ := testserver.TCP(t, srv, tcp.Options{Loops: 2, MaxOutbound: 256 << 10})
+	base, _ := testserver.HTTP(t, srv, mcphttp.Options{})
+	return "tcp://" + tcpAddr, base + "/mcp"
+}
+
+func TestChaosTCP(t *testing.T) {
+	tcpSpec, _ := chaosServer(t)
+	target, err := ParseTarget(tcpSpec)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := RunChaos(ctx, Chaos{
+		Target: target, Duration: 2 * time.Second, Timeout: 3 * time.Second, PID: os.Getpid(),
+		Clients: map[ChaosKind]int{ChaosGarbage: 1, ChaosBadUTF8: 1, ChaosOversized: 1, ChaosHalfSent: 1, ChaosNoRead: 1, ChaosFlood: 1, ChaosAbandon: 1, ChaosChurn: 1},
+		Expect:  ChaosExpect{MaxMessage: 64 << 10, ReadTimeout: 10 * time.Second, AnswerWithin: time.Second, FloodCalls: 200, FloodArgs: `{"n":5,"delayMs":50}`, MaxAbandoned: 20},
+		Good:    Config{Connections: 2, Rate: 100},
+	})
+	require.NoError(t, err)
+	var b strings.Builder
+	res.writeText(&b)
+	t.Log("\n" + b.String())
+	assert.True(t, res.ServerAlive, res.AliveError)
+	require.NotNil(t, res.Good)
+	assert.Positive(t, res.Good.OK)
+	for _, k := range ChaosKinds() {
+		h := res.Kind(k)
+		assert.Positive(t, h.Episodes, k)
+		assert.Zero(t, h.Unexpected, "%s: %s", k, h.FirstUnexpected)
+	}
+	assert.Positive(t, res.Kind(ChaosGarbage).AsExpected)
+	assert.Positive(t, res.Kind(ChaosOversized).AsExpected)
+	assert.Positive(t, res.Kind(ChaosNoRead).AsExpected)
+	assert.Positive(t, res.Kind(ChaosFlood).Answers["error_-32000"])
+	require.NotNil(t, res.ServerBefore)
+	require.NotNil(t, res.ServerAfter)
+	full := res.Result()
+	assert.Equal(t, "chaos", full.Mode)
+	assert.Equal(t, res.Good.OK, full.OK)
+}
+
+func TestChaosHTTP(t *testing.T) {
+	_, httpSpec := chaosServer(t)
+	target, err := ParseTarget(httpSpec)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := RunChaos(ctx, Chaos{
+		Target: target, Duration: 1500 * time.Millisecond, Timeout: 3 * time.Second,
+		Clients: map[ChaosKind]int{ChaosGarbage: 1, ChaosOversized: 1, ChaosAbandon: 1, ChaosChurn: 1, ChaosFlood: 1},
+		Expect:  ChaosExpect{MaxMessage: 64 << 10, AnswerWithin: time.Second, MaxAbandoned: 20},
+		Good:    Config{Connections: 2, Rate: 100},
+	})
+	require.NoError(t, err)
+	var b strings.Builder
+	res.writeText(&b)
+	t.Log("\n" + b.String())
+	assert.True(t, res.ServerAlive, res.AliveError)
+	assert.Positive(t, res.Good.OK)
+	for _, k := range []ChaosKind{ChaosGarbage, ChaosOversized, ChaosAbandon, ChaosChurn} {
+		h := res.Kind(k)
+		assert.Positive(t, h.Episodes, k)
+		assert.Zero(t, h.Unexpected, "%s: %s", k, h.FirstUnexpected)
+	}
+	assert.Positive(t, res.Kind(ChaosOversized).Outcomes["status_413"]+res.Kind(ChaosOversized).Outcomes["closed"])
+	assert.Equal(t, "no HTTP variant", res.Kind(ChaosFlood).Skipped)
+	assert.Contains(t, b.String(), "skipped")
+}
+
+func TestParseChaosClients(t *testing.T) {
+	m, err := ParseChaosClients("garbage=3, flood ,all=0,churn=2")
+	require.NoError(t, err)
+	assert.Equal(t, 0, m[ChaosGarbage], "all=0 comes later and wins")
+	assert.Equal(t, 2, m[ChaosChurn])
+	m, err = ParseChaosClients("flood,no_read=4")
+	require.NoError(t, err)
+	assert.Equal(t, map[ChaosKind]int{ChaosFlood: 1, ChaosNoRead: 4}, m)
+	for _, bad := range []string{"nope", "flood=x", "flood=-1"} {
+		_, err := ParseChaosClients(bad)
+		assert.ErrorIs(t, err, ErrConfig, bad)
+	}
+	_, err = RunChaos(context.Background(), Chaos{Target: Target{Transport: "stdio", Command: []string{"x"}}})
+	assert.ErrorIs(t, err, ErrConfig)
+}
