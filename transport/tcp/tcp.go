@@ -7,6 +7,24 @@
 // answers arrive from the worker pool through the connection's Sink, which
 // queues them with AsyncWrite; outbound bytes are bounded per connection,
 // and a client that stops reading is closed as a slow consumer.
+//
+// The server listens and accepts with the standard library, in one
+// goroutine, and hands each connection to gnet's loops (gnet's own
+// acceptor stops the engine on EMFILE): accept errors back off and retry,
+// never stopping the listener. Connections are admitted by a
+// netlimit.Limiter (Options.Conns) that other transports may share.
+//
+// No byte, client or load pattern holds resources for long: a message
+// must arrive whole within ReadTimeout, an idle connection is closed after
+// IdleTimeout, and MaxBuffered bounds the bytes of partial messages held
+// across connections. One sweeper goroutine enforces all three from
+// per-connection atomics the event loops keep; no connection has a timer
+// or goroutine of its own, and the hot path gains only a few atomic loads.
+// Every connection the server closes is logged with one sentinel cause
+// (ErrSlowConsumer, ErrTooLarge, ErrFraming, ErrReadTimeout,
+// ErrIdleTimeout, ErrBufferBudget, ErrTooManyConns); over a limit, the
+// client first gets a JSON-RPC -32000 error whose data names it, as
+// {"limit":"read-timeout"}.
 package tcp
 
 import (
