@@ -120,7 +120,11 @@ func (s *Server) acceptLoop(ln net.Listener) {
 }
 
 // admit checks nc against the connection limits, then enrolls it in an
-// event loop on its own goroutine (enrolment waits for the loop).
+// event loop on its own goroutine (enrolment waits for the loop). At most
+// cap(s.enrolling) enrolments run at once: each holds two descriptors
+// (the accepted socket and gnet's dup) until the loop takes the
+// connection, and a burst of connections must not turn that into twice
+// the descriptors the connection limit allows.
 func (s *Server) admit(nc net.Conn) {
 	var ip netip.Addr
 	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
@@ -131,9 +135,11 @@ func (s *Server) admit(nc net.Conn) {
 		return
 	}
 	k := &conn{s: s, id: s.ids.Add(1), ip: ip, remote: nc.RemoteAddr(), slot: -1}
+	s.enrolling <- struct{}{}
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
+		defer func() { <-s.enrolling }()
 		_, err := s.cli.EnrollContext(nc, k) // closes nc; gnet serves a dup
 		if err != nil || !k.opened.Load() {
 			s.limit.Release(ip)

@@ -151,6 +151,7 @@ type Server struct {
 	acceptDone chan struct{} // closed when the accept loop ends
 	stopped    chan struct{} // closed when everything has stopped
 	bg         sync.WaitGroup
+	enrolling  chan struct{} // a slot per enrolment under way
 	acceptLogs logLimit
 	refuseLogs logLimit
 
@@ -195,6 +196,7 @@ func New(eng *engine.Server, opts Options) *Server {
 		eng: eng, opts: opts, framer: f, log: eng.Logger(), limit: limit,
 		ready: make(chan struct{}), quit: make(chan struct{}), acceptDone: make(chan struct{}),
 		stopped: make(chan struct{}), kick: make(chan struct{}, 1), epoch: time.Now(),
+		enrolling: make(chan struct{}, 4*opts.Loops),
 	}
 }
 
