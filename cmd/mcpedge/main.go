@@ -21,6 +21,7 @@ import (
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers/builtin"
+	"github.com/mcpedge/mcpedge/internal/netlimit"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 	"github.com/mcpedge/mcpedge/transport/stdio"
 	"github.com/mcpedge/mcpedge/transport/tcp"
@@ -43,11 +44,17 @@ type config struct {
 	workers     int
 	maxMessage  int
 	maxOutbound int
-	maxConns    int
 	pageSize    int
 	drain       time.Duration
 	logLevel    string
 	version     bool
+
+	// Edge limits: connections, timeouts, buffered bytes (TCP, stdio).
+	maxConns      int
+	maxConnsPerIP int
+	readTimeout   time.Duration
+	idleTimeout   time.Duration
+	maxBuffered   int64
 }
 
 func main() {
@@ -74,11 +81,16 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.workers, "workers", 256*runtime.NumCPU(), "handlers running at once")
 	fs.IntVar(&c.maxMessage, "max-message", codec.DefaultMaxMessage, "largest inbound message in `bytes`")
 	fs.IntVar(&c.maxOutbound, "max-outbound", 8<<20, "bytes queued per connection before it is closed as a slow consumer")
-	fs.IntVar(&c.maxConns, "max-conns", 0, "TCP connection limit (0: none)")
 	fs.IntVar(&c.pageSize, "page-size", 100, "items per list page")
 	fs.DurationVar(&c.drain, "drain", 10*time.Second, "how long shutdown waits for in-flight requests")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+	// Edge limits.
+	fs.IntVar(&c.maxConns, "max-conns", netlimit.DefaultMaxConns(), "open connections, TCP and HTTP together (default: RLIMIT_NOFILE less a tenth; 0: none)")
+	fs.IntVar(&c.maxConnsPerIP, "max-conns-per-ip", 0, "open connections from one client address (0: none; clients behind one NAT or proxy share an address)")
+	fs.DurationVar(&c.readTimeout, "read-timeout", tcp.DefaultReadTimeout, "close a TCP connection whose started (or first) message is not complete within this; stdio ends on a partial message held this long (0: none)")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", tcp.DefaultIdleTimeout, "close TCP connections with no traffic and nothing in flight for this long (0: none)")
+	fs.Int64Var(&c.maxBuffered, "max-buffered", tcp.DefaultMaxBuffered(), "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mcpedge [flags]\n\nServes MCP with a built-in handler set. Each flag has an environment twin,\nMCPEDGE_<FLAG> in upper case with '-' as '_'; a flag given wins.\n\n")
 		fs.PrintDefaults()
@@ -149,7 +161,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	if c.stdio {
 		log.Info("serving MCP on stdio", "handlers", c.handlers, "framing", framer.Name())
-		err := stdio.Serve(ctx, srv, stdin, stdout, stdio.Options{Framer: framer, MaxOutbound: c.maxOutbound, DrainTimeout: c.drain})
+		err := stdio.Serve(ctx, srv, stdin, stdout, stdio.Options{Framer: framer, MaxOutbound: c.maxOutbound, DrainTimeout: c.drain, ReadTimeout: orNone(c.readTimeout)})
 		dctx, cancel := context.WithTimeout(context.Background(), c.drain)
 		defer cancel()
 		_ = srv.Shutdown(dctx)
@@ -165,16 +177,24 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	errc := make(chan error, 2)
+	// One connection budget for every network transport.
+	conns := netlimit.New(c.maxConns, c.maxConnsPerIP)
 	var t *tcp.Server
 	if c.tcp != "" {
-		t = tcp.New(srv, tcp.Options{Addr: c.tcp, Loops: c.loops, Framer: framer, MaxOutbound: c.maxOutbound, MaxConns: c.maxConns})
+		t = tcp.New(srv, tcp.Options{
+			Addr: c.tcp, Loops: c.loops, Framer: framer, MaxOutbound: c.maxOutbound,
+			Conns:       conns,
+			ReadTimeout: orNone(c.readTimeout),
+			IdleTimeout: orNone(c.idleTimeout),
+			MaxBuffered: orNone(c.maxBuffered),
+		})
 		go func() {
 			if err := t.ListenAndServe(); err != nil {
 				errc <- fmt.Errorf("tcp: %w", err)
 			}
 		}()
 		if a := t.Addr(ctx); a != nil {
-			log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops)
+			log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered)
 		}
 	}
 	var h *mcphttp.Server
@@ -223,6 +243,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return code
+}
+
+// orNone maps a flag's 0 ("none") to the Options' -1 (their 0 is "the
+// default").
+func orNone[T int64 | time.Duration](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -19,7 +19,9 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/netlimit"
 	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/mcpedge/mcpedge/transport/tcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -65,6 +67,28 @@ func TestParseFlagsAndEnv(t *testing.T) {
 	assert.Equal(t, 9, c.workers)
 	assert.Equal(t, 5, c.pageSize)
 	assert.Equal(t, "debug", c.logLevel)
+}
+
+func TestEdgeLimitFlags(t *testing.T) {
+	c, err := parse(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, netlimit.DefaultMaxConns(), c.maxConns, "-max-conns derives from RLIMIT_NOFILE")
+	assert.Zero(t, c.maxConnsPerIP)
+	assert.Equal(t, 30*time.Second, c.readTimeout)
+	assert.Equal(t, 5*time.Minute, c.idleTimeout)
+	assert.Equal(t, tcp.DefaultMaxBuffered(), c.maxBuffered)
+
+	t.Setenv("MCPEDGE_MAX_CONNS_PER_IP", "3")
+	t.Setenv("MCPEDGE_READ_TIMEOUT", "2s")
+	t.Setenv("MCPEDGE_MAX_BUFFERED", "1048576")
+	c, err = parse([]string{"-idle-timeout", "0", "-max-conns", "0"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 3, c.maxConnsPerIP)
+	assert.Equal(t, 2*time.Second, c.readTimeout)
+	assert.Equal(t, int64(1<<20), c.maxBuffered)
+	assert.Zero(t, c.idleTimeout)
+	assert.Zero(t, c.maxConns)
+	assert.Equal(t, time.Duration(-1), orNone(c.idleTimeout), "0 on the command line is none in Options")
 }
 
 func TestParseErrors(t *testing.T) {

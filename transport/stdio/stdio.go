@@ -7,6 +7,12 @@
 // interleaved, and queued messages are written in one call. Queuing never
 // blocks: a reader that stops draining the output is dropped as a slow
 // consumer once MaxOutbound bytes wait to be written.
+//
+// With a ReadTimeout, a message begun but not completed within it (the
+// peer died or hung mid-write) ends the session with ErrReadTimeout, after
+// a -32000 error whose data is {"limit":"read-timeout"}. Unlike TCP there
+// is no first-message deadline and no idle timeout: the parent process
+// owns the session's lifetime and may stay silent as long as it likes.
 package stdio
 
 import (
@@ -34,6 +40,11 @@ type Options struct {
 	// DrainTimeout bounds the wait for in-flight requests after the input
 	// ends, and then the wait for the output to be written; <= 0 means 30 s.
 	DrainTimeout time.Duration
+	// ReadTimeout bounds how long a message may stay partly received; <= 0
+	// means none (the zero value). It is checked a few times per timeout by
+	// Serve's own goroutine; the reading goroutine only records when a
+	// partial message began.
+	ReadTimeout time.Duration
 }
 
 // Sentinel errors.
@@ -43,6 +54,8 @@ var (
 	// ErrFlushTimeout reports output still queued when DrainTimeout ran
 	// out after the input ended.
 	ErrFlushTimeout = errors.New("stdio: output not drained in time")
+	// ErrReadTimeout reports a message left incomplete for ReadTimeout.
+	ErrReadTimeout = errors.New("stdio: read timeout: message incomplete")
 )
 
 // Serve serves eng on in and out until in reaches EOF, ctx ends, or the
@@ -82,15 +95,34 @@ func Serve(ctx context.Context, eng *engine.Server, in io.Reader, out io.Writer,
 	sess := eng.NewSession(w)
 
 	readErr := make(chan error, 1)
-	go func() { readErr <- readLoop(eng, sess, in, f, w) }()
+	var since atomic.Int64 // UnixNano when the partial message began; 0: none
+	go func() { readErr <- readLoop(eng, sess, in, f, w, &since) }()
 
+	var tick <-chan time.Time
+	if opts.ReadTimeout > 0 {
+		t := time.NewTicker(max(opts.ReadTimeout/4, time.Millisecond))
+		defer t.Stop()
+		tick = t.C
+	}
 	var err error
-	select {
-	case err = <-readErr:
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-w.failed:
-		err = w.err()
+wait:
+	for {
+		select {
+		case err = <-readErr:
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-w.failed:
+			err = w.err()
+		case now := <-tick:
+			if s := since.Load(); s == 0 || now.UnixNano()-s < int64(opts.ReadTimeout) {
+				continue
+			}
+			b := codec.GetBuffer()
+			b.B = codec.AppendError(b.B, nil, codec.CodeServerBusy, "read timeout: message incomplete", []byte(`{"limit":"read-timeout"}`))
+			_ = w.Send(b)
+			err = ErrReadTimeout
+		}
+		break wait
 	}
 	// Let in-flight handlers finish and send their answers.
 	deadline := time.Now().Add(opts.DrainTimeout)
@@ -132,7 +164,9 @@ func Serve(ctx context.Context, eng *engine.Server, in io.Reader, out io.Writer,
 	return err
 }
 
-func readLoop(eng *engine.Server, sess *session.Session, in io.Reader, f codec.Framer, w *writer) error {
+// readLoop reads and serves until in ends. It stores in since when the
+// partial message now buffered began (0 when none is).
+func readLoop(eng *engine.Server, sess *session.Session, in io.Reader, f codec.Framer, w *writer, since *atomic.Int64) error {
 	buf := make([]byte, 0, 64<<10)
 	var scratch []byte
 	serve := func(frame []byte) error {
@@ -180,6 +214,12 @@ func readLoop(eng *engine.Server, sess *session.Session, in io.Reader, f codec.F
 			}
 		}
 		buf = buf[:copy(buf, buf[consumed:])]
+		switch {
+		case len(buf) > 0 && (consumed > 0 || since.Load() == 0):
+			since.Store(time.Now().UnixNano())
+		case len(buf) == 0 && since.Load() != 0:
+			since.Store(0)
+		}
 		if rerr != nil {
 			if !errors.Is(rerr, io.EOF) {
 				return fmt.Errorf("stdio: read: %w", rerr)

@@ -449,3 +449,26 @@ func TestWriteError(t *testing.T) {
 		t.Fatal("Serve did not return")
 	}
 }
+
+// TestReadTimeout: a message left half-written for the read timeout ends
+// the session with a -32000 error naming the limit; silence between whole
+// messages does not.
+func TestReadTimeout(t *testing.T) {
+	const rt = 150 * time.Millisecond
+	eng := newEngine(t, engine.Options{})
+	p := serve(t, eng, stdio.Options{ReadTimeout: rt})
+	p.init(t)
+	time.Sleep(3 * rt) // silent between messages: fine
+	p.write(t, call(1, "echo", `{"text":"after a pause"}`))
+	assert.Equal(t, "after a pause", p.next(t).text(t))
+
+	began := time.Now()
+	p.write(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"`) // and nothing more
+	m := p.next(t)
+	require.NotNil(t, m.Error)
+	assert.Equal(t, codec.CodeServerBusy, m.Error.Code)
+	assert.JSONEq(t, `{"limit":"read-timeout"}`, string(m.Error.Data))
+	assert.GreaterOrEqual(t, time.Since(began), rt)
+	require.ErrorIs(t, p.end(t), stdio.ErrReadTimeout)
+	assert.Equal(t, 0, eng.Sessions().Len())
+}

@@ -7,16 +7,35 @@
 // answers arrive from the worker pool through the connection's Sink, which
 // queues them with AsyncWrite; outbound bytes are bounded per connection,
 // and a client that stops reading is closed as a slow consumer.
+//
+// The server listens and accepts with the standard library, in one
+// goroutine, and hands each connection to gnet's loops (gnet's own
+// acceptor stops the engine on EMFILE): accept errors back off and retry,
+// never stopping the listener. Connections are admitted by a
+// netlimit.Limiter (Options.Conns) that other transports may share.
+//
+// No byte, client or load pattern holds resources for long: a message
+// must arrive whole within ReadTimeout, an idle connection is closed after
+// IdleTimeout, and MaxBuffered bounds the bytes of partial messages held
+// across connections. One sweeper goroutine enforces all three from
+// per-connection atomics the event loops keep; no connection has a timer
+// or goroutine of its own, and the hot path gains only a few atomic loads.
+// Every connection the server closes is logged with one sentinel cause
+// (ErrSlowConsumer, ErrTooLarge, ErrFraming, ErrReadTimeout,
+// ErrIdleTimeout, ErrBufferBudget, ErrTooManyConns); over a limit, the
+// client first gets a JSON-RPC -32000 error whose data names it, as
+// {"limit":"read-timeout"}.
 package tcp
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mcpedge/mcpedge/internal/netlimit"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,9 +47,11 @@ import (
 )
 
 // Options configure a Server. The zero value serves newline framing on
-// 127.0.0.1:7400 with one loop per core.
+// 127.0.0.1:7400 with one loop per core, a 30 s read timeout, a 5 min idle
+// timeout, DefaultMaxBuffered and no connection limit.
 type Options struct {
-	// Addr is host:port to listen on; empty means 127.0.0.1:7400.
+	// Addr is host:port to listen on; empty means 127.0.0.1:7400. A
+	// "tcp4://", "tcp6://" or "unix://" prefix picks another network.
 	Addr string
 	// Loops is the number of event loops; <= 0 means one per core.
 	Loops int
@@ -39,22 +60,72 @@ type Options struct {
 	// MaxOutbound bounds the bytes queued for one connection; a client that
 	// lets more pile up is closed as a slow consumer. <= 0 means 8 MiB.
 	MaxOutbound int
-	// MaxConns bounds open connections; <= 0 means no limit.
+	// Conns, when not nil, admits connections: it bounds them in total and
+	// per client address, and may be shared with other transports (it is
+	// safe for concurrent use). A connection over a limit is answered with a
+	// JSON-RPC -32000 error whose data names the limit
+	// ({"limit":"max-conns"} or {"limit":"max-conns-per-ip"}) and closed.
+	Conns *netlimit.Limiter
+	// MaxConns bounds open connections when Conns is nil; <= 0 means no
+	// limit. Deprecated: give Conns (netlimit.New(max, perIP)).
 	MaxConns int
 	// ReusePort sets SO_REUSEPORT (several processes on one port).
+	// SO_REUSEADDR is always set, so that a restart can bind at once even
+	// while closed connections linger in TIME_WAIT.
 	ReusePort bool
+	// ReadTimeout bounds how long a message may take to arrive whole: a
+	// connection holding part of a message, or opened and yet to complete
+	// its first message, for longer is closed with ErrReadTimeout (after a
+	// -32000 error with data {"limit":"read-timeout"}). 0 means 30 s; < 0
+	// means none.
+	ReadTimeout time.Duration
+	// IdleTimeout closes connections with no traffic either way, nothing
+	// buffered and no request in flight for this long, with
+	// ErrIdleTimeout. 0 means 5 min; < 0 means none.
+	IdleTimeout time.Duration
+	// MaxBuffered bounds the bytes of partial messages (received, not yet
+	// complete) held across all connections. Past it, the connections
+	// holding the most are closed first, with ErrBufferBudget, until the
+	// total is back within it. It counts message bytes: the memory behind
+	// them is some multiple (gnet's inbound ring buffer rounds up to a power
+	// of two, and framing a partial message copies it). 0 means
+	// DefaultMaxBuffered(); < 0 means none.
+	MaxBuffered int64
 }
 
 // DefaultAddr is where the TCP transport listens by default.
 const DefaultAddr = "127.0.0.1:7400"
 
-// Sentinel errors, the logged causes of closed connections.
+// Defaults of the timeouts.
+const (
+	DefaultReadTimeout = 30 * time.Second
+	DefaultIdleTimeout = 5 * time.Minute
+)
+
+// Sentinel errors: the logged cause of every connection the server closes.
 var (
 	ErrSlowConsumer = errors.New("tcp: slow consumer: outbound bytes over the limit")
 	ErrTooLarge     = errors.New("tcp: inbound message over the size limit")
 	ErrFraming      = errors.New("tcp: malformed frame header")
 	ErrTooManyConns = errors.New("tcp: connection limit reached")
+	ErrReadTimeout  = errors.New("tcp: read timeout: message incomplete")
+	ErrIdleTimeout  = errors.New("tcp: idle timeout")
+	ErrBufferBudget = errors.New("tcp: buffered partial messages over the budget")
 )
+
+// limitOf names the limit behind a cause in the -32000 error sent before
+// the close; "" sends nothing.
+func limitOf(cause error) (limit, msg string) {
+	switch cause {
+	case ErrReadTimeout:
+		return "read-timeout", "read timeout: message incomplete"
+	case ErrIdleTimeout:
+		return "idle-timeout", "idle timeout"
+	case ErrBufferBudget:
+		return "max-buffered", "server buffer budget exceeded"
+	}
+	return "", ""
+}
 
 // Server is the TCP transport. Serve it with ListenAndServe; stop it with
 // Shutdown. Its methods are safe for concurrent use.
@@ -65,13 +136,32 @@ type Server struct {
 	opts   Options
 	framer codec.Framer
 	log    *slog.Logger
+	limit  *netlimit.Limiter
 
-	ready  chan struct{}
-	addr   atomic.Pointer[net.Addr]
-	gnetMu sync.Mutex
-	gnet   gnet.Engine
-	booted bool
-	conns  atomic.Int64
+	ready     chan struct{}
+	readyOnce sync.Once
+	addr      atomic.Pointer[net.Addr]
+
+	mu         sync.Mutex
+	stopping   bool
+	started    bool
+	ln         net.Listener
+	cli        *gnet.Client
+	quit       chan struct{} // closed by Shutdown
+	acceptDone chan struct{} // closed when the accept loop ends
+	stopped    chan struct{} // closed when everything has stopped
+	bg         sync.WaitGroup
+	enrolling  chan struct{} // a slot per enrolment under way
+	acceptLogs logLimit
+	refuseLogs logLimit
+
+	conns    atomic.Int64
+	ids      atomic.Uint64
+	table    table
+	epoch    time.Time
+	clock    atomic.Int64 // see now
+	buffered atomic.Int64 // partial-message bytes of every connection
+	kick     chan struct{}
 }
 
 // New returns a TCP transport serving eng.
@@ -85,34 +175,29 @@ func New(eng *engine.Server, opts Options) *Server {
 	if opts.MaxOutbound <= 0 {
 		opts.MaxOutbound = 8 << 20
 	}
+	if opts.ReadTimeout == 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.MaxBuffered == 0 {
+		opts.MaxBuffered = DefaultMaxBuffered()
+	}
+	limit := opts.Conns
+	if limit == nil && opts.MaxConns > 0 {
+		limit = netlimit.New(opts.MaxConns, 0)
+	}
 	f := opts.Framer
 	if f == nil {
 		f = codec.NewlineFramer{MaxSize: eng.Options().MaxMessage}
 	}
-	return &Server{eng: eng, opts: opts, framer: f, log: eng.Logger(), ready: make(chan struct{})}
-}
-
-// ListenAndServe listens on Options.Addr and serves until Shutdown. It
-// returns an error if it cannot listen.
-func (s *Server) ListenAndServe() error {
-	addr := s.opts.Addr
-	if !strings.Contains(addr, "://") {
-		addr = "tcp://" + addr
+	return &Server{
+		eng: eng, opts: opts, framer: f, log: eng.Logger(), limit: limit,
+		ready: make(chan struct{}), quit: make(chan struct{}), acceptDone: make(chan struct{}),
+		stopped: make(chan struct{}), kick: make(chan struct{}, 1), epoch: time.Now(),
+		enrolling: make(chan struct{}, 4*opts.Loops),
 	}
-	err := gnet.Run(s, addr,
-		gnet.WithMulticore(true),
-		gnet.WithNumEventLoop(s.opts.Loops),
-		gnet.WithReusePort(s.opts.ReusePort),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithTCPKeepAlive(time.Minute),
-		gnet.WithLogger(gnetLogger{s.log}),
-	)
-	select {
-	case <-s.ready:
-	default:
-		close(s.ready) // failed before boot: release Addr waiters
-	}
-	return err
 }
 
 // Addr waits until the server listens and returns its address (useful with
@@ -129,68 +214,93 @@ func (s *Server) Addr(ctx context.Context) net.Addr {
 	return nil
 }
 
-// Shutdown stops the event loops and closes every connection. Drain the
-// engine first (engine.Server.Shutdown) so in-flight answers are written.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.gnetMu.Lock()
-	eng, booted := s.gnet, s.booted
-	s.gnetMu.Unlock()
-	if !booted {
-		return nil
-	}
-	return eng.Stop(ctx)
-}
-
 // Conns returns the number of open connections.
 func (s *Server) Conns() int64 { return s.conns.Load() }
 
-// OnBoot implements gnet.EventHandler.
-func (s *Server) OnBoot(e gnet.Engine) gnet.Action {
-	s.gnetMu.Lock()
-	s.gnet, s.booted = e, true
-	s.gnetMu.Unlock()
-	if fd, err := e.Dup(); err == nil {
-		// Resolve the bound address (port 0) from the listener.
-		if a, err := localAddr(fd); err == nil {
-			s.addr.Store(&a)
-		}
-	}
-	close(s.ready)
-	return gnet.None
-}
+// Buffered returns the bytes of partial messages held across connections.
+func (s *Server) Buffered() int64 { return s.buffered.Load() }
 
-// conn is one connection's state: the session and its Sink.
+// conn is one connection's state: the session, its Sink, and what the
+// sweeper reads. The atomics are written on the connection's event loop
+// (and pending by Send) and read by the sweeper.
 type conn struct {
-	s       *Server
-	c       gnet.Conn
-	remote  net.Addr // c.RemoteAddr, kept: gnet clears it on close, racing with Send
-	sess    *session.Session
-	pending atomic.Int64 // bytes queued by Send, not yet handed to the socket
-	closed  atomic.Bool
+	s      *Server
+	id     uint64
+	ip     netip.Addr // admitted by s.limit under this address
+	c      gnet.Conn
+	remote net.Addr // c.RemoteAddr, kept: gnet clears it on close, racing with Send
+	sess   *session.Session
+	slot   int // index in s.table's shard, under its lock
+
+	opened   atomic.Bool
+	closed   atomic.Bool           // closing or closed: Send refuses, the sweeper skips
+	reason   atomic.Pointer[error] // why the server closed it
+	pending  atomic.Int64          // bytes queued by Send, not yet handed to the socket
+	partial  atomic.Int64          // bytes of an incomplete message left in gnet's inbound buffer
+	since    atomic.Int64          // s.now() when the awaited message began; 0: none awaited
+	lastSeen atomic.Int64          // s.now() at the last traffic
 }
 
-// OnOpen implements gnet.EventHandler.
-func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if n := s.conns.Add(1); s.opts.MaxConns > 0 && n > int64(s.opts.MaxConns) {
-		s.log.Warn("connection refused", "remote", c.RemoteAddr(), "cause", ErrTooManyConns)
-		return nil, gnet.Close
+// markClosing records that the server closes k for cause and logs it,
+// once; it reports whether this call did.
+func (k *conn) markClosing(cause error) bool {
+	if !k.closed.CompareAndSwap(false, true) {
+		return false
 	}
-	k := &conn{s: s, c: c, remote: c.RemoteAddr()}
+	k.reason.Store(&cause)
+	k.s.log.Warn("closing connection", "remote", k.remote, "session", k.sess.ID(), "cause", cause)
+	return true
+}
+
+// closeWith closes k for cause, once: it logs the cause, sends the client
+// a -32000 error naming the limit where there is one, and closes. Safe
+// from any goroutine (gnet.Conn.AsyncWrite and Close are).
+func (k *conn) closeWith(cause error) {
+	if !k.markClosing(cause) {
+		return
+	}
+	if limit, msg := limitOf(cause); limit != "" {
+		line := codec.AppendError(nil, nil, codec.CodeServerBusy, msg, []byte(`{"limit":"`+limit+`"}`))
+		_ = k.c.AsyncWrite(k.s.framer.AppendFrame(nil, line), nil) // queued before the close, flushed by it
+	}
+	_ = k.c.Close()
+}
+
+// OnOpen implements gnet.EventHandler. The connection was admitted and its
+// conn made by the accept loop (admit).
+func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	k, ok := c.Context().(*conn)
+	if !ok { // not enrolled by admit: a test's fake connection
+		k = &conn{s: s, id: s.ids.Add(1), remote: c.RemoteAddr(), slot: -1}
+		c.SetContext(k)
+	}
+	k.c = c
 	k.sess = s.eng.NewSession(k)
-	c.SetContext(k)
+	k.sess.SetRemote(k.ip)
+	now := s.now()
+	k.lastSeen.Store(now)
+	k.since.Store(now) // the first message is awaited
+	s.conns.Add(1)
+	s.table.add(k)
+	k.opened.Store(true)
 	return nil, gnet.None
 }
 
 // OnClose implements gnet.EventHandler.
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
-	s.conns.Add(-1)
 	k, ok := c.Context().(*conn)
 	if !ok {
 		return gnet.None
 	}
+	s.conns.Add(-1)
+	s.table.remove(k)
+	s.buffered.Add(-k.partial.Swap(0))
+	s.limit.Release(k.ip)
 	k.closed.Store(true)
 	cause := err
-	if cause == nil {
+	if r := k.reason.Load(); r != nil {
+		cause = *r
+	} else if cause == nil {
 		cause = session.ErrClosed
 	}
 	s.eng.CloseSession(k.sess, fmt.Errorf("tcp: connection closed: %w", cause))
@@ -199,7 +309,8 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 
 // OnTraffic implements gnet.EventHandler. It frames every complete message
 // in the inbound buffer, dispatches each, and writes the immediate answers
-// in one write. The inbound buffer is not retained.
+// in one write. The inbound buffer is not retained; what is left of a
+// partial message stays in gnet's, and is recorded for the sweeper.
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	k, ok := c.Context().(*conn)
 	if !ok {
@@ -237,14 +348,40 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		// stay for the next read.
 		_, _ = c.Discard(consumed)
 	}
+	k.track(len(buf)-consumed, consumed > 0)
 	if len(out.B) > 0 {
 		_, _ = c.Write(out.B) // gnet copies what the socket does not take
 	}
 	if action == gnet.None && c.OutboundBuffered() > s.opts.MaxOutbound {
-		s.log.Warn("closing slow consumer", "remote", c.RemoteAddr(), "session", k.sess.ID(), "outbound", c.OutboundBuffered())
+		k.markClosing(ErrSlowConsumer)
 		return gnet.Close
 	}
 	return action
+}
+
+// track publishes, after a read, what the sweeper needs: the time of the
+// traffic, and the bytes and start of a partial message left behind
+// (framed says a message was completed in this read, so the partial one,
+// if any, began in it). A few atomic loads; stores only on change.
+func (k *conn) track(rest int, framed bool) {
+	s := k.s
+	now := s.now()
+	if k.lastSeen.Load() != now {
+		k.lastSeen.Store(now)
+	}
+	r := int64(rest)
+	if old := k.partial.Load(); r != old {
+		k.partial.Store(r)
+		if t := s.buffered.Add(r - old); r > old && s.opts.MaxBuffered > 0 && t > s.opts.MaxBuffered {
+			s.kickSweeper()
+		}
+	}
+	switch {
+	case r > 0 && (framed || k.since.Load() == 0):
+		k.since.Store(now)
+	case r == 0 && framed && k.since.Load() != 0:
+		k.since.Store(0)
+	}
 }
 
 // framingError answers a stream that cannot be framed and closes it: the
@@ -255,7 +392,7 @@ func (s *Server) framingError(k *conn, err error, out *codec.Buffer) gnet.Action
 	if errors.Is(err, codec.ErrTooLarge) {
 		cause, msg = ErrTooLarge, "parse error: message exceeds the size limit"
 	}
-	s.log.Warn("closing connection", "remote", k.c.RemoteAddr(), "session", k.sess.ID(), "cause", cause)
+	k.markClosing(cause)
 	e := codec.AppendError(nil, nil, codec.CodeParseError, msg, nil)
 	out.B = s.framer.AppendFrame(out.B, e)
 	_, _ = k.c.Write(out.B)
@@ -282,14 +419,17 @@ func (k *conn) Send(b *codec.Buffer) error {
 	if k.pending.Add(n) > int64(k.s.opts.MaxOutbound) {
 		k.pending.Add(-n)
 		codec.PutBuffer(b)
-		k.slow()
+		k.closeWith(ErrSlowConsumer)
 		return session.ErrSlowConsumer
+	}
+	if now := k.s.now(); k.lastSeen.Load() != now {
+		k.lastSeen.Store(now) // outbound traffic keeps a connection from idling out
 	}
 	err := k.c.AsyncWrite(b.B, func(c gnet.Conn, err error) error {
 		k.pending.Add(-n)
 		codec.PutBuffer(b)
 		if err == nil && c != nil && c.OutboundBuffered() > k.s.opts.MaxOutbound {
-			k.slow()
+			k.closeWith(ErrSlowConsumer)
 		}
 		return nil
 	})
@@ -299,11 +439,4 @@ func (k *conn) Send(b *codec.Buffer) error {
 		return fmt.Errorf("tcp: write: %w", err)
 	}
 	return nil
-}
-
-func (k *conn) slow() {
-	if k.closed.CompareAndSwap(false, true) {
-		k.s.log.Warn("closing slow consumer", "remote", k.remote, "session", k.sess.ID(), "cause", ErrSlowConsumer)
-		_ = k.c.Close()
-	}
 }

@@ -1,0 +1,223 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/internal/netlimit"
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+)
+
+// Why the server accepts on its own: gnet's acceptor treats any accept
+// error but EAGAIN, EINTR, ECONNRESET and ECONNABORTED (EMFILE and ENFILE
+// among them) as fatal and stops the whole engine, every connection with
+// it. So the server listens with the standard library (SO_REUSEADDR, and
+// errors that name the address and the cause), accepts in one goroutine
+// that backs off on errors the way net/http does, and hands each accepted
+// socket to gnet's event loops with Client.EnrollContext. What is served
+// on the loops, OnTraffic, is unchanged.
+
+// ListenAndServe listens on Options.Addr and serves until Shutdown, then
+// returns nil. It returns an error, naming the address and the cause, if
+// it cannot listen or start the event loops.
+func (s *Server) ListenAndServe() error {
+	defer s.readyOnce.Do(func() { close(s.ready) }) // release Addr waiters on failure
+	network, addr := "tcp", s.opts.Addr
+	if scheme, rest, ok := strings.Cut(addr, "://"); ok {
+		network, addr = scheme, rest
+	}
+	lc := net.ListenConfig{KeepAlive: time.Minute}
+	if s.opts.ReusePort {
+		lc.Control = func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	ln, err := lc.Listen(context.Background(), network, addr)
+	if err != nil {
+		return err // "listen tcp 127.0.0.1:7400: bind: address already in use"
+	}
+	cli, err := gnet.NewClient(s,
+		gnet.WithMulticore(true),
+		gnet.WithNumEventLoop(s.opts.Loops),
+		// The accepted socket already has TCP_NODELAY and keep-alive
+		// (net.ListenConfig): gnet need not set them again.
+		gnet.WithTCPNoDelay(gnet.TCPDelay),
+		gnet.WithLogger(gnetLogger{s.log}),
+	)
+	if err == nil {
+		err = cli.Start()
+	}
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		_ = ln.Close()
+		_ = cli.Stop()
+		return nil
+	}
+	s.ln, s.cli, s.started = ln, cli, true
+	s.mu.Unlock()
+	a := ln.Addr()
+	s.addr.Store(&a)
+	s.tickClock()
+	if s.opts.ReadTimeout > 0 || s.opts.IdleTimeout > 0 || s.opts.MaxBuffered > 0 {
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			s.sweep(s.quit)
+		}()
+	}
+	s.readyOnce.Do(func() { close(s.ready) })
+	s.acceptLoop(ln)
+	close(s.acceptDone)
+	return nil
+}
+
+// acceptLoop accepts until the listener is closed. Accept errors (EMFILE,
+// ENFILE, ENOBUFS, ...) never end it: it sleeps, 5 ms doubling up to 1 s,
+// and tries again, leaving pending connections in the kernel's backlog
+// until descriptors free up.
+func (s *Server) acceptLoop(ln net.Listener) {
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			if s.acceptLogs.allow() {
+				s.log.Error("accept failed; retrying", "addr", ln.Addr().String(), "err", err, "retry_in", delay)
+			}
+			select {
+			case <-time.After(delay):
+			case <-s.quit:
+				return
+			}
+			continue
+		}
+		delay = 0
+		s.admit(nc)
+	}
+}
+
+// admit checks nc against the connection limits, then enrolls it in an
+// event loop on its own goroutine (enrolment waits for the loop). At most
+// cap(s.enrolling) enrolments run at once: each holds two descriptors
+// (the accepted socket and gnet's dup) until the loop takes the
+// connection, and a burst of connections must not turn that into twice
+// the descriptors the connection limit allows.
+func (s *Server) admit(nc net.Conn) {
+	var ip netip.Addr
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		ip = ta.AddrPort().Addr().Unmap()
+	}
+	if err := s.limit.Acquire(ip); err != nil {
+		s.refuse(nc, err)
+		return
+	}
+	k := &conn{s: s, id: s.ids.Add(1), ip: ip, remote: nc.RemoteAddr(), slot: -1}
+	s.enrolling <- struct{}{}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		defer func() { <-s.enrolling }()
+		_, err := s.cli.EnrollContext(nc, k) // closes nc; gnet serves a dup
+		if err != nil || !k.opened.Load() {
+			s.limit.Release(ip)
+			if err != nil && s.acceptLogs.allow() {
+				s.log.Error("cannot serve an accepted connection", "remote", k.remote, "err", err)
+			}
+		}
+	}()
+}
+
+// refuse answers a connection over a limit with a JSON-RPC error whose
+// data names the limit, and closes it. The write goes to a fresh socket's
+// empty send buffer, so it does not block; what the client already sent
+// is drained first so that the close is a FIN, not a reset that could
+// destroy the answer.
+func (s *Server) refuse(nc net.Conn, err error) {
+	limit := "max-conns"
+	if errors.Is(err, netlimit.ErrTooManyConnsPerIP) {
+		limit = "max-conns-per-ip"
+	}
+	if s.refuseLogs.allow() {
+		s.log.Warn("connection refused", "remote", nc.RemoteAddr(), "cause", ErrTooManyConns, "limit", limit, "err", err)
+	}
+	line := codec.AppendError(nil, nil, codec.CodeServerBusy, "connection limit reached", []byte(`{"limit":"`+limit+`"}`))
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Millisecond))
+	_, _ = nc.Write(s.framer.AppendFrame(nil, line))
+	_ = nc.SetReadDeadline(time.Now())
+	var drain [4096]byte
+	for range 16 {
+		if _, err := nc.Read(drain[:]); err != nil {
+			break
+		}
+	}
+	_ = nc.Close()
+}
+
+// Shutdown stops accepting, closes every connection and stops the event
+// loops; it returns once nothing of the server runs, or with ctx's error.
+// Drain the engine first (engine.Server.Shutdown) so in-flight answers are
+// written.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	first := !s.stopping
+	s.stopping = true
+	started, ln, cli := s.started, s.ln, s.cli
+	s.mu.Unlock()
+	if !started {
+		return nil
+	}
+	if first {
+		_ = ln.Close()
+		close(s.quit)
+		go func() {
+			<-s.acceptDone // no enrolment starts after this
+			s.bg.Wait()    // the sweeper and enrolments under way
+			_ = cli.Stop()
+			close(s.stopped)
+		}()
+	}
+	select {
+	case <-s.stopped:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// logLimit lets through at most 10 log lines a second, so that a flood of
+// refused connections or failing accepts does not become a flood of logs.
+type logLimit struct {
+	window atomic.Int64 // unix second of the current window
+	n      atomic.Int64 // lines logged in it
+}
+
+func (l *logLimit) allow() bool {
+	now := time.Now().Unix()
+	if w := l.window.Load(); w != now && l.window.CompareAndSwap(w, now) {
+		l.n.Store(0)
+	}
+	return l.n.Add(1) <= 10
+}

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package tcp
+
+// totalMemory returns the machine's memory in bytes, or 0 if unknown.
+func totalMemory() int64 { return 0 }

@@ -1,0 +1,206 @@
+package tcp
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// The sweeper is the one goroutine that enforces the read timeout, the
+// idle timeout and the buffer budget. Event loops publish each
+// connection's state in atomics as they serve it (conn.track); the sweeper
+// scans the connection table every tick and closes connections with
+// gnet.Conn.Close, which is safe from any goroutine. No connection has a
+// timer or goroutine of its own.
+
+const shards = 32
+
+// table holds every open connection, in shards to keep OnOpen and OnClose
+// on different loops apart.
+type table struct {
+	shards [shards]struct {
+		mu    sync.Mutex
+		conns []*conn
+	}
+}
+
+func (t *table) add(k *conn) {
+	sh := &t.shards[k.id%shards]
+	sh.mu.Lock()
+	k.slot = len(sh.conns)
+	sh.conns = append(sh.conns, k)
+	sh.mu.Unlock()
+}
+
+func (t *table) remove(k *conn) {
+	sh := &t.shards[k.id%shards]
+	sh.mu.Lock()
+	if i := k.slot; i >= 0 && i < len(sh.conns) && sh.conns[i] == k {
+		last := len(sh.conns) - 1
+		sh.conns[i] = sh.conns[last]
+		sh.conns[i].slot = i
+		sh.conns[last] = nil
+		sh.conns = sh.conns[:last]
+		k.slot = -1
+	}
+	sh.mu.Unlock()
+}
+
+// each calls f for every connection, a shard at a time, under its lock.
+func (t *table) each(f func(k *conn)) {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for _, k := range sh.conns {
+			f(k)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// now returns the coarse clock: nanoseconds since the server started, as
+// of the sweeper's last tick (never 0, so 0 can mean "unset").
+func (s *Server) now() int64 { return s.clock.Load() }
+
+func (s *Server) tickClock() int64 {
+	n := int64(time.Since(s.epoch)) + 1
+	s.clock.Store(n)
+	return n
+}
+
+// sweepInterval is the sweeper's tick: an eighth of the shortest timeout,
+// between 5 ms and 1 s.
+func (s *Server) sweepInterval() time.Duration {
+	d := time.Second
+	for _, t := range []time.Duration{s.opts.ReadTimeout, s.opts.IdleTimeout} {
+		if t > 0 && t/8 < d {
+			d = t / 8
+		}
+	}
+	return max(d, 5*time.Millisecond)
+}
+
+// sweep runs until quit is closed.
+func (s *Server) sweep(quit <-chan struct{}) {
+	tick := s.sweepInterval()
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var idle []*conn
+	var holders []holder
+	for {
+		select {
+		case <-quit:
+			return
+		case <-s.kick:
+			holders = s.enforceBudget(holders[:0])
+			continue
+		case <-t.C:
+		}
+		now := s.tickClock()
+		read, idleAfter := int64(s.opts.ReadTimeout+tick), int64(s.opts.IdleTimeout)
+		idle = idle[:0]
+		var late []*conn
+		s.table.each(func(k *conn) {
+			if k.closed.Load() {
+				return
+			}
+			if since := k.since.Load(); s.opts.ReadTimeout > 0 && since != 0 && now-since > read {
+				late = append(late, k)
+				return
+			}
+			if s.opts.IdleTimeout > 0 && now-k.lastSeen.Load() > idleAfter &&
+				k.partial.Load() == 0 && k.pending.Load() == 0 && k.sess.InFlight() == 0 {
+				idle = append(idle, k)
+			}
+		})
+		for _, k := range late {
+			k.closeWith(ErrReadTimeout)
+		}
+		for _, k := range idle {
+			k.confirmIdle()
+		}
+		holders = s.enforceBudget(holders[:0])
+	}
+}
+
+// confirmIdle closes k as idle if, on its event loop, it still is: nothing
+// buffered either way (gnet's outbound buffer can only be read there),
+// nothing in flight, no traffic since the sweeper looked.
+func (k *conn) confirmIdle() {
+	s := k.s
+	seen := k.lastSeen.Load()
+	_ = k.c.EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		if k.closed.Load() {
+			return nil
+		}
+		if k.lastSeen.Load() != seen || k.c.OutboundBuffered() > 0 || k.c.InboundBuffered() > 0 ||
+			k.pending.Load() > 0 || k.sess.InFlight() > 0 {
+			k.lastSeen.Store(s.now()) // busy, not idle: look again a timeout later
+			return nil
+		}
+		k.closeWith(ErrIdleTimeout)
+		return nil
+	}))
+}
+
+// holder is a connection and the partial-message bytes it held when the
+// sweeper looked.
+type holder struct {
+	k *conn
+	n int64
+}
+
+// enforceBudget closes the connections holding the most bytes of partial
+// messages until the total is within MaxBuffered. holders is scratch.
+func (s *Server) enforceBudget(holders []holder) []holder {
+	if s.opts.MaxBuffered <= 0 {
+		return holders
+	}
+	total := s.buffered.Load()
+	if total <= s.opts.MaxBuffered {
+		return holders
+	}
+	s.table.each(func(k *conn) {
+		switch p := k.partial.Load(); {
+		case p == 0:
+		case k.closed.Load():
+			total -= p // on its way out: its bytes are freed at OnClose
+		default:
+			holders = append(holders, holder{k, p})
+		}
+	})
+	slices.SortFunc(holders, func(a, b holder) int { return cmp.Compare(b.n, a.n) })
+	for _, h := range holders {
+		if total <= s.opts.MaxBuffered {
+			break
+		}
+		total -= h.n
+		h.k.closeWith(ErrBufferBudget)
+	}
+	clear(holders)
+	return holders
+}
+
+// kickSweeper asks the sweeper to enforce the buffer budget now.
+func (s *Server) kickSweeper() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// DefaultMaxBuffered is the default of Options.MaxBuffered: an eighth of
+// the machine's memory, between 64 MiB and 1 GiB (1 GiB where the memory
+// size is unknown).
+func DefaultMaxBuffered() int64 {
+	const lo, hi = 64 << 20, 1 << 30
+	mem := totalMemory()
+	if mem <= 0 {
+		return hi
+	}
+	return min(max(mem/8, lo), hi)
+}
