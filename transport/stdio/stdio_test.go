@@ -183,8 +183,9 @@ func call(id int, tool, args string) string {
 }
 
 func TestManyMessages(t *testing.T) {
-	// Room for every pooled call at once: a full pool answers "busy".
-	eng := newEngine(t, engine.Options{Workers: 4096})
+	// Room for every pooled call at once: a full pool, or a session over
+	// its in-flight share, answers "busy".
+	eng := newEngine(t, engine.Options{Workers: 4096, MaxInflight: -1})
 	p := serve(t, eng, stdio.Options{})
 	p.init(t)
 	const n = 3000
