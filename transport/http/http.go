@@ -49,6 +49,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/netlimit"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/puzpuzpuz/xsync/v4"
 	"github.com/valyala/fasthttp"
@@ -87,6 +88,12 @@ type Options struct {
 	// MaxSessions bounds the live sessions; an initialize beyond it is
 	// answered 503. <= 0 means 65536.
 	MaxSessions int
+	// Conns, when set, counts the server's connections against a limit
+	// shared with other transports: a connection over it is answered 503
+	// with Retry-After and closed as it is accepted, and each admitted
+	// one is released when it closes. nil means no limit. A Limiter is
+	// safe for concurrent use.
+	Conns *netlimit.Limiter
 	// EventStoreBytes bounds the SSE events a session keeps for replay;
 	// <= 0 means 1 MiB. The newest event is always kept.
 	EventStoreBytes int
@@ -169,6 +176,9 @@ type Server struct {
 	stop     chan struct{}
 	stopOne  sync.Once
 	reaperWG sync.WaitGroup
+
+	lingering atomic.Int32 // refused connections being drained
+	lingerWG  sync.WaitGroup
 }
 
 // New returns a Streamable HTTP transport serving eng. The session reaper
@@ -282,7 +292,7 @@ func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 // ListenAndServe listens on Options.Addr and serves until Shutdown, when it
 // returns nil. It returns an error if it cannot listen.
 func (s *Server) ListenAndServe() error {
-	ln, err := net.Listen("tcp", s.opts.Addr)
+	ln, err := listen(s.opts.Addr)
 	if err != nil {
 		s.readyOne.Do(func() { close(s.ready) })
 		return fmt.Errorf("mcphttp: %w", err)
@@ -292,6 +302,9 @@ func (s *Server) ListenAndServe() error {
 
 // Serve serves connections accepted from ln until Shutdown. When ln is a
 // TCP listener its address decides whether the loopback rules apply.
+// Accept errors that a later accept may not have (EMFILE, ENFILE,
+// ECONNABORTED...) are logged and retried after a pause, 5 ms doubling to
+// 1 s, as net/http does; only a failed listener ends Serve early.
 func (s *Server) Serve(ln net.Listener) error {
 	if a, ok := ln.Addr().(*net.TCPAddr); ok {
 		s.loopback.Store(a.IP.IsLoopback())
@@ -305,7 +318,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 	s.readyOne.Do(func() { close(s.ready) })
-	return s.srv.Serve(ln)
+	return s.srv.Serve(s.wrapListener(ln))
 }
 
 // Addr waits until the server listens and returns its address (useful with
@@ -346,7 +359,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.eng.CloseSession(l.sess, ErrServerClosed)
 		return true
 	})
-	if err := s.srv.ShutdownWithContext(ctx); err != nil {
+	err := s.srv.ShutdownWithContext(ctx)
+	s.lingerWG.Wait() // bounded by refuseLinger
+	if err != nil {
 		return fmt.Errorf("mcphttp: shutdown: %w", err)
 	}
 	return nil
