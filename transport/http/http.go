@@ -85,9 +85,21 @@ type Options struct {
 	// SessionIdle is how long a session may stay unused (no request, no
 	// open stream) before it is closed; <= 0 means 30 minutes.
 	SessionIdle time.Duration
-	// MaxSessions bounds the live sessions; an initialize beyond it is
-	// answered 503. <= 0 means 65536.
+	// InitTimeout is how long a session created by initialize may wait
+	// for its client's next request (notifications/initialized, usually)
+	// before it is closed: sessions nobody uses are reaped this soon, not
+	// after SessionIdle. <= 0 means 30 s.
+	InitTimeout time.Duration
+	// MaxSessions bounds the live sessions, legacy ones included. When
+	// the table is full, a new session evicts the oldest one whose client
+	// never made a request after initialize; when there is none, the
+	// initialize is answered 503 with Retry-After. <= 0 means 65536.
 	MaxSessions int
+	// MaxSessionsPerIP bounds the live sessions of one client address;
+	// an initialize beyond it is answered 429 with Retry-After. 0, the
+	// default, means no limit: clients behind one NAT or proxy share an
+	// address.
+	MaxSessionsPerIP int
 	// Conns, when set, counts the server's connections against a limit
 	// shared with other transports: a connection over it is answered 503
 	// with Retry-After and closed as it is accepted, and each admitted
@@ -117,12 +129,13 @@ type Options struct {
 	// means "/sse" and "/message".
 	LegacySSEPath, LegacyMessagePath string
 
-	// ReadTimeout bounds reading one request, headers and body, from its
-	// first byte; <= 0 means 30 s.
+	// ReadTimeout bounds reading one request, headers and body: the first
+	// request of a connection from when it is accepted, later ones from
+	// their first byte; <= 0 means 30 s.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing one response, and each write on an SSE
-	// stream (streams themselves live as long as they are read); <= 0
-	// means 30 s.
+	// stream: streams themselves live as long as their client reads them
+	// (keep-alive comments go out every KeepAlive). <= 0 means 30 s.
 	WriteTimeout time.Duration
 	// IdleTimeout bounds the wait for the next request on a keep-alive
 	// connection; <= 0 means 2 minutes.
@@ -157,6 +170,8 @@ type Server struct {
 	sessions *xsync.Map[string, *hsession]
 	legacy   *xsync.Map[string, *legacySession]
 	nsess    atomic.Int64
+	perIP    sessionLimits
+	pending  pendingQueue // sessions by age, for the init timeout and eviction
 
 	calls sync.Pool // *call
 	gzw   sync.Pool // *gzip.Writer
@@ -193,8 +208,14 @@ func New(eng *engine.Server, opts Options) *Server {
 	if opts.SessionIdle <= 0 {
 		opts.SessionIdle = 30 * time.Minute
 	}
+	if opts.InitTimeout <= 0 {
+		opts.InitTimeout = 30 * time.Second
+	}
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = 1 << 16
+	}
+	if opts.MaxSessionsPerIP < 0 {
+		opts.MaxSessionsPerIP = 0
 	}
 	if opts.EventStoreBytes <= 0 {
 		opts.EventStoreBytes = 1 << 20
@@ -367,10 +388,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// reap closes idle sessions until Shutdown.
+// reap closes idle sessions, and those not initialized in time, until
+// Shutdown.
 func (s *Server) reap() {
 	defer s.reaperWG.Done()
-	every := min(max(s.opts.SessionIdle/4, 10*time.Millisecond), 30*time.Second)
+	every := min(max(min(s.opts.SessionIdle, s.opts.InitTimeout)/4, 10*time.Millisecond), 30*time.Second)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -383,20 +405,29 @@ func (s *Server) reap() {
 	}
 }
 
-// reapIdle closes the sessions idle since before now-SessionIdle that have
-// no request in flight and no open stream, returning how many it closed.
+// reapIdle closes the sessions that have no request in flight and no open
+// stream and that are idle since before now-SessionIdle or were created
+// before now-InitTimeout and never used since initialize, returning how
+// many it closed.
 func (s *Server) reapIdle(now time.Time) int {
-	cutoff := now.Add(-s.opts.SessionIdle)
-	n := 0
+	cutoff, initCutoff := now.Add(-s.opts.SessionIdle), now.Add(-s.opts.InitTimeout)
+	n, uninit := 0, 0
 	s.sessions.Range(func(_ string, h *hsession) bool {
-		if h.sess.IdleSince().Before(cutoff) && h.sess.InFlight() == 0 && !h.busy() {
-			s.eng.CloseSession(h.sess, ErrSessionIdle)
+		idle := h.sess.IdleSince().Before(cutoff)
+		stale := !idle && h.created.Before(initCutoff) && h.pendingInit()
+		if (idle || stale) && h.sess.InFlight() == 0 && !h.busy() {
+			cause := ErrSessionIdle
+			if stale {
+				cause, uninit = ErrInitTimeout, uninit+1
+			}
+			s.eng.CloseSession(h.sess, cause)
 			n++
 		}
 		return true
 	})
+	s.pending.prune(initCutoff)
 	if n > 0 {
-		s.log.Debug("reaped idle HTTP sessions", "count", n)
+		s.log.Debug("reaped idle HTTP sessions", "count", n, "not_initialized", uninit)
 	}
 	return n
 }

@@ -2,10 +2,11 @@ package mcphttp
 
 import (
 	"context"
-	"errors"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -37,6 +38,10 @@ type hsession struct {
 	live    int // open streams
 
 	posts atomic.Int32 // POSTs being handled: the session is not idle
+
+	created     time.Time   // when initialize created it
+	remote      netip.Addr  // the client's address (per-address limit)
+	established atomic.Bool // a request named it since: initialization completed
 }
 
 // streamRec is one stream of a session, open or not.
@@ -136,36 +141,49 @@ func compact(b *codec.Buffer) *codec.Buffer {
 	return nb
 }
 
-var errTooManySessions = errors.New("mcphttp: too many sessions")
-
-// newSession creates a stateful session.
-func (s *Server) newSession() (*hsession, error) {
-	if s.nsess.Add(1) > int64(s.opts.MaxSessions) {
-		s.nsess.Add(-1)
-		return nil, errTooManySessions
+// newSession creates a stateful session for a client at ip, or returns
+// errTooManySessions or errTooManySessionsPerIP.
+func (s *Server) newSession(ip netip.Addr) (*hsession, error) {
+	if err := s.admitSession(ip); err != nil {
+		return nil, err
 	}
-	h := &hsession{s: s}
+	h := &hsession{s: s, created: time.Now(), remote: ip}
 	h.posts.Store(1) // the initialize that creates it; the caller releases it
 	h.sess = s.eng.NewSession(h)
+	if ip.IsValid() {
+		h.sess.SetRemote(ip)
+	}
 	s.sessions.Store(h.sess.ID(), h)
 	h.sess.OnClose(h.onClose)
+	s.pending.push(h)
 	return h, nil
 }
 
-// lookup returns the live session named by sid, or nil.
+// lookup returns the live session named by sid, or nil. A session named
+// by a request has completed its initialization as far as the transport
+// cares: the client got its id and uses it.
 func (s *Server) lookup(sid []byte) *hsession {
 	h, ok := s.sessions.Load(codec.B2S(sid))
 	if !ok || h.sess.State() == session.StateClosed {
 		return nil
 	}
+	if !h.established.Load() {
+		h.established.Store(true)
+	}
 	return h
+}
+
+// pendingInit reports whether the session still waits for the client's
+// first request after initialize.
+func (h *hsession) pendingInit() bool {
+	return !h.established.Load() && h.sess.State() != session.StateReady && h.sess.State() != session.StateClosed
 }
 
 // onClose runs once when the session ends, however it ends: it ends the
 // open streams and frees the store.
 func (h *hsession) onClose() {
 	h.s.sessions.Delete(h.sess.ID())
-	h.s.nsess.Add(-1)
+	h.s.releaseSession(h.remote)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
@@ -177,8 +195,8 @@ func (h *hsession) onClose() {
 			rec.live.end(false)
 		}
 	}
-	for i := h.store.head; i < len(h.store.ev); i++ {
-		codec.PutBuffer(h.store.ev[i].buf)
+	for i := 0; i < h.store.n; i++ {
+		codec.PutBuffer(h.store.at(i).buf)
 	}
 	h.store = eventStore{}
 	h.recs = nil
