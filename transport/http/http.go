@@ -267,6 +267,7 @@ func New(eng *engine.Server, opts Options) *Server {
 	s.srv = &fasthttp.Server{
 		Handler:                      s.Handler(),
 		ErrorHandler:                 s.httpError,
+		ExpectHandler:                s.expect,
 		Name:                         "mcpedge",
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
