@@ -48,6 +48,14 @@ type config struct {
 	drain       time.Duration
 	logLevel    string
 	version     bool
+
+	// HTTP survival: timeouts and session limits.
+	readTimeout      time.Duration
+	writeTimeout     time.Duration
+	idleTimeout      time.Duration
+	sessionInit      time.Duration
+	maxSessions      int
+	maxSessionsPerIP int
 }
 
 func main() {
@@ -67,6 +75,13 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.sessionIdle, "session-idle", 30*time.Minute, "close HTTP sessions unused for this long")
 	fs.DurationVar(&c.sseKeep, "sse-keepalive", 15*time.Second, "interval of keep-alive comments on idle SSE streams (negative: none)")
 	fs.IntVar(&c.eventStore, "event-store-bytes", 1<<20, "SSE events kept per HTTP session for resumption, in `bytes`")
+	// HTTP survival: timeouts and session limits.
+	fs.DurationVar(&c.readTimeout, "read-timeout", 30*time.Second, "how long reading one request may take, for TCP and HTTP (HTTP: headers and body)")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", 5*time.Minute, "close connections idle this long between requests, for TCP and HTTP (HTTP: keep-alive connections)")
+	fs.DurationVar(&c.writeTimeout, "write-timeout", 30*time.Second, "how long writing one HTTP response, or one write on an SSE stream, may take (streams live on)")
+	fs.DurationVar(&c.sessionInit, "session-init-timeout", 30*time.Second, "close HTTP sessions whose client sends nothing after initialize within this time")
+	fs.IntVar(&c.maxSessions, "max-sessions", 1<<16, "live HTTP sessions at most (when full, sessions never used after initialize are evicted first)")
+	fs.IntVar(&c.maxSessionsPerIP, "max-sessions-per-ip", 0, "live HTTP sessions per client address at most (0: none; clients behind a NAT or proxy share one)")
 	fs.BoolVar(&c.stdio, "stdio", false, "serve MCP on stdin/stdout only (logs go to stderr)")
 	fs.StringVar(&c.handlers, "handlers", "demo", "handler set to serve: "+strings.Join(builtin.Names(), ", "))
 	fs.StringVar(&c.framing, "framing", "newline", "TCP and stdio framing: newline or content-length")
@@ -188,6 +203,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			SessionIdle:     c.sessionIdle,
 			KeepAlive:       c.sseKeep,
 			EventStoreBytes: c.eventStore,
+			// HTTP survival: timeouts and session limits.
+			ReadTimeout:      c.readTimeout,
+			WriteTimeout:     c.writeTimeout,
+			IdleTimeout:      c.idleTimeout,
+			InitTimeout:      c.sessionInit,
+			MaxSessions:      c.maxSessions,
+			MaxSessionsPerIP: c.maxSessionsPerIP,
 		})
 		go func() {
 			if err := h.ListenAndServe(); err != nil {

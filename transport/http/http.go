@@ -16,10 +16,23 @@
 //
 // Sessions are created by initialize and named by a 128-bit random
 // Mcp-Session-Id. Every SSE event carries an id "<stream>-<seq>" that names
-// its stream; events are kept in a per-session store bounded in bytes, so a
-// client that lost a stream resumes it with GET and Last-Event-ID. Idle
-// sessions are reaped. In stateless mode there are no sessions: each POST is
-// served on its own and GET and DELETE are refused.
+// its stream; events are kept in a per-session store bounded by the memory
+// they retain, so a client that lost a stream resumes it with GET and
+// Last-Event-ID. Idle sessions are reaped, and sessions whose client sent
+// nothing after initialize are reaped sooner (Options.InitTimeout). In
+// stateless mode there are no sessions: each POST is served on its own and
+// GET and DELETE are refused.
+//
+// Limits: the live sessions (Options.MaxSessions; when the table is full,
+// the oldest session never used after initialize is evicted, else 503),
+// the sessions of one client address (Options.MaxSessionsPerIP, 429), the
+// connections shared with other transports (Options.Conns, 503 at accept),
+// the body size (413, checked on the headers of a request that expects
+// 100 Continue, before the client sends its body), the bytes pending on a
+// stream (slow consumers are cut off) and the read, write and idle
+// timeouts. Answers over a limit carry Retry-After and a JSON-RPC error
+// naming the limit. Accept errors (out of file descriptors, aborted
+// connections) are retried with back-off and never end Serve.
 //
 // A client that disconnects while its request is served cancels the
 // request's context (with cause ErrClientGone): on a TCP socket the
