@@ -73,6 +73,9 @@ func TestEventStoreHeapWithinCap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills 64 stores")
 	}
+	if raceEnabled {
+		t.Skip("the race detector changes allocation")
+	}
 	const (
 		limit    = 256 << 10
 		sessions = 64
