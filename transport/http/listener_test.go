@@ -229,3 +229,34 @@ func TestListenErrorNamesAddress(t *testing.T) {
 	require.NoError(t, eng.Shutdown(ctx))
 	require.NoError(t, srv.Shutdown(ctx))
 }
+
+// TestLimitedConnKeepsSocketMethods: a counted connection can still be
+// watched for a client going away and half-closed.
+func TestLimitedConnKeepsSocketMethods(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	cc, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer cc.Close()
+	sc, err := ln.Accept()
+	require.NoError(t, err)
+	lim := netlimit.New(1, 1)
+	ip := remoteIP(sc)
+	require.NoError(t, lim.Acquire(ip))
+	c := newLimitedConn(sc, lim, ip)
+	gone := make(chan struct{})
+	w := watchConn(c, func() { close(gone) })
+	require.NotNil(t, w, "the watcher reaches the socket")
+	require.NoError(t, c.SetKeepAlive(true))
+	require.NoError(t, cc.Close())
+	select {
+	case <-gone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client's close went unnoticed")
+	}
+	w.stop()
+	require.NoError(t, c.Close())
+	_ = c.Close() // a second Close releases nothing more
+	assert.Zero(t, lim.Open(), "released once")
+}
