@@ -49,12 +49,16 @@ type config struct {
 	logLevel    string
 	version     bool
 
-	// Edge limits: connections, timeouts, buffered bytes (TCP, stdio).
-	maxConns      int
-	maxConnsPerIP int
-	readTimeout   time.Duration
-	idleTimeout   time.Duration
-	maxBuffered   int64
+	// Edge limits: connections, timeouts, buffered bytes, sessions.
+	maxConns         int
+	maxConnsPerIP    int
+	readTimeout      time.Duration
+	idleTimeout      time.Duration
+	writeTimeout     time.Duration
+	maxBuffered      int64
+	sessionInit      time.Duration
+	maxSessions      int
+	maxSessionsPerIP int
 }
 
 func main() {
@@ -74,6 +78,11 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.sessionIdle, "session-idle", 30*time.Minute, "close HTTP sessions unused for this long")
 	fs.DurationVar(&c.sseKeep, "sse-keepalive", 15*time.Second, "interval of keep-alive comments on idle SSE streams (negative: none)")
 	fs.IntVar(&c.eventStore, "event-store-bytes", 1<<20, "SSE events kept per HTTP session for resumption, in `bytes`")
+	// HTTP survival: timeouts and session limits.
+	fs.DurationVar(&c.writeTimeout, "write-timeout", 30*time.Second, "how long writing one HTTP response, or one write on an SSE stream, may take (streams live on; 0: none)")
+	fs.DurationVar(&c.sessionInit, "session-init-timeout", 30*time.Second, "close HTTP sessions whose client sends nothing after initialize within this time")
+	fs.IntVar(&c.maxSessions, "max-sessions", 1<<16, "live HTTP sessions at most (when full, sessions never used after initialize are evicted first)")
+	fs.IntVar(&c.maxSessionsPerIP, "max-sessions-per-ip", 0, "live HTTP sessions per client address at most (0: none; clients behind a NAT or proxy share one)")
 	fs.BoolVar(&c.stdio, "stdio", false, "serve MCP on stdin/stdout only (logs go to stderr)")
 	fs.StringVar(&c.handlers, "handlers", "demo", "handler set to serve: "+strings.Join(builtin.Names(), ", "))
 	fs.StringVar(&c.framing, "framing", "newline", "TCP and stdio framing: newline or content-length")
@@ -88,8 +97,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	// Edge limits.
 	fs.IntVar(&c.maxConns, "max-conns", netlimit.DefaultMaxConns(), "open connections, TCP and HTTP together (default: RLIMIT_NOFILE less a tenth; 0: none)")
 	fs.IntVar(&c.maxConnsPerIP, "max-conns-per-ip", 0, "open connections from one client address (0: none; clients behind one NAT or proxy share an address)")
-	fs.DurationVar(&c.readTimeout, "read-timeout", tcp.DefaultReadTimeout, "close a TCP connection whose started (or first) message is not complete within this; stdio ends on a partial message held this long (0: none)")
-	fs.DurationVar(&c.idleTimeout, "idle-timeout", tcp.DefaultIdleTimeout, "close TCP connections with no traffic and nothing in flight for this long (0: none)")
+	fs.DurationVar(&c.readTimeout, "read-timeout", tcp.DefaultReadTimeout, "close a TCP connection whose started (or first) message is not complete within this, and an HTTP connection whose request (headers and body) is not; stdio ends on a partial message held this long (0: none)")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", tcp.DefaultIdleTimeout, "close TCP connections with no traffic and nothing in flight, and HTTP keep-alive connections between requests, idle this long (0: none)")
 	fs.Int64Var(&c.maxBuffered, "max-buffered", tcp.DefaultMaxBuffered(), "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mcpedge [flags]\n\nServes MCP with a built-in handler set. Each flag has an environment twin,\nMCPEDGE_<FLAG> in upper case with '-' as '_'; a flag given wins.\n\n")
@@ -208,6 +217,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			SessionIdle:     c.sessionIdle,
 			KeepAlive:       c.sseKeep,
 			EventStoreBytes: c.eventStore,
+			// Edge limits: connections, timeouts, sessions.
+			Conns:            conns,
+			ReadTimeout:      orNone(c.readTimeout),
+			WriteTimeout:     orNone(c.writeTimeout),
+			IdleTimeout:      orNone(c.idleTimeout),
+			InitTimeout:      c.sessionInit,
+			MaxSessions:      c.maxSessions,
+			MaxSessionsPerIP: c.maxSessionsPerIP,
 		})
 		go func() {
 			if err := h.ListenAndServe(); err != nil {

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -39,6 +41,28 @@ func TestParseDefaults(t *testing.T) {
 	assert.Equal(t, 8<<20, c.maxOutbound)
 	assert.Equal(t, 10*time.Second, c.drain)
 	assert.Equal(t, "info", c.logLevel)
+}
+
+func TestParseHTTPSurvivalFlags(t *testing.T) {
+	c, err := parse(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, c.readTimeout)
+	assert.Equal(t, 30*time.Second, c.writeTimeout)
+	assert.Equal(t, 5*time.Minute, c.idleTimeout)
+	assert.Equal(t, 30*time.Second, c.sessionInit)
+	assert.Equal(t, 65536, c.maxSessions)
+	assert.Equal(t, 0, c.maxSessionsPerIP)
+
+	t.Setenv("MCPEDGE_MAX_SESSIONS_PER_IP", "8")
+	t.Setenv("MCPEDGE_SESSION_INIT_TIMEOUT", "5s")
+	c, err = parse([]string{"-read-timeout", "3s", "-write-timeout=4s", "-idle-timeout", "1m", "-max-sessions", "100"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 3*time.Second, c.readTimeout)
+	assert.Equal(t, 4*time.Second, c.writeTimeout)
+	assert.Equal(t, time.Minute, c.idleTimeout)
+	assert.Equal(t, 5*time.Second, c.sessionInit)
+	assert.Equal(t, 100, c.maxSessions)
+	assert.Equal(t, 8, c.maxSessionsPerIP)
 }
 
 func TestParseFlagsAndEnv(t *testing.T) {
@@ -375,4 +399,133 @@ func TestSIGTERMDrains(t *testing.T) {
 	assert.Equal(t, 0, cmd.ProcessState.ExitCode())
 	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.Contains(t, log.String(), "shutting down")
+}
+
+// childEnv makes the test binary run mcpedge itself (see TestMain) with
+// the arguments of MCPEDGE_TEST_ARGS, under a soft RLIMIT_NOFILE of
+// MCPEDGE_TEST_NOFILE.
+const childEnv = "MCPEDGE_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		if n, err := strconv.ParseUint(os.Getenv("MCPEDGE_TEST_NOFILE"), 10, 64); err == nil {
+			var rl syscall.Rlimit
+			if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+				fmt.Fprintln(os.Stderr, "getrlimit:", err)
+				os.Exit(3)
+			}
+			rl.Cur = n
+			if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+				fmt.Fprintln(os.Stderr, "setrlimit:", err)
+				os.Exit(3)
+			}
+		}
+		os.Exit(run(strings.Fields(os.Getenv("MCPEDGE_TEST_ARGS")), os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestHTTPSurvivesDescriptorExhaustion: with few file descriptors, more
+// connections than it can accept made accept fail with EMFILE, which
+// ended fasthttp's Serve and the process (exit 1). The server now backs
+// off, and serves again once descriptors are free.
+func TestHTTPSurvivesDescriptorExhaustion(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "MCPEDGE_TEST_NOFILE=64",
+		"MCPEDGE_TEST_ARGS=-tcp= -http 127.0.0.1:0 -log-level info")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer cmd.Process.Kill()
+
+	var log lockedBuffer
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			log.Write(append(sc.Bytes(), '\n'))
+			if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case addrc <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	exited := make(chan error, 1)
+	var addr string
+	select {
+	case addr = <-addrc:
+	case <-time.After(wait):
+		t.Fatalf("no addr= in the log:\n%s", log.String())
+	}
+	go func() { exited <- cmd.Wait() }()
+
+	// Twice as many connections as the server has descriptors.
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 128; i++ {
+		c, err := net.DialTimeout("tcp", addr, wait)
+		if err != nil {
+			select {
+			case err := <-exited:
+				t.Fatalf("the server exited (%v):\n%s", err, log.String())
+			case <-time.After(wait):
+				t.Fatalf("dial: %v\n%s", err, log.String())
+			}
+		}
+		conns = append(conns, c)
+	}
+	deadline := time.Now().Add(wait)
+	for !strings.Contains(log.String(), "accept failed") {
+		select {
+		case err := <-exited:
+			t.Fatalf("the server exited (%v):\n%s", err, log.String())
+		default:
+		}
+		require.True(t, time.Now().Before(deadline), "no accept error logged:\n%s", log.String())
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+
+	// Served again once the connections are gone.
+	hc := &http.Client{Timeout: wait}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fd","version":"1"}}}`
+	var resp *http.Response
+	deadline = time.Now().Add(wait)
+	for {
+		hr, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/mcp", strings.NewReader(initialize))
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Accept", "application/json, text/event-stream")
+		if resp, err = hc.Do(hr); err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "not served again: %v\n%s", err, log.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+
+	select {
+	case err := <-exited:
+		t.Fatalf("the server exited (%v):\n%s", err, log.String())
+	default:
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "exit status; log:\n%s", log.String())
+	case <-time.After(wait):
+		t.Fatalf("no exit after SIGTERM:\n%s", log.String())
+	}
 }

@@ -47,10 +47,15 @@ const (
 
 // fail answers ctx with status and a JSON-RPC error body without id.
 func (s *Server) fail(ctx *fasthttp.RequestCtx, status, code int, msg string) {
+	s.failData(ctx, status, code, msg, nil)
+}
+
+// failData is fail with the error's data member.
+func (s *Server) failData(ctx *fasthttp.RequestCtx, status, code int, msg string, data []byte) {
 	ctx.SetStatusCode(status)
 	ctx.Response.Header.SetContentTypeBytes(ctJSON)
 	b := codec.GetBuffer()
-	b.B = codec.AppendError(b.B, nil, code, msg, nil)
+	b.B = codec.AppendError(b.B, nil, code, msg, data)
 	ctx.SetBody(b.B)
 	codec.PutBuffer(b)
 }

@@ -61,6 +61,8 @@ type envOpts struct {
 	// sndbuf, when > 0, sets the send buffer of accepted connections (slow
 	// consumer tests fill it fast).
 	sndbuf int
+	// wrap, when set, wraps the listener the server serves.
+	wrap func(net.Listener) net.Listener
 }
 
 func newEnv(t *testing.T, eo envOpts) *env {
@@ -83,6 +85,9 @@ func newEnv(t *testing.T, eo envOpts) *env {
 		e.ln = ln
 		e.base = "http://127.0.0.1:7401"
 		e.dial = ln.Dial
+	}
+	if eo.wrap != nil {
+		e.ln = eo.wrap(e.ln)
 	}
 	e.srv = New(eng, eo.opts)
 	e.url = e.base + e.srv.opts.Path

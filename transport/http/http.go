@@ -16,10 +16,23 @@
 //
 // Sessions are created by initialize and named by a 128-bit random
 // Mcp-Session-Id. Every SSE event carries an id "<stream>-<seq>" that names
-// its stream; events are kept in a per-session store bounded in bytes, so a
-// client that lost a stream resumes it with GET and Last-Event-ID. Idle
-// sessions are reaped. In stateless mode there are no sessions: each POST is
-// served on its own and GET and DELETE are refused.
+// its stream; events are kept in a per-session store bounded by the memory
+// they retain, so a client that lost a stream resumes it with GET and
+// Last-Event-ID. Idle sessions are reaped, and sessions whose client sent
+// nothing after initialize are reaped sooner (Options.InitTimeout). In
+// stateless mode there are no sessions: each POST is served on its own and
+// GET and DELETE are refused.
+//
+// Limits: the live sessions (Options.MaxSessions; when the table is full,
+// the oldest session never used after initialize is evicted, else 503),
+// the sessions of one client address (Options.MaxSessionsPerIP, 429), the
+// connections shared with other transports (Options.Conns, 503 at accept),
+// the body size (413, checked on the headers of a request that expects
+// 100 Continue, before the client sends its body), the bytes pending on a
+// stream (slow consumers are cut off) and the read, write and idle
+// timeouts. Answers over a limit carry Retry-After and a JSON-RPC error
+// naming the limit. Accept errors (out of file descriptors, aborted
+// connections) are retried with back-off and never end Serve.
 //
 // A client that disconnects while its request is served cancels the
 // request's context (with cause ErrClientGone): on a TCP socket the
@@ -49,6 +62,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/netlimit"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/puzpuzpuz/xsync/v4"
 	"github.com/valyala/fasthttp"
@@ -84,9 +98,27 @@ type Options struct {
 	// SessionIdle is how long a session may stay unused (no request, no
 	// open stream) before it is closed; <= 0 means 30 minutes.
 	SessionIdle time.Duration
-	// MaxSessions bounds the live sessions; an initialize beyond it is
-	// answered 503. <= 0 means 65536.
+	// InitTimeout is how long a session created by initialize may wait
+	// for its client's next request (notifications/initialized, usually)
+	// before it is closed: sessions nobody uses are reaped this soon, not
+	// after SessionIdle. <= 0 means 30 s.
+	InitTimeout time.Duration
+	// MaxSessions bounds the live sessions, legacy ones included. When
+	// the table is full, a new session evicts the oldest one whose client
+	// never made a request after initialize; when there is none, the
+	// initialize is answered 503 with Retry-After. <= 0 means 65536.
 	MaxSessions int
+	// MaxSessionsPerIP bounds the live sessions of one client address;
+	// an initialize beyond it is answered 429 with Retry-After. 0, the
+	// default, means no limit: clients behind one NAT or proxy share an
+	// address.
+	MaxSessionsPerIP int
+	// Conns, when set, counts the server's connections against a limit
+	// shared with other transports: a connection over it is answered 503
+	// with Retry-After and closed as it is accepted, and each admitted
+	// one is released when it closes. nil means no limit. A Limiter is
+	// safe for concurrent use.
+	Conns *netlimit.Limiter
 	// EventStoreBytes bounds the SSE events a session keeps for replay;
 	// <= 0 means 1 MiB. The newest event is always kept.
 	EventStoreBytes int
@@ -110,15 +142,17 @@ type Options struct {
 	// means "/sse" and "/message".
 	LegacySSEPath, LegacyMessagePath string
 
-	// ReadTimeout bounds reading one request, headers and body, from its
-	// first byte; <= 0 means 30 s.
+	// ReadTimeout bounds reading one request, headers and body: the first
+	// request of a connection from when it is accepted, later ones from
+	// their first byte; 0 means 30 s, < 0 none.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing one response, and each write on an SSE
-	// stream (streams themselves live as long as they are read); <= 0
-	// means 30 s.
+	// stream: streams themselves live as long as their client reads them
+	// (keep-alive comments go out every KeepAlive). 0 means 30 s, < 0
+	// none.
 	WriteTimeout time.Duration
 	// IdleTimeout bounds the wait for the next request on a keep-alive
-	// connection; <= 0 means 2 minutes.
+	// connection; 0 means 2 minutes, < 0 none.
 	IdleTimeout time.Duration
 }
 
@@ -150,6 +184,8 @@ type Server struct {
 	sessions *xsync.Map[string, *hsession]
 	legacy   *xsync.Map[string, *legacySession]
 	nsess    atomic.Int64
+	perIP    sessionLimits
+	pending  pendingQueue // sessions by age, for the init timeout and eviction
 
 	calls sync.Pool // *call
 	gzw   sync.Pool // *gzip.Writer
@@ -169,6 +205,9 @@ type Server struct {
 	stop     chan struct{}
 	stopOne  sync.Once
 	reaperWG sync.WaitGroup
+
+	lingering atomic.Int32 // refused connections being drained
+	lingerWG  sync.WaitGroup
 }
 
 // New returns a Streamable HTTP transport serving eng. The session reaper
@@ -183,8 +222,14 @@ func New(eng *engine.Server, opts Options) *Server {
 	if opts.SessionIdle <= 0 {
 		opts.SessionIdle = 30 * time.Minute
 	}
+	if opts.InitTimeout <= 0 {
+		opts.InitTimeout = 30 * time.Second
+	}
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = 1 << 16
+	}
+	if opts.MaxSessionsPerIP < 0 {
+		opts.MaxSessionsPerIP = 0
 	}
 	if opts.EventStoreBytes <= 0 {
 		opts.EventStoreBytes = 1 << 20
@@ -207,15 +252,9 @@ func New(eng *engine.Server, opts Options) *Server {
 	if opts.LegacyMessagePath == "" {
 		opts.LegacyMessagePath = "/message"
 	}
-	if opts.ReadTimeout <= 0 {
-		opts.ReadTimeout = 30 * time.Second
-	}
-	if opts.WriteTimeout <= 0 {
-		opts.WriteTimeout = 30 * time.Second
-	}
-	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = 2 * time.Minute
-	}
+	opts.ReadTimeout = timeoutOr(opts.ReadTimeout, 30*time.Second)
+	opts.WriteTimeout = timeoutOr(opts.WriteTimeout, 30*time.Second)
+	opts.IdleTimeout = timeoutOr(opts.IdleTimeout, 2*time.Minute)
 	s := &Server{
 		eng:      eng,
 		opts:     opts,
@@ -236,6 +275,7 @@ func New(eng *engine.Server, opts Options) *Server {
 	s.srv = &fasthttp.Server{
 		Handler:                      s.Handler(),
 		ErrorHandler:                 s.httpError,
+		ExpectHandler:                s.expect,
 		Name:                         "mcpedge",
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
@@ -282,7 +322,7 @@ func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 // ListenAndServe listens on Options.Addr and serves until Shutdown, when it
 // returns nil. It returns an error if it cannot listen.
 func (s *Server) ListenAndServe() error {
-	ln, err := net.Listen("tcp", s.opts.Addr)
+	ln, err := listen(s.opts.Addr)
 	if err != nil {
 		s.readyOne.Do(func() { close(s.ready) })
 		return fmt.Errorf("mcphttp: %w", err)
@@ -292,6 +332,9 @@ func (s *Server) ListenAndServe() error {
 
 // Serve serves connections accepted from ln until Shutdown. When ln is a
 // TCP listener its address decides whether the loopback rules apply.
+// Accept errors that a later accept may not have (EMFILE, ENFILE,
+// ECONNABORTED...) are logged and retried after a pause, 5 ms doubling to
+// 1 s, as net/http does; only a failed listener ends Serve early.
 func (s *Server) Serve(ln net.Listener) error {
 	if a, ok := ln.Addr().(*net.TCPAddr); ok {
 		s.loopback.Store(a.IP.IsLoopback())
@@ -305,7 +348,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 	s.readyOne.Do(func() { close(s.ready) })
-	return s.srv.Serve(ln)
+	return s.srv.Serve(s.wrapListener(ln))
 }
 
 // Addr waits until the server listens and returns its address (useful with
@@ -346,16 +389,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.eng.CloseSession(l.sess, ErrServerClosed)
 		return true
 	})
-	if err := s.srv.ShutdownWithContext(ctx); err != nil {
+	err := s.srv.ShutdownWithContext(ctx)
+	s.lingerWG.Wait() // bounded by refuseLinger
+	if err != nil {
 		return fmt.Errorf("mcphttp: shutdown: %w", err)
 	}
 	return nil
 }
 
-// reap closes idle sessions until Shutdown.
+// reap closes idle sessions, and those not initialized in time, until
+// Shutdown.
 func (s *Server) reap() {
 	defer s.reaperWG.Done()
-	every := min(max(s.opts.SessionIdle/4, 10*time.Millisecond), 30*time.Second)
+	every := min(max(min(s.opts.SessionIdle, s.opts.InitTimeout)/4, 10*time.Millisecond), 30*time.Second)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -368,20 +414,29 @@ func (s *Server) reap() {
 	}
 }
 
-// reapIdle closes the sessions idle since before now-SessionIdle that have
-// no request in flight and no open stream, returning how many it closed.
+// reapIdle closes the sessions that have no request in flight and no open
+// stream and that are idle since before now-SessionIdle or were created
+// before now-InitTimeout and never used since initialize, returning how
+// many it closed.
 func (s *Server) reapIdle(now time.Time) int {
-	cutoff := now.Add(-s.opts.SessionIdle)
-	n := 0
+	cutoff, initCutoff := now.Add(-s.opts.SessionIdle), now.Add(-s.opts.InitTimeout)
+	n, uninit := 0, 0
 	s.sessions.Range(func(_ string, h *hsession) bool {
-		if h.sess.IdleSince().Before(cutoff) && h.sess.InFlight() == 0 && !h.busy() {
-			s.eng.CloseSession(h.sess, ErrSessionIdle)
+		idle := h.sess.IdleSince().Before(cutoff)
+		stale := !idle && h.created.Before(initCutoff) && h.pendingInit()
+		if (idle || stale) && h.sess.InFlight() == 0 && !h.busy() {
+			cause := ErrSessionIdle
+			if stale {
+				cause, uninit = ErrInitTimeout, uninit+1
+			}
+			s.eng.CloseSession(h.sess, cause)
 			n++
 		}
 		return true
 	})
+	s.pending.prune(initCutoff)
 	if n > 0 {
-		s.log.Debug("reaped idle HTTP sessions", "count", n)
+		s.log.Debug("reaped idle HTTP sessions", "count", n, "not_initialized", uninit)
 	}
 	return n
 }
@@ -413,4 +468,16 @@ type discard struct{}
 func (discard) Send(b *codec.Buffer) error {
 	codec.PutBuffer(b)
 	return session.ErrClosed
+}
+
+// timeoutOr returns def for a zero timeout and 0 (fasthttp's "none") for a
+// negative one.
+func timeoutOr(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
 }

@@ -37,19 +37,22 @@ func (s *Server) legacyGet(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, fasthttp.StatusNotAcceptable, codeTransport, "Not Acceptable: GET needs Accept: text/event-stream")
 		return
 	}
-	if s.nsess.Add(1) > int64(s.opts.MaxSessions) {
-		s.nsess.Add(-1)
-		s.fail(ctx, fasthttp.StatusServiceUnavailable, codeTransport, "Service Unavailable: too many sessions")
+	ip := addrIP(ctx.RemoteAddr())
+	if err := s.admitSession(ip); err != nil {
+		s.failLimit(ctx, err)
 		return
 	}
 	st := s.newStream()
 	l := &legacySession{st: st}
 	l.sess = s.eng.NewSession(l)
+	if ip.IsValid() {
+		l.sess.SetRemote(ip)
+	}
 	id := l.sess.ID()
 	s.legacy.Store(id, l)
 	l.sess.OnClose(func() {
 		s.legacy.Delete(id)
-		s.nsess.Add(-1)
+		s.releaseSession(ip)
 		st.end(false)
 	})
 	st.onEnd = func() { s.eng.CloseSession(l.sess, ErrStreamEnded) }

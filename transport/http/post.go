@@ -404,9 +404,9 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 				s.putCall(c)
 				return
 			}
-			h, err := s.newSession()
+			h, err := s.newSession(addrIP(ctx.RemoteAddr()))
 			if err != nil {
-				s.fail(ctx, fasthttp.StatusServiceUnavailable, codeTransport, "Service Unavailable: too many sessions")
+				s.failLimit(ctx, err)
 				s.putCall(c)
 				return
 			}

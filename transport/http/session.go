@@ -2,10 +2,12 @@ package mcphttp
 
 import (
 	"context"
-	"errors"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
+	"unsafe"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/session"
@@ -36,6 +38,10 @@ type hsession struct {
 	live    int // open streams
 
 	posts atomic.Int32 // POSTs being handled: the session is not idle
+
+	created     time.Time   // when initialize created it
+	remote      netip.Addr  // the client's address (per-address limit)
+	established atomic.Bool // a request named it since: initialization completed
 }
 
 // streamRec is one stream of a session, open or not.
@@ -59,42 +65,125 @@ type event struct {
 
 // eventStore keeps a session's recent events, oldest first, within
 // Options.EventStoreBytes (the newest event is kept whatever its size).
+// It counts the memory it retains, not the length of the messages: the
+// capacity of each event's buffer (at least the pool's 512 bytes) and its
+// header, and the ring of event slots. The events are ev[head], ...,
+// ev[head+n-1], indexes modulo len(ev), a power of two.
 type eventStore struct {
 	ev    []event
 	head  int
-	bytes int
+	n     int
+	bytes int // retained by the events, slots included
 }
 
-var errTooManySessions = errors.New("mcphttp: too many sessions")
+// slotSize and bufHeader are the sizes of an event's slot in the ring and
+// of its buffer's header.
+const (
+	slotSize  = int(unsafe.Sizeof(event{}))
+	bufHeader = int(unsafe.Sizeof(codec.Buffer{}))
+)
 
-// newSession creates a stateful session.
-func (s *Server) newSession() (*hsession, error) {
-	if s.nsess.Add(1) > int64(s.opts.MaxSessions) {
-		s.nsess.Add(-1)
-		return nil, errTooManySessions
+// eventCost is the memory a stored event's buffer retains.
+func eventCost(b *codec.Buffer) int { return cap(b.B) + bufHeader }
+
+// at returns the i-th stored event, oldest first.
+func (st *eventStore) at(i int) *event { return &st.ev[(st.head+i)&(len(st.ev)-1)] }
+
+// evictOldest removes the oldest event and returns it.
+func (st *eventStore) evictOldest() event {
+	p := st.at(0)
+	old := *p
+	*p = event{}
+	st.head = (st.head + 1) & (len(st.ev) - 1)
+	st.n--
+	st.bytes -= eventCost(old.buf)
+	return old
+}
+
+// growCost is what appending one more event adds in slots: the ring
+// doubles when full.
+func (st *eventStore) growCost() int {
+	if st.n < len(st.ev) {
+		return 0
 	}
-	h := &hsession{s: s}
+	return max(len(st.ev), 8) * slotSize
+}
+
+// push appends e, doubling the ring when it is full.
+func (st *eventStore) push(e event) {
+	if st.n == len(st.ev) {
+		ev := make([]event, max(2*len(st.ev), 8))
+		for i := 0; i < st.n; i++ {
+			ev[i] = *st.at(i)
+		}
+		st.bytes += (len(ev) - len(st.ev)) * slotSize
+		st.ev, st.head = ev, 0
+	}
+	*st.at(st.n) = e
+	st.n++
+	st.bytes += eventCost(e.buf)
+}
+
+// trimSlack is the spare capacity from which a buffer more than half
+// empty is copied to one of its size before it is stored: a short message
+// in a buffer grown by an earlier large one would pin that memory, and the
+// store would keep few events.
+const trimSlack = 512
+
+// compact returns b, or a copy of its bytes in a buffer without slack
+// (b goes back to the pool).
+func compact(b *codec.Buffer) *codec.Buffer {
+	if slack := cap(b.B) - len(b.B); slack < trimSlack || slack < len(b.B) {
+		return b
+	}
+	nb := &codec.Buffer{B: append([]byte(nil), b.B...)}
+	codec.PutBuffer(b)
+	return nb
+}
+
+// newSession creates a stateful session for a client at ip, or returns
+// errTooManySessions or errTooManySessionsPerIP.
+func (s *Server) newSession(ip netip.Addr) (*hsession, error) {
+	if err := s.admitSession(ip); err != nil {
+		return nil, err
+	}
+	h := &hsession{s: s, created: time.Now(), remote: ip}
 	h.posts.Store(1) // the initialize that creates it; the caller releases it
 	h.sess = s.eng.NewSession(h)
+	if ip.IsValid() {
+		h.sess.SetRemote(ip)
+	}
 	s.sessions.Store(h.sess.ID(), h)
 	h.sess.OnClose(h.onClose)
+	s.pending.push(h)
 	return h, nil
 }
 
-// lookup returns the live session named by sid, or nil.
+// lookup returns the live session named by sid, or nil. A session named
+// by a request has completed its initialization as far as the transport
+// cares: the client got its id and uses it.
 func (s *Server) lookup(sid []byte) *hsession {
 	h, ok := s.sessions.Load(codec.B2S(sid))
 	if !ok || h.sess.State() == session.StateClosed {
 		return nil
 	}
+	if !h.established.Load() {
+		h.established.Store(true)
+	}
 	return h
+}
+
+// pendingInit reports whether the session still waits for the client's
+// first request after initialize.
+func (h *hsession) pendingInit() bool {
+	return !h.established.Load() && h.sess.State() != session.StateReady && h.sess.State() != session.StateClosed
 }
 
 // onClose runs once when the session ends, however it ends: it ends the
 // open streams and frees the store.
 func (h *hsession) onClose() {
 	h.s.sessions.Delete(h.sess.ID())
-	h.s.nsess.Add(-1)
+	h.s.releaseSession(h.remote)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
@@ -106,8 +195,8 @@ func (h *hsession) onClose() {
 			rec.live.end(false)
 		}
 	}
-	for i := h.store.head; i < len(h.store.ev); i++ {
-		codec.PutBuffer(h.store.ev[i].buf)
+	for i := 0; i < h.store.n; i++ {
+		codec.PutBuffer(h.store.at(i).buf)
 	}
 	h.store = eventStore{}
 	h.recs = nil
@@ -149,33 +238,22 @@ func (h *hsession) emitLocked(rec *streamRec, b *codec.Buffer) {
 		}
 	}
 	rec.events++
-	h.addLocked(event{rec: rec, seq: h.seq, buf: b})
+	h.addLocked(event{rec: rec, seq: h.seq, buf: compact(b)})
 }
 
 // addLocked appends e to the store, evicting the oldest events over the
 // byte limit.
 func (h *hsession) addLocked(e event) {
 	st := &h.store
-	for st.bytes+len(e.buf.B) > h.s.opts.EventStoreBytes && st.head < len(st.ev) {
-		old := st.ev[st.head]
-		st.ev[st.head] = event{}
-		st.head++
-		st.bytes -= len(old.buf.B)
+	cost := eventCost(e.buf)
+	for st.n > 0 && st.bytes+cost+st.growCost() > h.s.opts.EventStoreBytes {
+		old := st.evictOldest()
 		codec.PutBuffer(old.buf)
 		old.rec.events--
 		old.rec.lastEvict = old.seq
 		h.dropLocked(old.rec)
 	}
-	switch {
-	case st.head == len(st.ev):
-		st.ev, st.head = st.ev[:0], 0
-	case st.head >= 64 && 2*st.head >= len(st.ev):
-		n := copy(st.ev, st.ev[st.head:])
-		clear(st.ev[n:])
-		st.ev, st.head = st.ev[:n], 0
-	}
-	st.ev = append(st.ev, e)
-	st.bytes += len(e.buf.B)
+	st.push(e)
 }
 
 // newRecLocked opens the record of a new POST stream for request id.
@@ -258,7 +336,8 @@ func (h *hsession) attachLocked(rec *streamRec, st *stream) {
 
 // replayLocked queues on st the stored events of rec after seq.
 func (h *hsession) replayLocked(rec *streamRec, seq uint64, st *stream) {
-	for _, e := range h.store.ev[h.store.head:] {
+	for i := 0; i < h.store.n; i++ {
+		e := h.store.at(i)
 		if e.rec == rec && e.seq > seq {
 			st.pushEvent(rec.id, e.seq, e.buf.B, false)
 			if rec == &h.std {

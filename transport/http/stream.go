@@ -290,7 +290,7 @@ func (st *stream) begin() {
 }
 
 func (st *stream) deadline() {
-	if st.conn != nil {
+	if st.conn != nil && st.s.opts.WriteTimeout > 0 {
 		_ = st.conn.SetWriteDeadline(time.Now().Add(st.s.opts.WriteTimeout))
 	}
 }

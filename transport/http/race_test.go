@@ -1,0 +1,7 @@
+//go:build race
+
+package mcphttp
+
+// raceEnabled: the race detector changes allocation (sync.Pool drops
+// items at random), so heap measurements do not hold under it.
+const raceEnabled = true
