@@ -56,6 +56,10 @@ type config struct {
 	idleTimeout      time.Duration
 	writeTimeout     time.Duration
 	maxBuffered      int64
+	maxInflight      int
+	rate             float64
+	rateBurst        int
+	rateIP           float64
 	sessionInit      time.Duration
 	maxSessions      int
 	maxSessionsPerIP int
@@ -99,6 +103,10 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.maxConnsPerIP, "max-conns-per-ip", 0, "open connections from one client address (0: none; clients behind one NAT or proxy share an address)")
 	fs.DurationVar(&c.readTimeout, "read-timeout", tcp.DefaultReadTimeout, "close a TCP connection whose started (or first) message is not complete within this, and an HTTP connection whose request (headers and body) is not; stdio ends on a partial message held this long (0: none)")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", tcp.DefaultIdleTimeout, "close TCP connections with no traffic and nothing in flight, and HTTP keep-alive connections between requests, idle this long (0: none)")
+	fs.IntVar(&c.maxInflight, "max-inflight", 64, "requests one session may have being served at once; more get -32000 {\"limit\":\"max-inflight\"} (0: none)")
+	fs.Float64Var(&c.rate, "rate", 0, "requests per second one session may send; more get -32000 {\"limit\":\"rate\",\"retryAfterMs\":N}, HTTP 429 (0: none)")
+	fs.IntVar(&c.rateBurst, "rate-burst", 0, "burst allowed above -rate and -rate-ip (0: the rate, rounded up)")
+	fs.Float64Var(&c.rateIP, "rate-ip", 0, "requests per second all sessions of one client address may send (0: none)")
 	fs.Int64Var(&c.maxBuffered, "max-buffered", tcp.DefaultMaxBuffered(), "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mcpedge [flags]\n\nServes MCP with a built-in handler set. Each flag has an environment twin,\nMCPEDGE_<FLAG> in upper case with '-' as '_'; a flag given wins.\n\n")
@@ -153,12 +161,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	info, _ := builtin.Info(c.handlers)
 	srv := engine.New(engine.Options{
-		Name:       info.Name,
-		Version:    info.Version,
-		Workers:    c.workers,
-		MaxMessage: c.maxMessage,
-		PageSize:   c.pageSize,
-		Logger:     log,
+		Name:        info.Name,
+		Version:     info.Version,
+		Workers:     c.workers,
+		MaxMessage:  c.maxMessage,
+		PageSize:    c.pageSize,
+		MaxInflight: orNone(c.maxInflight),
+		Rate:        c.rate,
+		RateBurst:   c.rateBurst,
+		RateIP:      c.rateIP,
+		Logger:      log,
 	})
 	if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated}); err != nil {
 		fmt.Fprintln(stderr, "mcpedge:", err)
@@ -264,7 +276,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // orNone maps a flag's 0 ("none") to the Options' -1 (their 0 is "the
 // default").
-func orNone[T int64 | time.Duration](v T) T {
+func orNone[T int | int64 | time.Duration](v T) T {
 	if v == 0 {
 		return -1
 	}

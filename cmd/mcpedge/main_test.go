@@ -428,13 +428,15 @@ func TestMain(m *testing.M) {
 // TestHTTPSurvivesDescriptorExhaustion: with few file descriptors, more
 // connections than it can accept made accept fail with EMFILE, which
 // ended fasthttp's Serve and the process (exit 1). The server now backs
-// off, and serves again once descriptors are free.
+// off, and serves again once descriptors are free. -max-conns is off here:
+// its default, derived from the same limit, would refuse the connections
+// before accept could fail.
 func TestHTTPSurvivesDescriptorExhaustion(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "MCPEDGE_TEST_NOFILE=64",
-		"MCPEDGE_TEST_ARGS=-tcp= -http 127.0.0.1:0 -log-level info")
+		"MCPEDGE_TEST_ARGS=-tcp= -http 127.0.0.1:0 -max-conns 0 -log-level info")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
