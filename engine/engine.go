@@ -239,9 +239,15 @@ func (s *Server) NewSession(out session.Sink) *session.Session {
 
 // CloseSession ends a session with cause: its requests are cancelled, its
 // pending server-to-client requests fail, its subscriptions end.
+//
+// A session whose default sink is a session.Closer (a TCP connection) has
+// its connection closed too.
 func (s *Server) CloseSession(sess *session.Session, cause error) {
 	if sess.Close(cause) {
 		s.log.Debug("session closed", "session", sess.ID(), "cause", cause)
+		if c, ok := sess.Out.(session.Closer); ok {
+			c.CloseSink(cause)
+		}
 	}
 }
 

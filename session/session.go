@@ -58,6 +58,15 @@ type Sink interface {
 	Send(b *codec.Buffer) error
 }
 
+// A Closer is a Sink whose connection serves only its session (a TCP
+// connection): when the server ends the session itself (a keep-alive gone
+// unanswered, a message that made it panic), it calls CloseSink so that
+// the connection ends too. CloseSink must not block and is safe to call
+// more than once.
+type Closer interface {
+	CloseSink(cause error)
+}
+
 // Session is one client's state. Its methods are safe for concurrent use.
 // Fields set by Initialize (version, client info, capabilities) are
 // written once before the state leaves StateNew and read after it.

@@ -355,3 +355,16 @@ func TestAcceptErrorsDoNotStopServer(t *testing.T) {
 	}, wait, 50*time.Millisecond, "new connections not served: %s", stderr.String())
 	first.echo(t, 3, "and the first still is")
 }
+
+// A session the engine ends itself (here, after unanswered keep-alive
+// pings) takes its connection with it, instead of leaving an open socket
+// whose session answers nothing.
+func TestEngineClosedSessionClosesConnection(t *testing.T) {
+	s := start(t, engine.Options{KeepAlive: 20 * time.Millisecond, KeepAliveMisses: 2}, tcp.Options{})
+	c := dial(t, s.addr)
+	c.init(t)
+	require.NoError(t, c.c.SetReadDeadline(time.Now().Add(wait)))
+	require.True(t, c.closed(), "the connection outlived its session")
+	other := dial(t, s.addr)
+	other.init(t)
+}

@@ -266,6 +266,10 @@ func (k *conn) closeWith(cause error) {
 	_ = k.c.Close()
 }
 
+// CloseSink implements session.Closer: the engine ended the session, so
+// the connection ends with it.
+func (k *conn) CloseSink(cause error) { k.closeWith(cause) }
+
 // OnOpen implements gnet.EventHandler. The connection was admitted and its
 // conn made by the accept loop (admit).
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
