@@ -255,10 +255,21 @@ func (s *Server) CloseSession(sess *session.Session, cause error) {
 // anywhere on the path from a transport's bytes to a handler.
 func (s *Server) Panics() uint64 { return s.panics.Load() }
 
+// ReportPanic logs, with its stack, and counts (Panics) a panic that a
+// transport recovered in its own code; call it from the deferred function
+// that recovered, so that the stack is the panic's. sess may be nil.
+func (s *Server) ReportPanic(p any, where string, sess *session.Session) {
+	s.recovered(p, where, sess, "")
+}
+
 // recovered logs and counts a panic recovered at an entry point.
 func (s *Server) recovered(p any, where string, sess *session.Session, method string) {
 	s.panics.Add(1)
-	s.log.Error("panic recovered", "where", where, "session", sess.ID(), "method", method, "panic", p, "stack", string(debug.Stack()))
+	id := ""
+	if sess != nil {
+		id = sess.ID()
+	}
+	s.log.Error("panic recovered", "where", where, "session", id, "method", method, "panic", p, "stack", string(debug.Stack()))
 }
 
 // ErrPanic is the cause of a session closed because a message it sent

@@ -58,6 +58,8 @@ type env struct {
 type envOpts struct {
 	loopback bool
 	opts     Options
+	// eng configures the engine (ClientRequestTimeout defaults to 5 s).
+	eng engine.Options
 	// sndbuf, when > 0, sets the send buffer of accepted connections (slow
 	// consumer tests fill it fast).
 	sndbuf int
@@ -67,7 +69,10 @@ type envOpts struct {
 
 func newEnv(t *testing.T, eo envOpts) *env {
 	t.Helper()
-	eng := engine.New(engine.Options{ClientRequestTimeout: 5 * time.Second})
+	if eo.eng.ClientRequestTimeout == 0 {
+		eo.eng.ClientRequestTimeout = 5 * time.Second
+	}
+	eng := engine.New(eo.eng)
 	require.NoError(t, builtin.Install("demo", eng.Registry(), builtin.Env{ResourceUpdated: eng.ResourceUpdated}))
 	tools := installTestTools(t, eng.Registry())
 	e := &env{t: t, eng: eng, tool: tools}

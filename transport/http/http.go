@@ -317,7 +317,23 @@ func (s *Server) Options() Options { return s.opts }
 // the engine's MaxMessage and timeouts as Options describes, and leave
 // DisableHeaderNamesNormalizing off: headers are looked up by their
 // normalized names.
-func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
+func (s *Server) Handler() fasthttp.RequestHandler { return s.serveHTTP }
+
+// serveHTTP is the fasthttp handler: handle, with a panic in the
+// transport's own code contained to its request (500 and a JSON-RPC
+// -32603 body), logged and counted by the engine. fasthttp would let it
+// end the process.
+func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.eng.ReportPanic(p, "mcphttp: "+string(ctx.Method())+" "+string(ctx.Path()), nil)
+			ctx.Response.Reset()
+			s.fail(ctx, fasthttp.StatusInternalServerError, codec.CodeInternalError, "Internal Server Error")
+			ctx.SetConnectionClose()
+		}
+	}()
+	s.handle(ctx)
+}
 
 // ListenAndServe listens on Options.Addr and serves until Shutdown, when it
 // returns nil. It returns an error if it cannot listen.

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/bytedance/sonic"
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/valyala/fasthttp"
@@ -90,10 +92,12 @@ type call struct {
 	mode   mode
 	final  bool // the answer was sent
 	served bool // ServeFrame returned
-	kind   codec.Kind
-	answer *codec.Buffer
-	rec    *streamRec // stateful SSE: the stream's record
-	st     *stream    // SSE: the POST's own stream
+
+	refused *engine.LimitError // the engine refused the request (Refuse)
+	kind    codec.Kind
+	answer  *codec.Buffer
+	rec     *streamRec // stateful SSE: the stream's record
+	st      *stream    // SSE: the POST's own stream
 
 	wake  chan struct{} // the handler's wake-up: streaming began, or ServeFrame returned
 	timer *time.Timer
@@ -120,6 +124,7 @@ func (s *Server) putCall(c *call) {
 	c.h, c.sess, c.msg, c.body, c.dec, c.idBuf, c.id = nil, nil, codec.Message{}, body, dec, idBuf, nil
 	c.ctx, c.cancel, c.inline = nil, nil, false
 	c.mode, c.final, c.served, c.kind, c.answer, c.rec, c.st = modeWait, false, false, 0, nil, nil, nil
+	c.refused = nil
 	s.calls.Put(c)
 }
 
@@ -183,6 +188,29 @@ func (c *call) Send(b *codec.Buffer) error {
 	c.final = final
 	c.emit(b)
 	return nil
+}
+
+// Refuse implements engine.Refuser: a request the engine refused for a
+// limit is answered 429 (its session's or address's request rate, or its
+// session's requests in flight) or 503 (the worker pool is full, or the
+// server is draining) with Retry-After, rather than 200 with
+// the JSON-RPC error, which is still the body. On a POST that is already
+// streaming, the error is its stream's last event.
+func (c *call) Refuse(id []byte, err *engine.LimitError) {
+	b := codec.GetBuffer()
+	b.B = err.AppendAnswer(b.B, id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.final || c.served {
+		codec.PutBuffer(b)
+		return
+	}
+	if c.mode == modeSSE {
+		c.final = true
+		c.emit(b)
+		return
+	}
+	c.answer, c.final, c.refused = b, true, err
 }
 
 // CloseStream implements engine.StreamCloser: the handler ends the POST's
@@ -462,6 +490,21 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, kind codec.Kind, crea
 			return
 		}
 		ctx.SetStatusCode(fasthttp.StatusAccepted) // cancelled by the client: no answer is due
+	case c.refused != nil:
+		if created {
+			s.eng.CloseSession(c.sess, session.ErrNotInitialized)
+		}
+		status := fasthttp.StatusServiceUnavailable
+		switch c.refused.Limit {
+		case engine.LimitRate, engine.LimitRateIP, engine.LimitInflight:
+			status = fasthttp.StatusTooManyRequests
+		}
+		secs := int64(1)
+		if d := c.refused.RetryAfter; d > time.Second {
+			secs = int64((d + time.Second - 1) / time.Second)
+		}
+		ctx.Response.Header.SetBytesK(hdrRetryAfter, strconv.FormatInt(secs, 10))
+		s.writeJSON(ctx, status, c.answer.B)
 	case kind == codec.KindInvalid:
 		s.writeJSON(ctx, fasthttp.StatusBadRequest, c.answer.B)
 	default:

@@ -1,0 +1,76 @@
+package mcphttp
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
+	"github.com/stretchr/testify/require"
+)
+
+// limitOf reads the limit named by a refusal's JSON-RPC body.
+func limitOf(t *testing.T, b string) string {
+	t.Helper()
+	var m struct {
+		Error *struct {
+			Code int `json:"code"`
+			Data struct {
+				Limit string `json:"limit"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	require.NoError(t, codec.Unmarshal([]byte(b), &m), b)
+	require.NotNil(t, m.Error, b)
+	require.Equal(t, codec.CodeServerBusy, m.Error.Code, b)
+	return m.Error.Data.Limit
+}
+
+// The engine's limits reach an HTTP client as 429 with Retry-After and the
+// JSON-RPC error as the body, not as 200.
+func TestEngineLimitsAnswer429(t *testing.T) {
+	t.Run("rate", func(t *testing.T) {
+		e := newEnv(t, envOpts{eng: engine.Options{Rate: 0.01, RateBurst: 2}})
+		sid := e.initialize() // one token; notifications take none
+		resp := e.do(t, req{sid: sid, body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`})
+		require.Equal(t, http.StatusOK, resp.StatusCode, body(t, resp))
+		resp = e.do(t, req{sid: sid, body: `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`})
+		b := body(t, resp)
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, b)
+		require.Equal(t, engine.LimitRate, limitOf(t, b))
+		secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, secs, 90, "one token per 100 s")
+	})
+	t.Run("in flight", func(t *testing.T) {
+		e := newEnv(t, envOpts{loopback: true, eng: engine.Options{MaxInflight: 1}})
+		sid := e.initialize()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if resp, err := e.try(ctx, req{sid: sid, body: callBody(1, "block", `{}`)}); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		select {
+		case <-e.tool.started:
+		case <-time.After(5 * time.Second):
+			t.Fatal("block did not start")
+		}
+		resp := e.do(t, req{sid: sid, body: callBody(2, "block", `{}`)})
+		b := body(t, resp)
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, b)
+		require.Equal(t, engine.LimitInflight, limitOf(t, b))
+		require.NotEmpty(t, resp.Header.Get("Retry-After"))
+		// Answers the engine gives itself are not in flight.
+		resp = e.do(t, req{sid: sid, body: `{"jsonrpc":"2.0","id":3,"method":"ping"}`})
+		require.Equal(t, http.StatusOK, resp.StatusCode, body(t, resp))
+		cancel()
+		<-done
+	})
+}
