@@ -111,6 +111,7 @@ var (
 	ErrReadTimeout  = errors.New("tcp: read timeout: message incomplete")
 	ErrIdleTimeout  = errors.New("tcp: idle timeout")
 	ErrBufferBudget = errors.New("tcp: buffered partial messages over the budget")
+	ErrPanic        = errors.New("tcp: panic while reading the connection")
 )
 
 // limitOf names the limit behind a cause in the -32000 error sent before
@@ -315,11 +316,22 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 // in the inbound buffer, dispatches each, and writes the immediate answers
 // in one write. The inbound buffer is not retained; what is left of a
 // partial message stays in gnet's, and is recorded for the sweeper.
-func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
+//
+// A panic in the transport's own code (the engine contains its own) closes
+// this connection alone, logged and counted by the engine: gnet would let
+// it end the process.
+func (s *Server) OnTraffic(c gnet.Conn) (action gnet.Action) {
 	k, ok := c.Context().(*conn)
 	if !ok {
 		return gnet.Close
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.eng.ReportPanic(p, "tcp: OnTraffic", k.sess)
+			k.markClosing(ErrPanic)
+			action = gnet.Close
+		}
+	}()
 	buf, _ := c.Peek(-1)
 	consumed := 0
 	// Pooled for the length of this call only, so an idle connection
@@ -327,7 +339,6 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	scratch, out := codec.GetBuffer(), codec.GetBuffer()
 	defer codec.PutBuffer(scratch)
 	defer codec.PutBuffer(out)
-	action := gnet.None
 	for consumed < len(buf) {
 		frame, n, err := s.framer.Next(buf[consumed:])
 		if err != nil {
