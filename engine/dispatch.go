@@ -343,6 +343,9 @@ func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]by
 	}
 	if !sess.Initialized() {
 		if sess.State() == session.StateClosed {
+			if s.adm.closing() { // closed by Shutdown: a retry elsewhere may succeed
+				return errShutdown.AppendAnswer(dst, m.ID), true
+			}
 			return codec.AppendError(dst, m.ID, codec.CodeInvalidRequest, "session closed", nil), true
 		}
 		return codec.AppendError(dst, m.ID, codec.CodeInvalidRequest, "session not initialized: send initialize first", nil), true
