@@ -668,6 +668,17 @@ func (cr *chaosRun) deadline(d time.Duration) time.Time {
 // ended reports whether the run's end cut the wait short.
 func (cr *chaosRun) ended() bool { return !time.Now().Before(cr.end.Add(-50 * time.Millisecond)) }
 
+// writeFailed records a hostile write that failed: unexpected, but for a
+// write whose deadline was the run's end (an episode begun just before
+// it), which is undecided.
+func (cr *chaosRun) writeFailed(rec *kindRec, err error) {
+	if isTimeout(err) && cr.ended() {
+		rec.record("run_ended", undecided, 0, "")
+		return
+	}
+	rec.record("write_failed", unexpected, 0, err.Error())
+}
+
 func (rc *rawConn) write(b []byte, deadline time.Time) error {
 	_ = rc.c.SetWriteDeadline(deadline)
 	_, err := rc.c.Write(b)
@@ -804,7 +815,7 @@ func (cr *chaosRun) garbage(rc *rawConn, client, n int, rec *kindRec) {
 		if isClose(err) {
 			rec.record("closed", asExpected, time.Since(sent), "")
 		} else {
-			rec.record("write_failed", unexpected, 0, err.Error())
+			cr.writeFailed(rec, err)
 		}
 		return
 	}
@@ -840,7 +851,7 @@ func (cr *chaosRun) badUTF8(rc *rawConn, rec *kindRec) {
 		all = append(all, r...)
 	}
 	if err := rc.write(all, cr.deadline(cr.e.AnswerWithin)); err != nil {
-		rec.record("write_failed", unexpected, 0, err.Error())
+		cr.writeFailed(rec, err)
 		return
 	}
 	want := len(badUTF8Requests)
@@ -940,7 +951,7 @@ func (cr *chaosRun) halfSent(rc *rawConn, rec *kindRec) {
 	// Big, but well under the size limit: what is tested is the wait.
 	part = append(part, bytes.Repeat([]byte("h"), min(64<<10, cr.e.MaxMessage/2))...)
 	if err := rc.write(part, cr.deadline(cr.e.AnswerWithin)); err != nil {
-		rec.record("write_failed", unexpected, 0, err.Error())
+		cr.writeFailed(rec, err)
 		return
 	}
 	sent := time.Now()

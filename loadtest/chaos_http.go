@@ -217,7 +217,7 @@ func (cr *chaosRun) httpHalfSent(ctx, runCtx context.Context, sid string, rec *k
 	}
 	_ = c.SetWriteDeadline(cr.deadline(cr.e.AnswerWithin))
 	if _, err := c.Write(msg); err != nil {
-		rec.record("write_failed", unexpected, 0, err.Error())
+		cr.writeFailed(rec, err)
 		return
 	}
 	sent := time.Now()
