@@ -385,7 +385,7 @@ func (cr *chaosRun) httpAbandon(ctx context.Context, rec *kindRec) {
 	ictx, cancel := context.WithTimeout(ctx, cr.timeout)
 	defer cancel()
 	if _, err := cr.httpInit(ictx); err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !cr.ended() {
 			rec.record("initialize_failed", unexpected, 0, err.Error())
 		}
 		return
@@ -463,7 +463,7 @@ func (cr *chaosRun) httpEpisode(ctx context.Context, k ChaosKind, n int, rec *ki
 	case ChaosChurn:
 		sid, err := cr.httpInit(ectx)
 		if err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !cr.ended() {
 				rec.record("initialize_failed", unexpected, 0, err.Error())
 			}
 			return
