@@ -264,7 +264,11 @@ func (s *Server) serveMessage(ctx context.Context, sess *session.Session, m *cod
 	r.msg = *m
 	r.ctx, r.cancel = rctx, cancel
 	if ctx != nil && ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { r.cancel(context.Cause(ctx)) })
+		// The callback holds the request's own cancel, not r: stop does
+		// not wait for a callback already started, which may run after r
+		// is released (zeroed, or serving another request). Calling
+		// cancel late is harmless.
+		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 		defer stop()
 	}
 	s.run(r)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,7 +29,10 @@ type ChaosKind string
 // The hostile clients. Each runs its episode over and over until the run
 // ends, and records for each what happened (an outcome) and whether that is
 // what a sound server does (as expected, unexpected, or undecided when the
-// run ended first). The expected outcomes, TCP unless said otherwise:
+// run ended first). Every kind runs on TCP and on Streamable HTTP; the
+// episodes and expected outcomes are TCP's unless an HTTP line says
+// otherwise. HTTP episodes that need a session open one (initialize, then
+// notifications/initialized) and delete it at the end.
 const (
 	// ChaosGarbage sends a line of random bytes. Expected: a JSON-RPC
 	// parse error (-32700) or the connection closed; not silence. HTTP: a
@@ -37,7 +41,9 @@ const (
 	// ChaosBadUTF8 initializes, then sends valid JSON-RPC requests whose
 	// strings hold invalid UTF-8 (prompts/get greet, tools/call echo).
 	// Expected: each is answered (a result or an error) and a ping after
-	// them too: the server stays up and keeps the connection.
+	// them too: the server stays up and keeps the connection. HTTP: each
+	// is a POST on the session, answered 200 with a result or a JSON-RPC
+	// error, and the ping after them too (the session keeps working).
 	ChaosBadUTF8 ChaosKind = "bad_utf8"
 	// ChaosOversized initializes, then sends one message of
 	// ChaosExpect.MaxMessage plus 64 KiB. Expected: a -32700 error, then
@@ -46,21 +52,45 @@ const (
 	// 413, or the connection closed.
 	ChaosOversized ChaosKind = "oversized"
 	// ChaosHalfSent initializes, sends a prefix of a message (64 KiB or
-	// half of MaxMessage, whichever is less; no newline) and falls silent. Expected: the server closes the
-	// connection within ChaosExpect.ReadTimeout (plus a second of grace).
-	// Undecided when the run ends first.
+	// half of MaxMessage, whichever is less; no newline) and falls
+	// silent. Expected: the server closes the connection within
+	// ChaosExpect.ReadTimeout (plus a second of grace). Undecided when the
+	// run ends first. HTTP: on a connection of its own, the headers of a
+	// POST on the session with a Content-Length of 32 KiB (or MaxMessage,
+	// whichever is less) and half that body; expected: the connection
+	// closed within the same bound, after a 408 ("status_408+closed") or
+	// without one ("closed"). Any other answer is unexpected.
 	ChaosHalfSent ChaosKind = "half_sent"
 	// ChaosNoRead initializes, then sends echo calls with 16 KiB texts
 	// and never reads an answer. Expected: the server closes it as a slow
 	// consumer (a write fails) before ChaosExpect.SlowConsumerBytes of
 	// answers are due; "stalled" (a write blocked for AnswerWithin: the
 	// server stopped reading but kept the connection) is unexpected.
+	// HTTP: on one keep-alive connection of its own, pipelines POSTs of
+	// the demo set's count (n 100, no delay, a progress token, 16 KiB of
+	// padding in _meta), each answered by an SSE stream of 100 progress
+	// events and the result (about 15 KiB), and reads none of it. The
+	// server serves them in turn until a write blocks; it then stops
+	// reading, and the client's writes block too. Expected: the server
+	// closes the connection (a stream cut off as a slow consumer, past
+	// its MaxStreamBuffer, or a write that timed out) before a client
+	// write has blocked ChaosExpect.WriteTimeout plus a second; "stalled"
+	// past that is unexpected. A count stream is far below mcpedge's
+	// default 1 MiB stream bound, so with the default options it is the
+	// write timeout (-write-timeout, 30 s) that ends it: a run shorter
+	// than that records the episode as undecided.
 	ChaosNoRead ChaosKind = "no_read"
 	// ChaosFlood initializes, pipelines ChaosExpect.FloodCalls calls of
 	// FloodTool (default the demo set's count, a slow tool) and reads the
 	// answers. Expected: some are refused with -32000 (busy, a limit), or
 	// the connection is closed; the well-behaved clients meanwhile see no
-	// errors (their own figures tell).
+	// errors (their own figures tell). HTTP: the FloodCalls calls are
+	// concurrent POSTs on one session, each on a connection of its own;
+	// expected: at least one refused with 429 or 503 and Retry-After (the
+	// body a -32000 error), every other one answered 200 with its
+	// JSON-RPC answer; a refusal without Retry-After, a call that failed
+	// or another status is unexpected. Answers are counted by status and
+	// answer ("status_200_result", "status_429_error_-32000").
 	ChaosFlood ChaosKind = "flood"
 	// ChaosAbandon opens sessions and leaves them: TCP connects,
 	// initializes and falls silent, holding the connection to the run's
@@ -79,9 +109,13 @@ func ChaosKinds() []ChaosKind {
 	return []ChaosKind{ChaosGarbage, ChaosBadUTF8, ChaosOversized, ChaosHalfSent, ChaosNoRead, ChaosFlood, ChaosAbandon, ChaosChurn}
 }
 
-// chaosHTTP are the kinds that have an HTTP variant; the others run on TCP
-// targets only.
-var chaosHTTP = map[ChaosKind]bool{ChaosGarbage: true, ChaosOversized: true, ChaosAbandon: true, ChaosChurn: true}
+// chaosHTTP are the kinds that have an HTTP variant (every kind, now); a
+// kind without one would run on TCP targets only and be listed as skipped
+// on HTTP ones.
+var chaosHTTP = map[ChaosKind]bool{
+	ChaosGarbage: true, ChaosBadUTF8: true, ChaosOversized: true, ChaosHalfSent: true,
+	ChaosNoRead: true, ChaosFlood: true, ChaosAbandon: true, ChaosChurn: true,
+}
 
 // ParseChaosClients parses "garbage=2,flood=1" (a kind alone means 1;
 // "all=N" gives every kind N).
@@ -136,6 +170,11 @@ type ChaosExpect struct {
 	// provokes before it decides the server will not close it. Default
 	// 64 MiB.
 	SlowConsumerBytes int
+	// WriteTimeout is how long the server lets a write to a client that
+	// reads nothing block before it closes the connection (mcpedge's
+	// -write-timeout): HTTP no_read allows a blocked write of its own this
+	// long plus a second. Default 30 s (mcpedge's default).
+	WriteTimeout time.Duration
 	// FloodCalls is how many calls a flood client pipelines at once;
 	// default 2000. FloodTool and FloodArgs make each call; default the
 	// demo set's count, {"n":10,"delayMs":100} (one second each).
@@ -157,8 +196,8 @@ type Chaos struct {
 	// Duration bounds the run; default 10 s.
 	Duration time.Duration
 	// Clients is how many clients of each hostile kind run; nil means
-	// DefaultChaosClients. Kinds without an HTTP variant are skipped on an
-	// HTTP target (and listed as skipped).
+	// DefaultChaosClients. A kind without an HTTP variant (none, now)
+	// would be skipped on an HTTP target and listed as skipped.
 	Clients map[ChaosKind]int
 	// Good is the well-behaved load, run by Run for the chaos run's
 	// length (Target, Duration, Warmup and PID are set from the chaos
@@ -187,7 +226,8 @@ type ChaosKindResult struct {
 	Kind    ChaosKind `json:"kind"`
 	Clients int       `json:"clients"`
 	Expect  string    `json:"expect"` // the expected outcome, in words
-	// Skipped says why the kind did not run (no HTTP variant).
+	// Skipped says why the kind did not run (no HTTP variant; every kind
+	// has one now, so it is empty).
 	Skipped string `json:"skipped,omitempty"`
 	// Episodes is the number of hostile acts (a connection each, but for
 	// flood: a burst of calls).
@@ -199,7 +239,8 @@ type ChaosKindResult struct {
 	// "hang", "answered", "busy", "status_413", ...
 	Outcomes map[string]int64 `json:"outcomes"`
 	// Answers counts the JSON-RPC answers received by kind ("result",
-	// "error_-32000", ...): flood and bad_utf8.
+	// "error_-32000", ...): flood and bad_utf8. HTTP flood counts them by
+	// status too ("status_200_result", "status_429_error_-32000").
 	Answers map[string]int64 `json:"answers,omitempty"`
 	// CloseAfter is the time from the hostile act to the server's close,
 	// where the server closed.
@@ -360,15 +401,28 @@ func (k *kindRec) answer(kind string, n int64) {
 	k.mu.Unlock()
 }
 
+// chaosExpectText is each kind's expected outcome in words, on TCP;
+// chaosExpectHTTP overrides it on HTTP.
 var chaosExpectText = map[ChaosKind]string{
-	ChaosGarbage:   "a -32700 parse error or the connection closed (HTTP: a 4xx), never silence",
+	ChaosGarbage:   "a -32700 parse error or the connection closed, never silence",
 	ChaosBadUTF8:   "every request answered (result or error) and a ping after them; the connection stays",
-	ChaosOversized: "a -32700 size error then the connection closed (HTTP: 413), or the close alone",
+	ChaosOversized: "a -32700 size error then the connection closed, or the close alone",
 	ChaosHalfSent:  "the connection closed within the read timeout",
 	ChaosNoRead:    "closed as a slow consumer before the answer budget is spent",
 	ChaosFlood:     "some calls refused with -32000 (busy, a limit), or the connection closed",
 	ChaosAbandon:   "reaped eventually (not waited for: closed during the run counts as expected)",
 	ChaosChurn:     "every connection accepted (and initialized, every other time)",
+}
+
+var chaosExpectHTTP = map[ChaosKind]string{
+	ChaosGarbage:   "a 4xx answer, never silence",
+	ChaosBadUTF8:   "every POST answered 200 (result or JSON-RPC error) and a ping after them; the session keeps working",
+	ChaosOversized: "413, or the connection closed",
+	ChaosHalfSent:  "the connection closed within the read timeout (with or without a 408)",
+	ChaosNoRead:    "the connection closed (stream bound or write timeout) before a client write blocks past the write timeout",
+	ChaosFlood:     "some POSTs refused 429 or 503 with Retry-After, every other one answered 200",
+	ChaosAbandon:   "reaped eventually (not waited for)",
+	ChaosChurn:     "every initialize answered (and the session deleted, every other time)",
 }
 
 func (e *ChaosExpect) defaults() {
@@ -383,6 +437,9 @@ func (e *ChaosExpect) defaults() {
 	}
 	if e.SlowConsumerBytes <= 0 {
 		e.SlowConsumerBytes = 64 << 20
+	}
+	if e.WriteTimeout <= 0 {
+		e.WriteTimeout = 30 * time.Second
 	}
 	if e.FloodCalls <= 0 {
 		e.FloodCalls = 2000
@@ -414,6 +471,7 @@ type chaosRun struct {
 	end     time.Time
 	timeout time.Duration
 	hc      *http.Client // HTTP hostile clients: no keep-alive
+	url     *url.URL     // HTTP: the target's URL
 }
 
 // RunChaos runs hostile clients beside well-behaved ones for cfg.Duration
@@ -461,6 +519,13 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 	}
 	start := time.Now()
 	cr := &chaosRun{cfg: cfg, e: cfg.Expect, end: start.Add(cfg.Duration), timeout: cfg.Timeout}
+	if cfg.Target.Transport == "http" {
+		u, err := url.Parse(cfg.Target.Addr)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("%w: http target %q", ErrConfig, cfg.Target.Addr)
+		}
+		cr.url = u
+	}
 	tr := &http.Transport{DisableKeepAlives: true, DisableCompression: true}
 	cr.hc = &http.Client{Transport: tr, Timeout: cfg.Timeout}
 	defer tr.CloseIdleConnections()
@@ -471,7 +536,11 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 	var wg sync.WaitGroup
 	for _, k := range ChaosKinds() {
 		n := cfg.Clients[k]
-		rec := &kindRec{res: ChaosKindResult{Kind: k, Clients: n, Expect: chaosExpectText[k], Outcomes: map[string]int64{}}, close: newHist(2)}
+		expect := chaosExpectText[k]
+		if cfg.Target.Transport == "http" && chaosExpectHTTP[k] != "" {
+			expect = chaosExpectHTTP[k]
+		}
+		rec := &kindRec{res: ChaosKindResult{Kind: k, Clients: n, Expect: expect, Outcomes: map[string]int64{}}, close: newHist(2)}
 		recs[k] = rec
 		if n <= 0 {
 			continue
@@ -598,6 +667,17 @@ func (cr *chaosRun) deadline(d time.Duration) time.Time {
 
 // ended reports whether the run's end cut the wait short.
 func (cr *chaosRun) ended() bool { return !time.Now().Before(cr.end.Add(-50 * time.Millisecond)) }
+
+// writeFailed records a hostile write that failed: unexpected, but for a
+// write whose deadline was the run's end (an episode begun just before
+// it), which is undecided.
+func (cr *chaosRun) writeFailed(rec *kindRec, err error) {
+	if isTimeout(err) && cr.ended() {
+		rec.record("run_ended", undecided, 0, "")
+		return
+	}
+	rec.record("write_failed", unexpected, 0, err.Error())
+}
 
 func (rc *rawConn) write(b []byte, deadline time.Time) error {
 	_ = rc.c.SetWriteDeadline(deadline)
@@ -735,7 +815,7 @@ func (cr *chaosRun) garbage(rc *rawConn, client, n int, rec *kindRec) {
 		if isClose(err) {
 			rec.record("closed", asExpected, time.Since(sent), "")
 		} else {
-			rec.record("write_failed", unexpected, 0, err.Error())
+			cr.writeFailed(rec, err)
 		}
 		return
 	}
@@ -771,7 +851,7 @@ func (cr *chaosRun) badUTF8(rc *rawConn, rec *kindRec) {
 		all = append(all, r...)
 	}
 	if err := rc.write(all, cr.deadline(cr.e.AnswerWithin)); err != nil {
-		rec.record("write_failed", unexpected, 0, err.Error())
+		cr.writeFailed(rec, err)
 		return
 	}
 	want := len(badUTF8Requests)
@@ -871,7 +951,7 @@ func (cr *chaosRun) halfSent(rc *rawConn, rec *kindRec) {
 	// Big, but well under the size limit: what is tested is the wait.
 	part = append(part, bytes.Repeat([]byte("h"), min(64<<10, cr.e.MaxMessage/2))...)
 	if err := rc.write(part, cr.deadline(cr.e.AnswerWithin)); err != nil {
-		rec.record("write_failed", unexpected, 0, err.Error())
+		cr.writeFailed(rec, err)
 		return
 	}
 	sent := time.Now()
@@ -1055,140 +1135,4 @@ func (cr *chaosRun) abandon(ctx context.Context, rec *kindRec) {
 		case <-ctx.Done():
 		}
 	}
-}
-
-// HTTP variants. They use net/http without keep-alive: each episode is a
-// connection of its own.
-
-func (cr *chaosRun) post(ctx context.Context, body io.Reader, sid string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cr.cfg.Target.Addr, body)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if sid != "" {
-		req.Header.Set(hSession, sid)
-		req.Header.Set(hVersion, protocolVersion)
-	}
-	return cr.hc.Do(req)
-}
-
-// httpInit posts initialize and returns the session id.
-func (cr *chaosRun) httpInit(ctx context.Context) (string, error) {
-	resp, err := cr.post(ctx, bytes.NewReader(codec.AppendRequest(nil, []byte("0"), "initialize", []byte(initParams))), "")
-	if err != nil {
-		return "", err
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("initialize answered %s", resp.Status)
-	}
-	return resp.Header.Get(hSession), nil
-}
-
-func (cr *chaosRun) httpAbandon(ctx context.Context, rec *kindRec) {
-	ictx, cancel := context.WithTimeout(ctx, cr.timeout)
-	defer cancel()
-	if _, err := cr.httpInit(ictx); err != nil {
-		if ctx.Err() == nil {
-			rec.record("initialize_failed", unexpected, 0, err.Error())
-		}
-		return
-	}
-	rec.record("abandoned", undecided, 0, "")
-}
-
-func (cr *chaosRun) httpEpisode(ctx context.Context, k ChaosKind, n int, rec *kindRec) {
-	ectx, cancel := context.WithDeadline(ctx, cr.deadline(cr.timeout))
-	defer cancel()
-	switch k {
-	case ChaosGarbage:
-		rng := rand64{s: uint64(time.Now().UnixNano()) ^ uint64(n)}
-		resp, err := cr.post(ectx, bytes.NewReader(garbageLine(&rng, 64+int(rng.next()%4096))), "")
-		if err != nil {
-			cr.httpFailed(ctx, rec, err)
-			return
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		switch {
-		case resp.StatusCode >= 400 && resp.StatusCode < 500 && bytes.Contains(body, []byte(strconv.Itoa(codec.CodeParseError))):
-			rec.record(fmt.Sprintf("status_%d_parse_error", resp.StatusCode), asExpected, 0, "")
-		case resp.StatusCode >= 400 && resp.StatusCode < 500:
-			rec.record(fmt.Sprintf("status_%d", resp.StatusCode), asExpected, 0, "")
-		default:
-			rec.record(fmt.Sprintf("status_%d", resp.StatusCode), unexpected, 0, clip(body))
-		}
-	case ChaosOversized:
-		// An initialized session, so the size is what is refused.
-		sid, err := cr.httpInit(ectx)
-		if err != nil {
-			cr.httpFailed(ctx, rec, err)
-			return
-		}
-		size := cr.e.MaxMessage + 64<<10
-		body := io.MultiReader(
-			strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`),
-			io.LimitReader(repeatReader('x'), int64(size)),
-			strings.NewReader(`"}}}`))
-		sent := time.Now()
-		resp, err := cr.post(ectx, body, sid)
-		if err != nil {
-			if isClose(err) || strings.Contains(err.Error(), "broken pipe") || strings.Contains(err.Error(), "connection reset") {
-				rec.record("closed", asExpected, time.Since(sent), "")
-				return
-			}
-			cr.httpFailed(ctx, rec, err)
-			return
-		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusRequestEntityTooLarge {
-			rec.record("status_413", asExpected, 0, "")
-		} else {
-			rec.record(fmt.Sprintf("status_%d", resp.StatusCode), unexpected, 0, "")
-		}
-	case ChaosChurn:
-		sid, err := cr.httpInit(ectx)
-		if err != nil {
-			if ctx.Err() == nil {
-				rec.record("initialize_failed", unexpected, 0, err.Error())
-			}
-			return
-		}
-		if n%2 == 0 && sid != "" {
-			req, _ := http.NewRequestWithContext(ectx, http.MethodDelete, cr.cfg.Target.Addr, nil)
-			req.Header.Set(hSession, sid)
-			req.Header.Set(hVersion, protocolVersion)
-			if resp, err := cr.hc.Do(req); err == nil {
-				resp.Body.Close()
-			}
-			rec.record("initialized+deleted", asExpected, 0, "")
-			return
-		}
-		rec.record("initialized", asExpected, 0, "")
-	}
-}
-
-func (cr *chaosRun) httpFailed(ctx context.Context, rec *kindRec, err error) {
-	switch {
-	case ctx.Err() != nil || cr.ended():
-		rec.record("run_ended", undecided, 0, "")
-	case isTimeout(err) || errors.Is(err, context.DeadlineExceeded):
-		rec.record("hang", unexpected, 0, err.Error())
-	default:
-		rec.record("failed", unexpected, 0, err.Error())
-	}
-}
-
-// repeatReader reads an endless run of one byte.
-type repeatReader byte
-
-func (r repeatReader) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = byte(r)
-	}
-	return len(p), nil
 }

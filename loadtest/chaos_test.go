@@ -16,12 +16,16 @@ import (
 )
 
 // chaosServer serves the demo set with small limits, so that the hostile
-// clients meet them quickly.
+// clients meet them quickly: on HTTP, a read and a write timeout of a
+// second (half_sent, no_read) and a 4 KiB stream bound, which the count
+// stream of no_read (about 15 KiB of progress events) passes once its
+// write blocks: it is cut off as a slow consumer at once (TestChaosSurvival
+// keeps the default 1 MiB bound, so there the write timeout ends it).
 func chaosServer(t *testing.T) (tcpSpec, httpSpec string) {
 	t.Helper()
 	srv := testserver.Engine(t, "demo", engine.Options{MaxMessage: 64 << 10, Workers: 32})
 	tcpAddr, _ := testserver.TCP(t, srv, tcp.Options{Loops: 2, MaxOutbound: 256 << 10})
-	base, _ := testserver.HTTP(t, srv, mcphttp.Options{})
+	base, _ := testserver.HTTP(t, srv, mcphttp.Options{ReadTimeout: time.Second, WriteTimeout: time.Second, MaxStreamBuffer: 4 << 10})
 	return "tcp://" + tcpAddr, base + "/mcp"
 }
 
@@ -67,10 +71,11 @@ func TestChaosHTTP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := RunChaos(ctx, Chaos{
-		Target: target, Duration: 1500 * time.Millisecond, Timeout: 3 * time.Second,
-		Clients: map[ChaosKind]int{ChaosGarbage: 1, ChaosOversized: 1, ChaosAbandon: 1, ChaosChurn: 1, ChaosFlood: 1},
-		Expect:  ChaosExpect{MaxMessage: 64 << 10, AnswerWithin: time.Second, MaxAbandoned: 20},
-		Good:    Config{Connections: 2, Rate: 100},
+		Target: target, Duration: 3 * time.Second, Timeout: 3 * time.Second, PID: os.Getpid(),
+		Clients: map[ChaosKind]int{ChaosGarbage: 1, ChaosBadUTF8: 1, ChaosOversized: 1, ChaosHalfSent: 1, ChaosNoRead: 1, ChaosFlood: 1, ChaosAbandon: 1, ChaosChurn: 1},
+		Expect: ChaosExpect{MaxMessage: 64 << 10, ReadTimeout: time.Second, WriteTimeout: time.Second, AnswerWithin: time.Second,
+			FloodCalls: 200, FloodArgs: `{"n":5,"delayMs":50}`, MaxAbandoned: 20},
+		Good: Config{Connections: 2, Rate: 100},
 	})
 	require.NoError(t, err)
 	var b strings.Builder
@@ -78,14 +83,37 @@ func TestChaosHTTP(t *testing.T) {
 	t.Log("\n" + b.String())
 	assert.True(t, res.ServerAlive, res.AliveError)
 	assert.Positive(t, res.Good.OK)
-	for _, k := range []ChaosKind{ChaosGarbage, ChaosOversized, ChaosAbandon, ChaosChurn} {
+	assert.NotContains(t, b.String(), "skipped", "every kind has an HTTP variant")
+	for _, k := range ChaosKinds() {
 		h := res.Kind(k)
+		assert.Empty(t, h.Skipped, k)
 		assert.Positive(t, h.Episodes, k)
 		assert.Zero(t, h.Unexpected, "%s: %s", k, h.FirstUnexpected)
+		if k != ChaosAbandon { // abandoned sessions outlive the run
+			assert.Positive(t, h.AsExpected, "%s met its defined answer (%v)", k, h.Outcomes)
+		}
 	}
 	assert.Positive(t, res.Kind(ChaosOversized).Outcomes["status_413"]+res.Kind(ChaosOversized).Outcomes["closed"])
-	assert.Equal(t, "no HTTP variant", res.Kind(ChaosFlood).Skipped)
-	assert.Contains(t, b.String(), "skipped")
+
+	// bad_utf8: every request answered, the ping after them a result.
+	utf := res.Kind(ChaosBadUTF8)
+	assert.Positive(t, utf.Outcomes["answered"])
+	assert.Positive(t, utf.Answers["result"])
+	// half_sent: closed by the read timeout, with or without a 408.
+	half := res.Kind(ChaosHalfSent)
+	assert.Positive(t, half.Outcomes["closed"]+half.Outcomes["status_408+closed"], half.Outcomes)
+	require.NotNil(t, half.CloseAfter)
+	assert.LessOrEqual(t, half.CloseAfter.Max, 2e6, "within the read timeout and a second, in µs")
+	// no_read: the connection closed, the stream cut off.
+	assert.Positive(t, res.Kind(ChaosNoRead).Outcomes["closed"])
+	// flood: refusals with 429 (the session's in-flight limit), the rest
+	// answered 200.
+	flood := res.Kind(ChaosFlood)
+	assert.Positive(t, flood.Outcomes["busy"])
+	assert.Positive(t, flood.Answers["status_429_error_-32000"], flood.Answers)
+	assert.Positive(t, flood.Answers["status_200_result"], flood.Answers)
+	require.NotNil(t, res.ServerBefore)
+	require.NotNil(t, res.ServerAfter)
 }
 
 func TestParseChaosClients(t *testing.T) {

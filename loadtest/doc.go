@@ -18,10 +18,11 @@
 // then, and samples the server's memory, threads, descriptors (and
 // goroutines, where exposed) from /proc. RunChaos runs hostile clients
 // (garbage, invalid UTF-8, oversized and half-sent messages, readers that
-// never read, floods, abandoned sessions, connection churn) beside
-// well-behaved ones, records what each hostile episode met against what a
-// sound server does, and reports the well-behaved clients' errors and
-// latency apart; it is a library, for go tests as much as for mcpload.
+// never read, floods, abandoned sessions, connection churn; each kind on
+// TCP and on Streamable HTTP, see ChaosKind) beside well-behaved ones,
+// records what each hostile episode met against what a sound server does,
+// and reports the well-behaved clients' errors and latency apart; it is a
+// library, for go tests as much as for mcpload.
 //
 // By default mcpload uses its own lean connections: a fasthttp HostClient
 // (PipelineClient when more than one request is in flight per connection)
@@ -68,7 +69,10 @@
 //	                 unexpected, undecided, outcomes {name: n},
 //	                 answers {name: n}, close_after_us {...}, first_unexpected}]}
 //	                 (in chaos mode the top-level figures are the
-//	                 well-behaved clients')
+//	                 well-behaved clients'; skipped names why a kind did
+//	                 not run, and is absent now that every kind has an
+//	                 HTTP variant; HTTP flood answers are counted by
+//	                 status, "status_429_error_-32000")
 //	thresholds {max_p99_us, max_error_rate, passed, violations [...]}
 //
 // Members that do not apply to a mode are omitted. A new member may appear

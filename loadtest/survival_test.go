@@ -51,7 +51,11 @@ func TestChaosSurvival(t *testing.T) {
 	const maxMessage = 64 << 10
 	srv := testserver.Engine(t, "demo", engine.Options{MaxMessage: maxMessage, Workers: 64, MaxInflight: 16})
 	tcpAddr, _ := testserver.TCP(t, srv, tcp.Options{Loops: 2, MaxOutbound: 256 << 10, ReadTimeout: time.Second, IdleTimeout: 10 * time.Second})
-	base, _ := testserver.HTTP(t, srv, mcphttp.Options{InitTimeout: time.Second, ReadTimeout: 2 * time.Second})
+	// HTTP: the read timeout is the TCP one, which half_sent expects
+	// (ChaosExpect.ReadTimeout); the write timeout is short so that no_read,
+	// whose count streams stay far below the default 1 MiB stream bound, is
+	// ended by it within the run (ChaosExpect.WriteTimeout).
+	base, _ := testserver.HTTP(t, srv, mcphttp.Options{InitTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
 	tcpTarget, err := ParseTarget("tcp://" + tcpAddr)
 	require.NoError(t, err)
 	httpTarget, err := ParseTarget(base + "/mcp")
@@ -69,6 +73,7 @@ func TestChaosSurvival(t *testing.T) {
 	expect := ChaosExpect{
 		MaxMessage:   maxMessage,
 		ReadTimeout:  time.Second,
+		WriteTimeout: time.Second,
 		AnswerWithin: 2 * time.Second,
 		FloodCalls:   200,
 		FloodArgs:    `{"n":5,"delayMs":50}`,

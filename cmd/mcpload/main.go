@@ -66,6 +66,7 @@ type options struct {
 	hostile                   string
 	maxMessage                int
 	readTimeout, answerWithin time.Duration
+	writeTimeout              time.Duration
 	floodCalls                int
 	floodTool, floodArgs      string
 	slowConsumerBytes         int
@@ -109,6 +110,7 @@ func parse(args []string, stderr io.Writer) (*options, string, error) {
 	fs.StringVar(&o.hostile, "hostile", "all=2", "chaos mode: hostile clients per kind, e.g. garbage=2,flood=1 or all=2; kinds "+strings.Join(chaosKindNames(), ", "))
 	fs.IntVar(&o.maxMessage, "expect-max-message", 4<<20, "chaos mode: the server's largest inbound message (oversized sends 64 KiB more)")
 	fs.DurationVar(&o.readTimeout, "expect-read-timeout", 10*time.Second, "chaos mode: how soon the server should close a half-sent message's connection")
+	fs.DurationVar(&o.writeTimeout, "expect-write-timeout", 30*time.Second, "chaos mode: how long the server lets a write to a client that reads nothing block before it closes the connection (HTTP no_read)")
 	fs.DurationVar(&o.answerWithin, "expect-answer-within", 5*time.Second, "chaos mode: how soon an immediate answer or close should come")
 	fs.IntVar(&o.slowConsumerBytes, "expect-slow-consumer-bytes", 64<<20, "chaos mode: unread answer bytes after which a reader that never reads should have been closed")
 	fs.IntVar(&o.floodCalls, "flood-calls", 2000, "chaos mode: calls a flood client pipelines at once")
@@ -263,7 +265,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		cr, err = loadtest.RunChaos(ctx, loadtest.Chaos{
 			Target: target, Duration: o.duration, Clients: clients, Good: good, Timeout: o.timeout, PID: o.pid,
 			Expect: loadtest.ChaosExpect{
-				MaxMessage: o.maxMessage, ReadTimeout: o.readTimeout, AnswerWithin: o.answerWithin,
+				MaxMessage: o.maxMessage, ReadTimeout: o.readTimeout, WriteTimeout: o.writeTimeout, AnswerWithin: o.answerWithin,
 				SlowConsumerBytes: o.slowConsumerBytes, FloodCalls: o.floodCalls, FloodTool: o.floodTool, FloodArgs: o.floodArgs,
 			},
 		})

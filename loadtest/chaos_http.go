@@ -1,0 +1,504 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+)
+
+// HTTP variants. They use net/http without keep-alive, a connection per
+// request, but for half_sent and no_read, which drive a connection of
+// their own by hand.
+
+func (cr *chaosRun) post(ctx context.Context, body io.Reader, sid string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cr.cfg.Target.Addr, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set(hSession, sid)
+		req.Header.Set(hVersion, protocolVersion)
+	}
+	return cr.hc.Do(req)
+}
+
+// httpInit posts initialize and returns the session id.
+func (cr *chaosRun) httpInit(ctx context.Context) (string, error) {
+	resp, err := cr.post(ctx, bytes.NewReader(codec.AppendRequest(nil, []byte("0"), "initialize", []byte(initParams))), "")
+	if err != nil {
+		return "", err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("initialize answered %s", resp.Status)
+	}
+	return resp.Header.Get(hSession), nil
+}
+
+// httpSession opens a session that is ready for requests: initialize, then
+// notifications/initialized.
+func (cr *chaosRun) httpSession(ctx context.Context) (string, error) {
+	sid, err := cr.httpInit(ctx)
+	if err != nil {
+		return "", err
+	}
+	if sid == "" {
+		return "", errors.New("initialize answered without " + hSession)
+	}
+	resp, err := cr.post(ctx, bytes.NewReader(codec.AppendNotification(nil, "notifications/initialized", nil)), sid)
+	if err != nil {
+		return "", err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("notifications/initialized answered %s", resp.Status)
+	}
+	return sid, nil
+}
+
+// httpDelete ends a session, best effort, even once the run has ended.
+func (cr *chaosRun) httpDelete(sid string) {
+	ctx, cancel := context.WithTimeout(context.Background(), cr.e.AnswerWithin)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, cr.cfg.Target.Addr, nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set(hSession, sid)
+	req.Header.Set(hVersion, protocolVersion)
+	if resp, err := cr.hc.Do(req); err == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+	}
+}
+
+// httpAnswer is what a POST of one request got back.
+type httpAnswer struct {
+	status     int
+	retryAfter string
+	// answer names the JSON-RPC answer to the request ("result",
+	// "error_-32000"), from the JSON body or the SSE stream's events; ""
+	// when there was none.
+	answer string
+	body   []byte
+}
+
+// httpCall POSTs one request with id on session sid and reads its answer.
+func (cr *chaosRun) httpCall(ctx context.Context, sid string, body []byte, id string) (httpAnswer, error) {
+	resp, err := cr.post(ctx, bytes.NewReader(body), sid)
+	if err != nil {
+		return httpAnswer{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	a := httpAnswer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), body: b}
+	if err != nil {
+		return a, err
+	}
+	a.answer = findAnswer(resp.Header.Get("Content-Type"), b, id)
+	return a, nil
+}
+
+// findAnswer returns the name of the JSON-RPC answer to id in body, a JSON
+// message or an SSE stream, or "".
+func findAnswer(contentType string, body []byte, id string) string {
+	var msg codec.Message
+	name := func(data []byte) string {
+		if codec.Decode(data, &msg) != nil || (msg.Kind != codec.KindResponse && msg.Kind != codec.KindError) {
+			return ""
+		}
+		if string(msg.ID) != id && !(msg.Kind == codec.KindError && len(msg.ID) == 0) {
+			return ""
+		}
+		return answerName(&msg)
+	}
+	if !strings.HasPrefix(contentType, "text/event-stream") {
+		return name(bytes.TrimSpace(body))
+	}
+	var p codec.SSEParser
+	p.MaxSize = 4 << 20
+	for len(body) > 0 {
+		ev, n, ok, err := p.Next(body)
+		if err != nil || n == 0 {
+			return ""
+		}
+		body = body[n:]
+		if !ok || len(ev.Data) == 0 {
+			continue
+		}
+		if a := name(ev.Data); a != "" {
+			return a
+		}
+	}
+	return ""
+}
+
+// httpBadUTF8 POSTs the requests with invalid UTF-8, the ping last, on
+// session sid: each must be answered 200 with its JSON-RPC answer, the
+// ping with a result (the session still works).
+func (cr *chaosRun) httpBadUTF8(ctx, runCtx context.Context, sid string, rec *kindRec) {
+	for i, r := range badUTF8Requests {
+		a, err := cr.httpCall(ctx, sid, bytes.TrimSuffix(r, []byte("\n")), strconv.Itoa(i+1))
+		switch {
+		case err != nil:
+			cr.httpFailed(runCtx, rec, fmt.Errorf("request %d of %d: %w", i+1, len(badUTF8Requests), err))
+			return
+		case a.status != http.StatusOK:
+			rec.record(fmt.Sprintf("status_%d", a.status), unexpected, 0, fmt.Sprintf("request %d of %d: %s", i+1, len(badUTF8Requests), clip(a.body)))
+			return
+		case a.answer == "":
+			rec.record("no_answer", unexpected, 0, fmt.Sprintf("request %d of %d: %s", i+1, len(badUTF8Requests), clip(a.body)))
+			return
+		}
+		rec.answer(a.answer, 1)
+		if i == len(badUTF8Requests)-1 && a.answer != "result" {
+			rec.record("ping_failed", unexpected, 0, "the ping after them: "+clip(a.body))
+			return
+		}
+	}
+	rec.record("answered", asExpected, 0, "")
+}
+
+// dialHTTP opens a connection of its own to the HTTP target.
+func (cr *chaosRun) dialHTTP(ctx context.Context) (net.Conn, error) {
+	host := cr.url.Host
+	if cr.url.Port() == "" {
+		host = net.JoinHostPort(cr.url.Hostname(), "80")
+	}
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, cr.timeout)
+	defer cancel()
+	return d.DialContext(dctx, "tcp", host)
+}
+
+// appendPostHead appends the head of a POST of n bytes on session sid.
+func (cr *chaosRun) appendPostHead(dst []byte, sid string, n int) []byte {
+	dst = append(dst, "POST "...)
+	dst = append(dst, cr.url.RequestURI()...)
+	dst = append(dst, " HTTP/1.1\r\nHost: "...)
+	dst = append(dst, cr.url.Host...)
+	dst = append(dst, "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"...)
+	dst = append(dst, hSession+": "...)
+	dst = append(dst, sid...)
+	dst = append(dst, "\r\n"+hVersion+": "+protocolVersion+"\r\nContent-Length: "...)
+	dst = strconv.AppendInt(dst, int64(n), 10)
+	return append(dst, "\r\n\r\n"...)
+}
+
+// httpHalfSent sends the head of a POST and half its body on a connection
+// of its own, falls silent and waits for the server to close it.
+func (cr *chaosRun) httpHalfSent(ctx, runCtx context.Context, sid string, rec *kindRec) {
+	c, err := cr.dialHTTP(ctx)
+	if err != nil {
+		cr.httpFailed(runCtx, rec, err)
+		return
+	}
+	defer c.Close()
+	n := min(32<<10, cr.e.MaxMessage)
+	msg := cr.appendPostHead(nil, sid, n)
+	head := len(msg)
+	msg = append(msg, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`...)
+	for len(msg)-head < n/2 {
+		msg = append(msg, 'h')
+	}
+	_ = c.SetWriteDeadline(cr.deadline(cr.e.AnswerWithin))
+	if _, err := c.Write(msg); err != nil {
+		cr.writeFailed(rec, err)
+		return
+	}
+	sent := time.Now()
+	grace := cr.e.ReadTimeout + time.Second
+	_ = c.SetReadDeadline(cr.deadline(grace))
+	got, err := io.ReadAll(io.LimitReader(c, 64<<10))
+	if err == nil {
+		err = io.EOF // the limit: the server said a lot, then
+	}
+	took := time.Since(sent)
+	status := ""
+	if len(got) > 0 {
+		status = "status_?"
+		if f := bytes.Fields(got); len(f) > 1 && bytes.HasPrefix(f[0], []byte("HTTP/")) {
+			status = "status_" + string(f[1])
+		}
+	}
+	switch {
+	case isClose(err) && took <= grace && (status == "" || status == "status_408"):
+		outcome := "closed"
+		if status != "" {
+			outcome = status + "+closed"
+		}
+		rec.record(outcome, asExpected, took, "")
+	case isClose(err) && took <= grace:
+		rec.record(status+"+closed", unexpected, took, "the half-sent request was answered: "+clip(got))
+	case isClose(err):
+		rec.record("closed_late", unexpected, took, "")
+	case isTimeout(err) && cr.ended() && took < grace:
+		rec.record("open_at_end", undecided, 0, "")
+	case isTimeout(err):
+		rec.record("not_closed", unexpected, 0, "still open "+took.Round(time.Millisecond).String()+" after the half body")
+	default:
+		rec.record("failed", unexpected, 0, err.Error())
+	}
+}
+
+// noReadAnswer is a low estimate of the bytes of the SSE stream that
+// answers one no_read call of count (100 progress events, the result).
+const noReadAnswer = 100 * 120
+
+// httpNoRead pipelines count calls on a keep-alive connection of its own
+// and reads nothing, until the server closes it or a write blocks past the
+// write timeout.
+func (cr *chaosRun) httpNoRead(ctx, runCtx context.Context, sid string, rec *kindRec) {
+	c, err := cr.dialHTTP(ctx)
+	if err != nil {
+		cr.httpFailed(runCtx, rec, err)
+		return
+	}
+	defer c.Close()
+	pad := bytes.Repeat([]byte("p"), max(0, min(16<<10, cr.e.MaxMessage/2-256)))
+	var body, req []byte
+	started := time.Now()
+	due := 0
+	bound := cr.e.WriteTimeout + time.Second
+	for id := 1; ; id++ {
+		body = append(body[:0], `{"jsonrpc":"2.0","id":`...)
+		body = strconv.AppendInt(body, int64(id), 10)
+		body = append(body, `,"method":"tools/call","params":{"name":"count","arguments":{"n":100,"delayMs":0},"_meta":{"progressToken":`...)
+		body = strconv.AppendInt(body, int64(id), 10)
+		body = append(body, `,"pad":"`...)
+		body = append(body, pad...)
+		body = append(body, `"}}}`...)
+		req = cr.appendPostHead(req[:0], sid, len(body))
+		req = append(req, body...)
+		_ = c.SetWriteDeadline(cr.deadline(bound))
+		_, err := c.Write(req)
+		switch {
+		case err == nil:
+			due += noReadAnswer
+			if due > cr.e.SlowConsumerBytes {
+				rec.record("not_closed", unexpected, 0, fmt.Sprintf("%d calls (at least %d bytes of answers) due, unread, and the connection is open", id, due))
+				return
+			}
+			continue
+		case isClose(err):
+			rec.record("closed", asExpected, time.Since(started), "")
+		case isTimeout(err) && cr.ended():
+			rec.record("run_ended", undecided, 0, "")
+		case isTimeout(err):
+			rec.record("stalled", unexpected, 0, fmt.Sprintf("a write blocked %s after %d calls: the server stopped reading but kept the connection", bound, id-1))
+		default:
+			rec.record("failed", unexpected, 0, err.Error())
+		}
+		return
+	}
+}
+
+// httpFlood POSTs FloodCalls calls of FloodTool at once on session sid.
+func (cr *chaosRun) httpFlood(ctx, runCtx context.Context, sid string, rec *kindRec) {
+	args, _ := compile(cr.e.FloodArgs)
+	var v vars
+	rng := rand64{s: uint64(time.Now().UnixNano())}
+	type result struct {
+		a   httpAnswer
+		err error
+	}
+	results := make([]result, cr.e.FloodCalls)
+	var wg sync.WaitGroup
+	var argsBuf []byte
+	sent := time.Now()
+	for i := range results {
+		id := i + 1
+		v.fill(&rng, 0, uint64(id))
+		argsBuf = render(argsBuf[:0], args, &v)
+		params := fmt.Appendf(nil, `{"name":%q,"arguments":%s,"_meta":{"progressToken":%d}}`, cr.e.FloodTool, argsBuf, id)
+		body := codec.AppendRequest(nil, strconv.AppendInt(nil, int64(id), 10), "tools/call", params)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a, err := cr.httpCall(ctx, sid, body, strconv.Itoa(id))
+			a.body = a.body[:min(len(a.body), 200)]
+			results[i] = result{a, err}
+		}()
+	}
+	wg.Wait()
+	var refused, served, failed, noRetry, other int
+	var firstErr error
+	var firstOther string
+	for _, r := range results {
+		switch {
+		case r.err != nil:
+			failed++
+			if firstErr == nil {
+				firstErr = r.err
+			}
+			continue
+		case r.a.status == http.StatusTooManyRequests || r.a.status == http.StatusServiceUnavailable:
+			refused++
+			if r.a.retryAfter == "" {
+				noRetry++
+			}
+		case r.a.status == http.StatusOK && r.a.answer != "":
+			served++
+		default:
+			other++
+			if firstOther == "" {
+				firstOther = fmt.Sprintf("status %d: %s", r.a.status, clip(r.a.body))
+			}
+		}
+		key := "status_" + strconv.Itoa(r.a.status)
+		if r.a.answer != "" {
+			key += "_" + r.a.answer
+		}
+		rec.answer(key, 1)
+	}
+	switch {
+	case failed > 0 && (runCtx.Err() != nil || cr.ended()):
+		rec.record("run_ended", undecided, 0, "")
+	case failed > 0:
+		rec.record("failed", unexpected, 0, fmt.Sprintf("%d of %d calls: %v", failed, len(results), firstErr))
+	case noRetry > 0:
+		rec.record("refused_without_retry_after", unexpected, 0, fmt.Sprintf("%d of %d refusals", noRetry, refused))
+	case other > 0:
+		rec.record("bad_answer", unexpected, 0, fmt.Sprintf("%d of %d calls, the first %s", other, len(results), firstOther))
+	case refused > 0:
+		rec.record("busy", asExpected, time.Since(sent), "")
+	default:
+		rec.record("all_served", unexpected, 0, fmt.Sprintf("%d concurrent calls, none refused", served))
+	}
+}
+
+func (cr *chaosRun) httpAbandon(ctx context.Context, rec *kindRec) {
+	ictx, cancel := context.WithTimeout(ctx, cr.timeout)
+	defer cancel()
+	if _, err := cr.httpInit(ictx); err != nil {
+		if ctx.Err() == nil && !cr.ended() {
+			rec.record("initialize_failed", unexpected, 0, err.Error())
+		}
+		return
+	}
+	rec.record("abandoned", undecided, 0, "")
+}
+
+func (cr *chaosRun) httpEpisode(ctx context.Context, k ChaosKind, n int, rec *kindRec) {
+	ectx, cancel := context.WithDeadline(ctx, cr.deadline(cr.timeout))
+	defer cancel()
+	switch k {
+	case ChaosBadUTF8, ChaosHalfSent, ChaosNoRead, ChaosFlood:
+		sid, err := cr.httpSession(ectx)
+		if err != nil {
+			cr.httpFailed(ctx, rec, err)
+			return
+		}
+		defer cr.httpDelete(sid)
+		switch k {
+		case ChaosBadUTF8:
+			cr.httpBadUTF8(ectx, ctx, sid, rec)
+		case ChaosHalfSent:
+			cr.httpHalfSent(ectx, ctx, sid, rec)
+		case ChaosNoRead:
+			cr.httpNoRead(ectx, ctx, sid, rec)
+		case ChaosFlood:
+			cr.httpFlood(ectx, ctx, sid, rec)
+		}
+	case ChaosGarbage:
+		rng := rand64{s: uint64(time.Now().UnixNano()) ^ uint64(n)}
+		resp, err := cr.post(ectx, bytes.NewReader(garbageLine(&rng, 64+int(rng.next()%4096))), "")
+		if err != nil {
+			cr.httpFailed(ctx, rec, err)
+			return
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode >= 400 && resp.StatusCode < 500 && bytes.Contains(body, []byte(strconv.Itoa(codec.CodeParseError))):
+			rec.record(fmt.Sprintf("status_%d_parse_error", resp.StatusCode), asExpected, 0, "")
+		case resp.StatusCode >= 400 && resp.StatusCode < 500:
+			rec.record(fmt.Sprintf("status_%d", resp.StatusCode), asExpected, 0, "")
+		default:
+			rec.record(fmt.Sprintf("status_%d", resp.StatusCode), unexpected, 0, clip(body))
+		}
+	case ChaosOversized:
+		// An initialized session, so the size is what is refused.
+		sid, err := cr.httpInit(ectx)
+		if err != nil {
+			cr.httpFailed(ctx, rec, err)
+			return
+		}
+		size := cr.e.MaxMessage + 64<<10
+		body := io.MultiReader(
+			strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`),
+			io.LimitReader(repeatReader('x'), int64(size)),
+			strings.NewReader(`"}}}`))
+		sent := time.Now()
+		resp, err := cr.post(ectx, body, sid)
+		if err != nil {
+			if isClose(err) || strings.Contains(err.Error(), "broken pipe") || strings.Contains(err.Error(), "connection reset") {
+				rec.record("closed", asExpected, time.Since(sent), "")
+				return
+			}
+			cr.httpFailed(ctx, rec, err)
+			return
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusRequestEntityTooLarge {
+			rec.record("status_413", asExpected, 0, "")
+		} else {
+			rec.record(fmt.Sprintf("status_%d", resp.StatusCode), unexpected, 0, "")
+		}
+	case ChaosChurn:
+		sid, err := cr.httpInit(ectx)
+		if err != nil {
+			if ctx.Err() == nil && !cr.ended() {
+				rec.record("initialize_failed", unexpected, 0, err.Error())
+			}
+			return
+		}
+		if n%2 == 0 && sid != "" {
+			req, _ := http.NewRequestWithContext(ectx, http.MethodDelete, cr.cfg.Target.Addr, nil)
+			req.Header.Set(hSession, sid)
+			req.Header.Set(hVersion, protocolVersion)
+			if resp, err := cr.hc.Do(req); err == nil {
+				resp.Body.Close()
+			}
+			rec.record("initialized+deleted", asExpected, 0, "")
+			return
+		}
+		rec.record("initialized", asExpected, 0, "")
+	}
+}
+
+func (cr *chaosRun) httpFailed(ctx context.Context, rec *kindRec, err error) {
+	switch {
+	case ctx.Err() != nil || cr.ended():
+		rec.record("run_ended", undecided, 0, "")
+	case isTimeout(err) || errors.Is(err, context.DeadlineExceeded):
+		rec.record("hang", unexpected, 0, err.Error())
+	default:
+		rec.record("failed", unexpected, 0, err.Error())
+	}
+}
+
+// repeatReader reads an endless run of one byte.
+type repeatReader byte
+
+func (r repeatReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r)
+	}
+	return len(p), nil
+}
