@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/stretchr/testify/require"
@@ -201,4 +202,26 @@ func TestBigFrameLeavesTheLoop(t *testing.T) {
 
 	// Small frames are still answered inline.
 	require.NotEmpty(t, c.handle(`{"jsonrpc":"2.0","id":4,"method":"ping"}`))
+}
+
+// A request's context ended by its transport just as its handler returns
+// (an HTTP client gone at that moment) must not reach the request after it
+// is released: the cancel callback called a nil function there, on a
+// goroutine of its own, and ended the process.
+func TestCancelAtReturnDoesNotTouchReleasedRequest(t *testing.T) {
+	f := newFixture(t, engine.Options{})
+	cancels := make(chan context.CancelFunc, 1)
+	require.NoError(t, f.srv.Registry().AddTool(&mcp.Tool{Name: "cutoff"}, func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
+		(<-cancels)() // the transport's context ends as the handler returns
+		return mcp.TextResult("done"), nil
+	}))
+	c := f.ready(t, `{}`) // after the tool is added: no list_changed notice
+	for i := range 2000 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels <- cancel
+		sink := newChanSink()
+		f.srv.ServeFrame(ctx, c.sess, []byte(`{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"tools/call","params":{"name":"cutoff"}}`), sink)
+		// Other requests keep reusing the pooled request objects.
+		c.echo(i, "next")
+	}
 }
