@@ -368,3 +368,101 @@ func TestEngineClosedSessionClosesConnection(t *testing.T) {
 	other := dial(t, s.addr)
 	other.init(t)
 }
+
+// writeChunks writes b in pieces of size n, as a client on a slow link
+// would, so that the server reads it in many reads.
+func writeChunks(t *testing.T, c net.Conn, b []byte, n int) {
+	t.Helper()
+	for len(b) > 0 {
+		k := min(n, len(b))
+		_, err := c.Write(b[:k])
+		require.NoError(t, err)
+		b = b[k:]
+	}
+}
+
+// A message far larger than a read is assembled out of gnet's buffer
+// (each byte copied and scanned once, not once per read: defect 8's
+// stall) and served whole, with the messages that follow it in the same
+// read, on both framings.
+func TestBigMessageAssembled(t *testing.T) {
+	big := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
+	for _, framer := range []codec.Framer{codec.NewlineFramer{}, codec.ContentLengthFramer{}} {
+		t.Run(framer.Name(), func(t *testing.T) {
+			s := start(t, engine.Options{}, tcp.Options{Framer: framer})
+			c := dial(t, s.addr)
+			var stream []byte
+			for _, line := range []string{initLine, initializedLine, pechoLine(1, big), echoLine(2, "after"), pechoLine(3, big), addLine(4, 1, 2)} {
+				stream = framer.AppendFrame(stream, []byte(line))
+			}
+			writeChunks(t, c.c, stream, 3000)
+			want := map[string]string{`"init"`: "", "1": big, "2": "after", "3": big, "4": "3"}
+			for len(want) > 0 {
+				var m msg
+				if _, nl := framer.(codec.NewlineFramer); nl {
+					var err error
+					m, err = c.read()
+					require.NoError(t, err)
+				} else {
+					m = readContentLength(t, c)
+				}
+				exp, ok := want[string(m.ID)]
+				require.True(t, ok, "unexpected answer %s", m.ID)
+				delete(want, string(m.ID))
+				if exp != "" {
+					txt, err := m.text()
+					require.NoError(t, err)
+					require.Equal(t, len(exp), len(txt))
+				}
+			}
+			// The stream is still framed right after.
+			_, err := c.c.Write(framer.AppendFrame(nil, []byte(addLine(5, 2, 2))))
+			require.NoError(t, err)
+			var m msg
+			if _, nl := framer.(codec.NewlineFramer); nl {
+				m, err = c.read()
+				require.NoError(t, err)
+			} else {
+				m = readContentLength(t, c)
+			}
+			txt, err := m.text()
+			require.NoError(t, err)
+			require.Equal(t, "4", txt)
+		})
+	}
+}
+
+func readContentLength(t *testing.T, c *conn) msg {
+	t.Helper()
+	var n int
+	for {
+		line, err := c.r.ReadString('\n')
+		require.NoError(t, err)
+		if line == "\r\n" {
+			break
+		}
+		_, err = fmt.Sscanf(line, "Content-Length: %d", &n)
+		require.NoError(t, err)
+	}
+	body := make([]byte, n)
+	_, err := io.ReadFull(c.r, body)
+	require.NoError(t, err)
+	var m msg
+	require.NoError(t, codec.Unmarshal(body, &m))
+	return m
+}
+
+// An assembled message that outgrows the size limit is refused like any
+// other: a parse error, then the close.
+func TestBigMessageOverLimitWhileAssembled(t *testing.T) {
+	s := start(t, engine.Options{MaxMessage: 256 << 10}, tcp.Options{})
+	c := dial(t, s.addr)
+	c.init(t)
+	prefix := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`
+	writeChunks(t, c.c, []byte(prefix+strings.Repeat("x", 300<<10)), 4096)
+	m, err := c.read()
+	require.NoError(t, err)
+	require.NotNil(t, m.Error)
+	require.Equal(t, codec.CodeParseError, m.Error.Code)
+	require.True(t, c.closed())
+}

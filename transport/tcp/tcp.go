@@ -28,6 +28,7 @@
 package tcp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -240,7 +241,19 @@ type conn struct {
 	partial  atomic.Int64          // bytes of an incomplete message left in gnet's inbound buffer
 	since    atomic.Int64          // s.now() when the awaited message began; 0: none awaited
 	lastSeen atomic.Int64          // s.now() at the last traffic
+
+	// A message left partial past assembleAbove bytes is assembled here,
+	// out of gnet's buffer (assemble); only the event loop touches these.
+	acc     []byte
+	scanned int // bytes of acc known to hold no newline (newline framing)
 }
+
+// assembleAbove is the size of a partial message past which the
+// connection assembles it in a buffer of its own. Left in gnet's buffer,
+// a 4 MiB message arriving 64 KiB a read is copied (Peek) and scanned
+// again on every read: quadratic work on the event loop, which stalls its
+// other connections. Assembled, each byte is copied and scanned once.
+const assembleAbove = 64 << 10
 
 // markClosing records that the server closes k for cause and logs it,
 // once; it reports whether this call did.
@@ -333,18 +346,49 @@ func (s *Server) OnTraffic(c gnet.Conn) (action gnet.Action) {
 		}
 	}()
 	buf, _ := c.Peek(-1)
-	consumed := 0
 	// Pooled for the length of this call only, so an idle connection
 	// holds no output buffer.
 	scratch, out := codec.GetBuffer(), codec.GetBuffer()
 	defer codec.PutBuffer(scratch)
 	defer codec.PutBuffer(out)
+	var consumed, rest int
+	var framed bool
+	if k.acc != nil {
+		action, framed = s.assemble(k, buf, scratch, out)
+		consumed, rest = len(buf), len(k.acc)
+	} else {
+		consumed, action = s.serveFrames(k, buf, scratch, out)
+		framed, rest = consumed > 0, len(buf)-consumed
+		if action == gnet.None && rest > assembleAbove {
+			k.acc = append(make([]byte, 0, 2*rest), buf[consumed:]...)
+			k.scanned = rest // the framer found no end in it
+			consumed = len(buf)
+		}
+	}
+	if consumed > 0 {
+		// Discard(0) would drop everything buffered: a partial frame must
+		// stay for the next read.
+		_, _ = c.Discard(consumed)
+	}
+	k.track(rest, framed)
+	if len(out.B) > 0 {
+		_, _ = c.Write(out.B) // gnet copies what the socket does not take
+	}
+	if action == gnet.None && c.OutboundBuffered() > s.opts.MaxOutbound {
+		k.markClosing(ErrSlowConsumer)
+		return gnet.Close
+	}
+	return action
+}
+
+// serveFrames serves every complete frame at the start of buf, appending
+// the immediate answers to out, and returns the bytes consumed. A stream
+// that cannot be framed is answered and closed (action gnet.Close).
+func (s *Server) serveFrames(k *conn, buf []byte, scratch, out *codec.Buffer) (consumed int, action gnet.Action) {
 	for consumed < len(buf) {
 		frame, n, err := s.framer.Next(buf[consumed:])
 		if err != nil {
-			action = s.framingError(k, err, out)
-			consumed = len(buf)
-			break
+			return len(buf), s.framingError(k, err, out)
 		}
 		if n == 0 {
 			break
@@ -358,20 +402,46 @@ func (s *Server) OnTraffic(c gnet.Conn) (action gnet.Action) {
 			out.B = s.framer.AppendFrame(out.B, scratch.B)
 		}
 	}
-	if consumed > 0 {
-		// Discard(0) would drop everything buffered: a partial frame must
-		// stay for the next read.
-		_, _ = c.Discard(consumed)
+	return consumed, gnet.None
+}
+
+// assemble adds what was read, buf, to the big message being assembled in
+// k.acc, and serves it once complete, with whatever followed it. It
+// reports whether a frame was completed. k.acc is nil again once nothing
+// partial is left; a small partial message after the big one stays in it.
+func (s *Server) assemble(k *conn, buf []byte, scratch, out *codec.Buffer) (gnet.Action, bool) {
+	k.acc = append(k.acc, buf...)
+	end := len(k.acc)
+	if _, nl := s.framer.(codec.NewlineFramer); nl {
+		i := bytes.IndexByte(k.acc[k.scanned:], '\n')
+		if i < 0 {
+			k.scanned = len(k.acc)
+			if len(k.acc) > s.eng.Options().MaxMessage+1 { // +1: a final '\r' may be the delimiter's
+				k.acc = nil
+				return s.framingError(k, codec.ErrTooLarge, out), false
+			}
+			return gnet.None, false
+		}
+		end = k.scanned + i + 1 // frame whole: the framer scans it once more
 	}
-	k.track(len(buf)-consumed, consumed > 0)
-	if len(out.B) > 0 {
-		_, _ = c.Write(out.B) // gnet copies what the socket does not take
+	consumed, action := s.serveFrames(k, k.acc[:end], scratch, out)
+	if action != gnet.None {
+		k.acc = nil
+		return action, false
 	}
-	if action == gnet.None && c.OutboundBuffered() > s.opts.MaxOutbound {
-		k.markClosing(ErrSlowConsumer)
-		return gnet.Close
+	if consumed == 0 { // Content-Length framing: the body is still short
+		k.scanned = 0
+		return gnet.None, false
 	}
-	return action
+	// Serve what followed the big message, then keep only what is left of
+	// it, in a buffer of its size: the big one is not held.
+	n, action := s.serveFrames(k, k.acc[consumed:], scratch, out)
+	left := k.acc[consumed+n:]
+	k.acc, k.scanned = nil, 0
+	if action == gnet.None && len(left) > 0 {
+		k.acc = append([]byte(nil), left...)
+	}
+	return action, true
 }
 
 // track publishes, after a read, what the sweeper needs: the time of the
