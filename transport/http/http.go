@@ -332,6 +332,12 @@ func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 			ctx.SetConnectionClose()
 		}
 	}()
+	if s.eng.ShuttingDown() {
+		// Draining: each answer ends its connection, so that no client
+		// sends its next request on a keep-alive connection that Shutdown
+		// is about to close under it.
+		ctx.SetConnectionClose()
+	}
 	s.handle(ctx)
 }
 
