@@ -37,7 +37,8 @@ var (
 )
 
 // Notification is a notification a server sent: its method and its params
-// (raw JSON, nil when absent; the receiver's own copy).
+// (raw JSON, nil when absent; the client's copy, which the server's
+// Options.OnNotification sees as well: do not modify it).
 type Notification struct {
 	Method string
 	Params codec.RawJSON

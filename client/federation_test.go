@@ -465,3 +465,34 @@ func TestFederationCachesLists(t *testing.T) {
 	assert.Equal(t, []string{"s/t2"}, toolNames(tools))
 	assert.Equal(t, int64(2), lists.Load())
 }
+
+func TestFederationStdioSubprocess(t *testing.T) {
+	bin, err := mcpedgeBin()
+	require.NoError(t, err)
+	srv := newEngine(t, "bench", engine.Options{})
+	addr, _ := serveTCP(t, srv)
+	f := client.NewFederation(client.FederationOptions{})
+	t.Cleanup(func() { _ = f.Close(context.Background()) })
+	ctx := testCtx(t)
+	require.NoError(t, f.Add(ctx, "proc", &client.StdioTransport{Command: bin, Args: []string{"-stdio", "-handlers", "demo"}}, client.Options{}))
+	tr, err := client.ParseTarget("tcp://" + addr)
+	require.NoError(t, err)
+	require.NoError(t, f.Add(ctx, "net", tr, client.Options{}))
+
+	tools, err := f.AllTools(ctx)
+	require.NoError(t, err)
+	names := toolNames(tools)
+	assert.Contains(t, names, "proc/hash")
+	assert.Contains(t, names, "net/add")
+	r, err := f.CallTool(ctx, "proc/echo", map[string]any{"text": "from a child"})
+	require.NoError(t, err)
+	assert.Equal(t, "from a child", r.Content[0].Text)
+
+	c, err := f.Get("proc")
+	require.NoError(t, err)
+	require.NoError(t, f.Remove("proc"))
+	assert.Equal(t, client.StateClosed, c.State())
+	tools, err = f.AllTools(ctx)
+	require.NoError(t, err)
+	assert.NotContains(t, toolNames(tools), "proc/hash")
+}
