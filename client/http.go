@@ -354,14 +354,6 @@ func requestID(msg []byte) ([]byte, bool) {
 	return m.ID, true
 }
 
-// answers reports whether data is the answer to the request with raw id.
-func answers(data, id []byte) bool {
-	var m codec.Message
-	if codec.Decode(data, &m) != nil {
-		return false
-	}
-	return (m.Kind == codec.KindResponse || m.Kind == codec.KindError) && bytes.Equal(m.ID, id)
-}
 
 // Send implements Conn: it POSTs msg and, for a request, delivers the
 // answer (and whatever the server sends on its stream first).

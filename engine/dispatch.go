@@ -167,7 +167,7 @@ func (s *Server) serveBig(r *request) {
 		sendNonEmpty(sess.Out, b)
 		return
 	}
-	s.serveMessage(nil, sess, m, sess.Out)
+	s.serveMessage(context.Background(), sess, m, sess.Out)
 }
 
 // sendNonEmpty sends b to sink, or recycles it when it is empty.

@@ -19,7 +19,6 @@ import (
 type poolDialer struct {
 	pool *client.Pool
 	hc   *http.Client
-	pids func() int
 }
 
 // poolSession is the pool seen as one session: the pool replaces failed

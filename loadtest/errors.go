@@ -3,7 +3,6 @@ package loadtest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 )
 
@@ -71,10 +70,6 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
-
-func newError(k ErrorKind, err error, format string, args ...any) *Error {
-	return &Error{Kind: k, Err: err, Msg: fmt.Sprintf(format, args...)}
-}
 
 // Sentinel errors.
 var (

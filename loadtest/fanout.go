@@ -77,7 +77,6 @@ func (f *FanoutResult) writeText(b *strings.Builder) {
 type fanSink struct {
 	uri       string
 	sent      []atomic.Int64 // unix nanos each update was sent
-	published atomic.Int64
 	mu        sync.Mutex
 	hist      *hdrhistogram.Histogram
 	delivered atomic.Int64

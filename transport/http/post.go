@@ -452,7 +452,7 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 
 	if s.inline(c) {
 		c.inline, c.id = true, m.ID
-		kind := s.eng.ServeMessage(nil, c.sess, m, c)
+		kind := s.eng.ServeMessage(context.Background(), c.sess, m, c)
 		if c.h == nil {
 			s.eng.CloseSession(c.sess, errStateless)
 		}
