@@ -45,6 +45,21 @@ test: ## Run every test: go test ./..., the entry-point fuzzers briefly, the Typ
 race: ## Run the Go tests under the race detector
 	$(GO) test -race -timeout $(RACE_TIMEOUT) ./...
 
+# The packages with concurrency, which CI runs under the race detector.
+RACE_PKGS := ./engine/... ./session/... ./transport/... ./client/... ./internal/...
+
+.PHONY: race-ci lint
+race-ci: ## Run the concurrent packages' tests under the race detector (what CI runs)
+	$(GO) test -race -timeout $(RACE_TIMEOUT) $(RACE_PKGS)
+
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+lint: ## go vet, staticcheck (pinned) and a tidy go.mod, for the module and bench/
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	$(GO) mod tidy -diff
+	cd bench && $(GO) vet ./... && $(GO) mod tidy -diff
+
 bench: ## Run the Go micro benchmarks (allocations reported)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
 

@@ -153,7 +153,7 @@ func TestBadInput(t *testing.T) {
 		{"resources/read unknown", `{"jsonrpc":"2.0","id":19,"method":"resources/read","params":{"uri":"mem://none"}}`, codec.CodeResourceNotFound, "19"},
 		{"prompts/get unknown", `{"jsonrpc":"2.0","id":20,"method":"prompts/get","params":{"name":"none"}}`, codec.CodeInvalidParams, "20"},
 		{"prompts/get missing argument", `{"jsonrpc":"2.0","id":21,"method":"prompts/get","params":{"name":"greet"}}`, codec.CodeInvalidParams, "21"},
-		{"second initialize", fmt.Sprintf(`{"jsonrpc":"2.0","id":22,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`), codec.CodeInvalidRequest, "22"},
+		{"second initialize", `{"jsonrpc":"2.0","id":22,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, codec.CodeInvalidRequest, "22"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := f.ready(t, `{}`)

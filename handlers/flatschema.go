@@ -180,7 +180,7 @@ func kindMatches(kind byte, v []byte) bool {
 		if v[0] != '-' && (v[0] < '0' || v[0] > '9') {
 			return false
 		}
-		return kind == 'n' || bytes.IndexAny(v, ".eE") < 0
+		return kind == 'n' || !bytes.ContainsAny(v, ".eE")
 	}
 	return false
 }
