@@ -354,7 +354,6 @@ func requestID(msg []byte) ([]byte, bool) {
 	return m.ID, true
 }
 
-
 // Send implements Conn: it POSTs msg and, for a request, delivers the
 // answer (and whatever the server sends on its stream first).
 func (c *httpConn) Send(ctx context.Context, msg []byte) error {
