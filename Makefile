@@ -54,7 +54,8 @@ race-ci: ## Run the concurrent packages' tests under the race detector (what CI 
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-lint: ## go vet, staticcheck (pinned) and a tidy go.mod, for the module and bench/
+lint: ## gofmt, go vet, staticcheck (pinned) and a tidy go.mod, for the module and bench/
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) mod tidy -diff
