@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -277,7 +276,6 @@ func (s *sse) events(t *testing.T) []sseEvent {
 
 // testTools are tools whose behaviour tests observe.
 type testTools struct {
-	mu      sync.Mutex
 	causes  chan error // block: why its context ended
 	started chan struct{}
 }
