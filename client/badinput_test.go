@@ -335,7 +335,7 @@ func TestHTTPBadServers(t *testing.T) {
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"pad":"%s"}}`, id, strings.Repeat("y", 4096))
 		}, client.Options{}, 1024, client.ErrTooLarge},
 		{"never answers", func(w http.ResponseWriter, id string) {
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // a server slower than RequestTimeout: what is tested
 		}, client.Options{RequestTimeout: 150 * time.Millisecond}, 0, client.ErrTimeout},
 		{"server error", func(w http.ResponseWriter, id string) {
 			w.WriteHeader(http.StatusInternalServerError)

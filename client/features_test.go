@@ -51,8 +51,9 @@ func TestServerRequests(t *testing.T) {
 				<-ctx.Done()
 				return nil, context.Cause(ctx)
 			}
+			// Reply from another goroutine, before or after the handler
+			// has returned: the client answers once either way.
 			go func() {
-				time.Sleep(20 * time.Millisecond)
 				_ = req.Reply(&mcp.ElicitResult{Action: "accept", Content: codec.RawJSON(`{"name":"Ada"}`)})
 				assert.ErrorIs(t, req.Reply(&mcp.ElicitResult{Action: "decline"}), client.ErrAlreadyReplied)
 			}()
@@ -327,7 +328,7 @@ func TestReconnect(t *testing.T) {
 		_, err := c.CallTool(ctx, "count", map[string]any{"n": 50, "delayMs": 20})
 		errc <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return srv.Active() > 0 }, 5*time.Second, time.Millisecond, "the call is in flight")
 	p.cut()
 	require.ErrorIs(t, <-errc, client.ErrConnectionLost)
 	require.ErrorIs(t, <-lost, client.ErrConnectionLost)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -14,40 +15,44 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// TestKeepAliveClosesUnresponsiveSession runs in a synctest bubble: the
+// keep-alive ticker and the ping timeouts are on its virtual clock.
 func TestKeepAliveClosesUnresponsiveSession(t *testing.T) {
-	f := newFixture(t, engine.Options{KeepAlive: 50 * time.Millisecond, KeepAliveMisses: 2})
-	// answering replies to every ping it receives, from before it is
-	// initialized; silent never does.
-	answering := f.client(t)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for {
-			select {
-			case b := <-answering.sink.ch:
-				m := parse(t, b)
-				if m.Method == mcp.MethodPing {
-					answering.srv.HandleFrame(answering.sess, codec.AppendResult(nil, m.ID, nil), nil)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, engine.Options{KeepAlive: 50 * time.Millisecond, KeepAliveMisses: 2})
+		// answering replies to every ping it receives, from before it is
+		// initialized; silent never does.
+		answering := f.client(t)
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			for {
+				select {
+				case b := <-answering.sink.ch:
+					m := parse(t, b)
+					if m.Method == mcp.MethodPing {
+						answering.srv.HandleFrame(answering.sess, codec.AppendResult(nil, m.ID, nil), nil)
+					}
+				case <-stop:
+					return
 				}
-			case <-stop:
-				return
+			}
+		}()
+		answering.init(`{}`)
+		silent := f.ready(t, `{}`)
+		require.Eventually(t, func() bool { return silent.sess.State() == session.StateClosed }, wait, 5*time.Millisecond,
+			"a session that misses its pings stays open")
+		// The silent session was pinged, and told to forget the missed pings.
+		sawPing := false
+		for len(silent.sink.ch) > 0 {
+			if parse(t, <-silent.sink.ch).Method == mcp.MethodPing {
+				sawPing = true
 			}
 		}
-	}()
-	answering.init(`{}`)
-	silent := f.ready(t, `{}`)
-	require.Eventually(t, func() bool { return silent.sess.State() == session.StateClosed }, wait, 5*time.Millisecond,
-		"a session that misses its pings stays open")
-	// The silent session was pinged, and told to forget the missed pings.
-	sawPing := false
-	for len(silent.sink.ch) > 0 {
-		if parse(t, <-silent.sink.ch).Method == mcp.MethodPing {
-			sawPing = true
-		}
-	}
-	require.True(t, sawPing)
-	time.Sleep(250 * time.Millisecond) // several more intervals
-	require.Equal(t, session.StateReady, answering.sess.State(), "a session that answers its pings was closed")
+		require.True(t, sawPing)
+		time.Sleep(250 * time.Millisecond) // several more intervals, on the bubble's clock
+		require.Equal(t, session.StateReady, answering.sess.State(), "a session that answers its pings was closed")
+	})
 }
 
 func TestElicitationComplete(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
@@ -32,13 +31,18 @@ func TestShutdownUnderLoad(t *testing.T) {
 	for i := range clients {
 		clients[i] = f.ready(t, `{}`)
 	}
+	// Shutdown begins once every sender is under way, and they go on
+	// sending through it until it has returned (stop) or they have sent
+	// as many requests as their sinks hold answers.
+	var underWay sync.WaitGroup
+	underWay.Add(senders)
 	for g := range senders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c := clients[g]
 			var out []byte
-			for i := 0; i < 1000; i++ { // fewer answers than the sink holds
+			for i := 0; i < cap(c.sink.ch)-96; i++ {
 				select {
 				case <-stop:
 					return
@@ -50,13 +54,13 @@ func TestShutdownUnderLoad(t *testing.T) {
 					c.sink.ch <- append([]byte(nil), out...)
 				}
 				sent[g]++
-				if i%16 == 15 {
-					time.Sleep(time.Millisecond) // let the sink drain
+				if i == 64 {
+					underWay.Done()
 				}
 			}
 		}()
 	}
-	time.Sleep(20 * time.Millisecond)
+	underWay.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	require.NoError(t, f.srv.Shutdown(ctx))

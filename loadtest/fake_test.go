@@ -104,7 +104,7 @@ func startFakeTCP(t *testing.T, serve func(c net.Conn, msg *codec.Message, raw [
 					}
 					if rep.delay > 0 {
 						go func() {
-							time.Sleep(rep.delay)
+							time.Sleep(rep.delay) // a slow answer is what the fake was asked for
 							write()
 						}()
 						continue

@@ -175,7 +175,7 @@ func TestBadServersHTTP(t *testing.T) {
 			_, _ = w.Write([]byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\n"))
 		}, KindProtocol},
 		{"slow", func(w http.ResponseWriter, msg *codec.Message) {
-			time.Sleep(400 * time.Millisecond)
+			time.Sleep(400 * time.Millisecond) // answering past the client's timeout: what is tested
 			writeJSON(w, fakeAnswer(msg))
 		}, KindTimeout},
 		{"closes", func(w http.ResponseWriter, _ *codec.Message) {
@@ -259,7 +259,7 @@ func TestOpenLoopCountsStalls(t *testing.T) {
 	var measuring atomic.Bool
 	target, err := ParseTarget(startFakeTCP(t, func(_ net.Conn, msg *codec.Message, _ []byte) fakeReply {
 		if measuring.Load() && stalled.CompareAndSwap(false, true) {
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // the stall is what is tested
 		}
 		return fakeReply{lines: [][]byte{fakeAnswer(msg)}}
 	}))

@@ -251,7 +251,7 @@ type ResourceContents struct {
 // MarshalJSON writes "text" (even when empty) for text contents and "blob"
 // for blob contents.
 func (r ResourceContents) MarshalJSON() ([]byte, error) {
-	dst := append(make([]byte, 0, 64+len(r.Text)+len(r.Blob)), `{"uri":`...)
+	dst := append(make([]byte, 0, 48+len(r.URI)+len(r.MimeType)+len(r.Text)+len(r.Blob)+len(r.Meta)), `{"uri":`...)
 	dst = codec.AppendString(dst, r.URI)
 	dst = appendOptString(dst, "mimeType", r.MimeType)
 	if r.Blob != "" {

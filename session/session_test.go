@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -157,12 +158,15 @@ func TestLogLevel(t *testing.T) {
 }
 
 func TestTouch(t *testing.T) {
-	s := New(context.Background(), nopSink{})
-	first := s.IdleSince()
-	assert.WithinDuration(t, time.Now(), first, time.Second)
-	time.Sleep(2 * time.Millisecond)
-	s.Touch()
-	assert.True(t, s.IdleSince().After(first))
+	synctest.Test(t, func(t *testing.T) {
+		s := New(context.Background(), nopSink{})
+		first := s.IdleSince()
+		assert.WithinDuration(t, time.Now(), first, 0, "the bubble's clock stands still")
+		time.Sleep(2 * time.Millisecond) // on the bubble's clock: exactly 2 ms pass
+		s.Touch()
+		assert.True(t, s.IdleSince().After(first))
+		assert.Equal(t, 2*time.Millisecond, s.IdleSince().Sub(first))
+	})
 }
 
 func TestTrackCancelRequest(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -108,39 +109,41 @@ func TestTrackerForget(t *testing.T) {
 }
 
 func TestTrackerFailAll(t *testing.T) {
-	tr := NewTracker()
-	const n = 10
-	calls := make([]*Call, n)
-	for i := range calls {
-		var err error
-		calls[i], err = tr.Start()
-		require.NoError(t, err)
-	}
-	cause := errors.New("connection lost")
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i, c := range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = tr.Wait(context.Background(), c, 5*time.Second)
-		}()
-	}
-	time.Sleep(10 * time.Millisecond)
-	tr.FailAll(cause)
-	tr.FailAll(errors.New("second cause loses"))
-	wg.Wait()
-	for _, err := range errs {
-		assert.ErrorIs(t, err, cause)
-	}
-	assert.Equal(t, 0, tr.Pending())
-	_, err := tr.Start()
-	assert.ErrorIs(t, err, cause, "Start fails after FailAll")
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTracker()
+		const n = 10
+		calls := make([]*Call, n)
+		for i := range calls {
+			var err error
+			calls[i], err = tr.Start()
+			require.NoError(t, err)
+		}
+		cause := errors.New("connection lost")
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i, c := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = tr.Wait(context.Background(), c, 5*time.Second)
+			}()
+		}
+		synctest.Wait() // every waiter is blocked in Wait
+		tr.FailAll(cause)
+		tr.FailAll(errors.New("second cause loses"))
+		wg.Wait()
+		for _, err := range errs {
+			assert.ErrorIs(t, err, cause)
+		}
+		assert.Equal(t, 0, tr.Pending())
+		_, err := tr.Start()
+		assert.ErrorIs(t, err, cause, "Start fails after FailAll")
 
-	tr2 := NewTracker()
-	tr2.FailAll(nil)
-	_, err = tr2.Start()
-	assert.ErrorIs(t, err, ErrTrackerClosed)
+		tr2 := NewTracker()
+		tr2.FailAll(nil)
+		_, err = tr2.Start()
+		assert.ErrorIs(t, err, ErrTrackerClosed)
+	})
 }
 
 func TestTrackerConcurrent(t *testing.T) {

@@ -320,7 +320,7 @@ func installTestTools(t *testing.T, r *handlers.Registry) *testTools {
 	handlers.AddTool(r, &mcp.Tool{Name: "closer", Description: "Closes its stream (SSE polling), then answers after delayMs."},
 		func(_ context.Context, req *handlers.CallToolRequest, in closerIn) (*mcp.CallToolResult, any, error) {
 			req.Peer.CloseStream()
-			time.Sleep(time.Duration(in.DelayMs) * time.Millisecond)
+			time.Sleep(time.Duration(in.DelayMs) * time.Millisecond) // answering late is this tool's job
 			if err := req.Peer.Progress(1, 1, "after close"); err != nil {
 				return nil, nil, err
 			}
@@ -348,6 +348,6 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // poll interval: the conditions change on other goroutines, behind real sockets
 	}
 }

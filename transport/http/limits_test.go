@@ -181,7 +181,7 @@ func TestStreamsOutliveWriteTimeout(t *testing.T) {
 	s := newSSE(resp.Body)
 	_, err := s.next() // priming
 	require.NoError(t, err)
-	time.Sleep(350 * time.Millisecond)
+	time.Sleep(350 * time.Millisecond) // idle past WriteTimeout on a real socket: what is tested
 	h := e.srv.lookup([]byte(sid))
 	for i := 0; i < 2; i++ {
 		b := codec.GetBuffer()
@@ -190,7 +190,7 @@ func TestStreamsOutliveWriteTimeout(t *testing.T) {
 		ev, err := s.next()
 		require.NoError(t, err)
 		assert.Contains(t, ev.Data, "late")
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // idle past WriteTimeout again: what is tested
 	}
 
 	call := e.do(t, req{sid: sid, body: callBody(5, "count", `{"n":3,"delayMs":150}`)})

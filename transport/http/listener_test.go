@@ -83,8 +83,13 @@ func TestAcceptBackoffEndsAtShutdown(t *testing.T) {
 	require.NoError(t, err)
 	srv := New(eng, Options{})
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(&failingListener{Listener: ln, errs: errs}) }()
-	time.Sleep(100 * time.Millisecond)
+	fl := &failingListener{Listener: ln, errs: errs}
+	go func() { served <- srv.Serve(fl) }()
+	waitFor(t, 5*time.Second, "the server backing off", func() bool {
+		fl.mu.Lock()
+		defer fl.mu.Unlock()
+		return fl.calls >= 4 // in the 40 ms pause after the fourth failure, or a later one
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()

@@ -42,7 +42,11 @@ func TestSSEPollingReplay(t *testing.T) {
 	last := evs[len(evs)-1].ID
 	require.NotEmpty(t, last)
 
-	time.Sleep(150 * time.Millisecond) // the handler answers meanwhile
+	// The handler answers meanwhile: the result is stored before the
+	// request leaves the session's in-flight set.
+	h := e.srv.lookup([]byte(sid))
+	require.NotNil(t, h)
+	waitFor(t, 5*time.Second, "the handler to answer", func() bool { return h.sess.InFlight() == 0 })
 	resp = e.do(t, req{method: http.MethodGet, sid: sid, headers: map[string]string{"Last-Event-ID": last}})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	replay := newSSE(resp.Body).events(t)
@@ -250,6 +254,9 @@ func TestSlowConsumer(t *testing.T) {
 		require.NoError(t, h.Send(b))
 		sent++
 		if sent%64 == 0 {
+			// A producer's pace, not synchronisation: the cut must come
+			// from the client not reading, not from one burst outrunning
+			// the writer.
 			time.Sleep(time.Millisecond)
 		}
 	}

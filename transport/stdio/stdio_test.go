@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -244,42 +245,45 @@ func TestPartialWrites(t *testing.T) {
 }
 
 // TestEOFDrainsInFlight: the input ends while calls run; their answers are
-// still written before Serve returns, and nothing is left running.
+// still written before Serve returns, and nothing is left running. In a
+// synctest bubble, the calls are certain to run when EOF is read.
 func TestEOFDrainsInFlight(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	eng := engine.New(engine.Options{})
-	defer eng.Shutdown(context.Background())
-	require.NoError(t, builtin.Install("bench", eng.Registry(), builtin.Env{}))
-	require.NoError(t, eng.Registry().AddTool(&mcp.Tool{Name: "sleep"}, func(ctx context.Context, _ *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
-		time.Sleep(100 * time.Millisecond)
-		return mcp.TextResult("slept"), nil
-	}))
-	inR, inW := io.Pipe()
-	var out strings.Builder
-	done := make(chan error, 1)
-	go func() { done <- stdio.Serve(context.Background(), eng, inR, &lockedWriter{w: &out}, stdio.Options{}) }()
-	_, err := io.WriteString(inW, initLine+call(1, "sleep", `{}`)+call(2, "sleep", `{}`)+call(3, "echo", `{"text":"fast"}`))
-	require.NoError(t, err)
-	require.NoError(t, inW.Close())
-	select {
-	case err := <-done:
+	synctest.Test(t, func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		eng := engine.New(engine.Options{})
+		defer eng.Shutdown(context.Background())
+		require.NoError(t, builtin.Install("bench", eng.Registry(), builtin.Env{}))
+		require.NoError(t, eng.Registry().AddTool(&mcp.Tool{Name: "sleep"}, func(ctx context.Context, _ *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
+			time.Sleep(100 * time.Millisecond) // on the bubble's clock: it ends once Serve has read EOF and waits
+			return mcp.TextResult("slept"), nil
+		}))
+		inR, inW := io.Pipe()
+		var out strings.Builder
+		done := make(chan error, 1)
+		go func() { done <- stdio.Serve(context.Background(), eng, inR, &lockedWriter{w: &out}, stdio.Options{}) }()
+		_, err := io.WriteString(inW, initLine+call(1, "sleep", `{}`)+call(2, "sleep", `{}`)+call(3, "echo", `{"text":"fast"}`))
 		require.NoError(t, err)
-	case <-time.After(wait):
-		t.Fatal("Serve did not return")
-	}
-	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	require.Len(t, lines, 4, "output %q", out.String())
-	got := map[string]string{}
-	for _, l := range lines {
-		var m msg
-		require.NoError(t, codec.Unmarshal([]byte(l), &m))
-		if string(m.ID) != `"init"` {
-			got[string(m.ID)] = m.text(t)
+		require.NoError(t, inW.Close())
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(wait):
+			t.Fatal("Serve did not return")
 		}
-	}
-	assert.Equal(t, map[string]string{"1": "slept", "2": "slept", "3": "fast"}, got)
-	assert.Equal(t, 0, eng.Sessions().Len())
-	require.NoError(t, eng.Shutdown(context.Background()))
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		require.Len(t, lines, 4, "output %q", out.String())
+		got := map[string]string{}
+		for _, l := range lines {
+			var m msg
+			require.NoError(t, codec.Unmarshal([]byte(l), &m))
+			if string(m.ID) != `"init"` {
+				got[string(m.ID)] = m.text(t)
+			}
+		}
+		assert.Equal(t, map[string]string{"1": "slept", "2": "slept", "3": "fast"}, got)
+		assert.Equal(t, 0, eng.Sessions().Len())
+		require.NoError(t, eng.Shutdown(context.Background()))
+	})
 }
 
 // lockedWriter is an io.Writer that records what Serve's writer goroutine
@@ -453,23 +457,26 @@ func TestWriteError(t *testing.T) {
 
 // TestReadTimeout: a message left half-written for the read timeout ends
 // the session with a -32000 error naming the limit; silence between whole
-// messages does not.
+// messages does not. In a synctest bubble: the timeout is on its clock.
 func TestReadTimeout(t *testing.T) {
-	const rt = 150 * time.Millisecond
-	eng := newEngine(t, engine.Options{})
-	p := serve(t, eng, stdio.Options{ReadTimeout: rt})
-	p.init(t)
-	time.Sleep(3 * rt) // silent between messages: fine
-	p.write(t, call(1, "echo", `{"text":"after a pause"}`))
-	assert.Equal(t, "after a pause", p.next(t).text(t))
+	synctest.Test(t, func(t *testing.T) {
+		const rt = 150 * time.Millisecond
+		eng := newEngine(t, engine.Options{})
+		p := serve(t, eng, stdio.Options{ReadTimeout: rt})
+		p.init(t)
+		time.Sleep(3 * rt) // silent between messages, on the bubble's clock: fine
+		p.write(t, call(1, "echo", `{"text":"after a pause"}`))
+		assert.Equal(t, "after a pause", p.next(t).text(t))
 
-	began := time.Now()
-	p.write(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"`) // and nothing more
-	m := p.next(t)
-	require.NotNil(t, m.Error)
-	assert.Equal(t, codec.CodeServerBusy, m.Error.Code)
-	assert.JSONEq(t, `{"limit":"read-timeout"}`, string(m.Error.Data))
-	assert.GreaterOrEqual(t, time.Since(began), rt)
-	require.ErrorIs(t, p.end(t), stdio.ErrReadTimeout)
-	assert.Equal(t, 0, eng.Sessions().Len())
+		began := time.Now()
+		p.write(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"`) // and nothing more
+		m := p.next(t)
+		require.NotNil(t, m.Error)
+		assert.Equal(t, codec.CodeServerBusy, m.Error.Code)
+		assert.JSONEq(t, `{"limit":"read-timeout"}`, string(m.Error.Data))
+		assert.GreaterOrEqual(t, time.Since(began), rt)
+		assert.LessOrEqual(t, time.Since(began), rt+rt/4, "ended within a tick of the timeout")
+		require.ErrorIs(t, p.end(t), stdio.ErrReadTimeout)
+		assert.Equal(t, 0, eng.Sessions().Len())
+	})
 }

@@ -122,7 +122,7 @@ func TestReadTimeout(t *testing.T) {
 	assert.GreaterOrEqual(t, elapsed, rt-50*time.Millisecond, "closed before the timeout")
 	for i := range 12 { // 600 ms, three timeouts
 		busy.echo(t, 10+i, "complete messages keep the connection")
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a slow client on a real socket: what is tested
 	}
 }
 
@@ -140,7 +140,7 @@ func TestIdleTimeout(t *testing.T) {
 	began := time.Now()
 	assert.Equal(t, "idle-timeout", limitErr(t, idle))
 	assert.GreaterOrEqual(t, time.Since(began), it-50*time.Millisecond)
-	time.Sleep(2 * it) // well past the timeout, but a call is in flight
+	time.Sleep(2 * it) // well past the timeout, but a call is in flight: what is tested
 	close(s.release)
 	m, err := waiting.read()
 	require.NoError(t, err)

@@ -619,7 +619,7 @@ func TestPartialWrites(t *testing.T) {
 		_, err := io.WriteString(c.c, stream[i:end])
 		require.NoError(t, err)
 		i = end
-		time.Sleep(time.Millisecond) // let the server read each piece on its own
+		time.Sleep(time.Millisecond) // let the server read each piece on its own: a real socket, nothing to wait on
 	}
 	want := map[string]string{`"init"`: "", "1": "split ünïcode", "2": "pooled", "3": "42"}
 	for len(want) > 0 {
