@@ -50,7 +50,7 @@ func (s *Server) ListenAndServe() error {
 	if err != nil {
 		return err // "listen tcp 127.0.0.1:7400: bind: address already in use"
 	}
-	cli, err := gnet.NewClient(s,
+	cli, err := gnet.NewClient(&events{s: s},
 		gnet.WithMulticore(true),
 		gnet.WithNumEventLoop(s.opts.Loops),
 		// The accepted socket already has TCP_NODELAY and keep-alive

@@ -132,8 +132,6 @@ func limitOf(cause error) (limit, msg string) {
 // Server is the TCP transport. Serve it with ListenAndServe; stop it with
 // Shutdown. Its methods are safe for concurrent use.
 type Server struct {
-	gnet.BuiltinEventEngine
-
 	eng    *engine.Server
 	opts   Options
 	framer codec.Framer
@@ -284,9 +282,20 @@ func (k *conn) closeWith(cause error) {
 // the connection ends with it.
 func (k *conn) CloseSink(cause error) { k.closeWith(cause) }
 
-// OnOpen implements gnet.EventHandler. The connection was admitted and its
+// events is the server's gnet.EventHandler, unexported so that gnet's
+// callbacks are not part of Server's API.
+type events struct {
+	gnet.BuiltinEventEngine
+	s *Server
+}
+
+func (e *events) OnOpen(c gnet.Conn) ([]byte, gnet.Action)   { return e.s.onOpen(c) }
+func (e *events) OnClose(c gnet.Conn, err error) gnet.Action { return e.s.onClose(c, err) }
+func (e *events) OnTraffic(c gnet.Conn) gnet.Action          { return e.s.onTraffic(c) }
+
+// onOpen is gnet's OnOpen. The connection was admitted and its
 // conn made by the accept loop (admit).
-func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+func (s *Server) onOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	k, ok := c.Context().(*conn)
 	if !ok { // not enrolled by admit: a test's fake connection
 		k = &conn{s: s, id: s.ids.Add(1), remote: c.RemoteAddr(), slot: -1}
@@ -304,8 +313,8 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	return nil, gnet.None
 }
 
-// OnClose implements gnet.EventHandler.
-func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
+// onClose is gnet's OnClose.
+func (s *Server) onClose(c gnet.Conn, err error) gnet.Action {
 	k, ok := c.Context().(*conn)
 	if !ok {
 		return gnet.None
@@ -325,7 +334,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	return gnet.None
 }
 
-// OnTraffic implements gnet.EventHandler. It frames every complete message
+// onTraffic is gnet's OnTraffic. It frames every complete message
 // in the inbound buffer, dispatches each, and writes the immediate answers
 // in one write. The inbound buffer is not retained; what is left of a
 // partial message stays in gnet's, and is recorded for the sweeper.
@@ -333,7 +342,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 // A panic in the transport's own code (the engine contains its own) closes
 // this connection alone, logged and counted by the engine: gnet would let
 // it end the process.
-func (s *Server) OnTraffic(c gnet.Conn) (action gnet.Action) {
+func (s *Server) onTraffic(c gnet.Conn) (action gnet.Action) {
 	k, ok := c.Context().(*conn)
 	if !ok {
 		return gnet.Close

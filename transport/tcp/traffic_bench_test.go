@@ -54,11 +54,11 @@ func trafficServer(tb testing.TB, opts Options) (*Server, *fakeConn) {
 	}
 	s := New(eng, opts)
 	fc := &fakeConn{}
-	if _, a := s.OnOpen(fc); a != gnet.None {
+	if _, a := s.onOpen(fc); a != gnet.None {
 		tb.Fatal("OnOpen refused the connection")
 	}
 	fc.in = []byte(benchInit)
-	if s.OnTraffic(fc) != gnet.None || fc.written == 0 {
+	if s.onTraffic(fc) != gnet.None || fc.written == 0 {
 		tb.Fatal("initialize not answered")
 	}
 	return s, fc
@@ -75,7 +75,7 @@ func BenchmarkOnTraffic(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				fc.in = frame
-				if s.OnTraffic(fc) != gnet.None {
+				if s.onTraffic(fc) != gnet.None {
 					b.Fatal("closed")
 				}
 			}
@@ -92,9 +92,9 @@ func BenchmarkOnTrafficPartial(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		fc.in = frame[:cut]
-		s.OnTraffic(fc)
+		s.onTraffic(fc)
 		fc.in = frame[len(benchPing):] // the rest, as gnet would present it
-		if s.OnTraffic(fc) != gnet.None {
+		if s.onTraffic(fc) != gnet.None {
 			b.Fatal("closed")
 		}
 	}
@@ -117,7 +117,7 @@ func TestOnTrafficAllocs(t *testing.T) {
 		})
 		transport := testing.AllocsPerRun(200, func() {
 			fc.in = frame
-			s.OnTraffic(fc)
+			s.onTraffic(fc)
 		})
 		if transport > engine {
 			t.Errorf("%s: OnTraffic allocates %.1f times per read, HandleFrame %.1f", msg, transport, engine)
@@ -143,7 +143,7 @@ func BenchmarkOnTrafficBigMessage(b *testing.B) {
 		fc.in = fc.in[:0]
 		for off := 0; off < len(msg); off += read {
 			fc.in = append(fc.in, msg[off:min(off+read, len(msg))]...)
-			if s.OnTraffic(fc) != gnet.None {
+			if s.onTraffic(fc) != gnet.None {
 				b.Fatal("closed")
 			}
 		}
