@@ -101,7 +101,7 @@ func (s *Server) HandleFrame(sess *session.Session, frame []byte, out []byte) (r
 	if e := s.checkRate(sess); e != nil {
 		return e.AppendAnswer(out, m.ID)
 	}
-	if dst, ok := s.fast(sess, m, out); ok {
+	if dst, ok := s.fast(sess.Context(), sess, m, out); ok {
 		return dst
 	}
 	if !s.adm.admit() {
@@ -167,7 +167,7 @@ func (s *Server) serveBig(r *request) {
 		sendNonEmpty(sess.Out, b)
 		return
 	}
-	s.serveMessage(nil, sess, m, sess.Out)
+	s.serveMessage(sess.Context(), sess, m, sess.Out)
 }
 
 // sendNonEmpty sends b to sink, or recycles it when it is empty.
@@ -243,7 +243,7 @@ func (s *Server) serveMessage(ctx context.Context, sess *session.Session, m *cod
 		return m.Kind
 	}
 	b := codec.GetBuffer()
-	if dst, ok := s.fast(sess, m, b.B); ok {
+	if dst, ok := s.fast(ctx, sess, m, b.B); ok {
 		b.B = dst
 		_ = reply.Send(b)
 		return m.Kind
@@ -337,8 +337,18 @@ func appendDecodeError(out []byte, m *codec.Message, err error) []byte {
 }
 
 // fast answers the requests that need no handler code, appending the answer
-// to dst. It reports false for requests that must go to a handler.
-func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]byte, bool) {
+// to dst, through the receiving middleware when there is some. It reports
+// false for requests that must go to a handler. ctx may be nil (the
+// session's context then).
+func (s *Server) fast(ctx context.Context, sess *session.Session, m *codec.Message, dst []byte) ([]byte, bool) {
+	if s.receiveFast != nil && m.Method != mcp.MethodToolsCall && s.answersItself(sess, m) {
+		return s.fastThrough(ctx, sess, m, dst), true
+	}
+	return s.fastDirect(sess, m, dst)
+}
+
+// fastDirect is fast without middleware.
+func (s *Server) fastDirect(sess *session.Session, m *codec.Message, dst []byte) ([]byte, bool) {
 	switch m.Method {
 	case mcp.MethodPing:
 		return codec.AppendResult(dst, m.ID, nil), true
@@ -378,20 +388,26 @@ func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]by
 	case mcp.MethodTasksCancel:
 		return s.tasksCancel(sess, m, dst), true
 	case mcp.MethodResourcesRead:
-		uri, ok := routeField(m.Params, "uri")
-		if !ok {
-			p, err := decodeRouting(m.Params)
-			if err != nil {
-				break // the handler path reports it
-			}
-			uri = p.URI
-			defer putRouting(p)
-		}
-		if res, ok := s.reg.StaticResourceResult(uri); ok {
+		if res, ok := s.staticRead(m); ok {
 			return codec.AppendResult(dst, m.ID, res), true
 		}
 	}
 	return dst, false
+}
+
+// staticRead returns the result of resources/read m when it reads a static
+// resource.
+func (s *Server) staticRead(m *codec.Message) ([]byte, bool) {
+	uri, ok := routeField(m.Params, "uri")
+	if !ok {
+		p, err := decodeRouting(m.Params)
+		if err != nil {
+			return nil, false // the handler path reports it
+		}
+		defer putRouting(p)
+		uri = p.URI
+	}
+	return s.reg.StaticResourceResult(uri)
 }
 
 // inlineTool runs a tools/call of a NonBlocking tool on the caller's
@@ -468,7 +484,7 @@ func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) 
 			b.B = append(b.B, `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":`...)
 			b.B = append(b.B, uriJSON...)
 			b.B = append(b.B, "}}"...)
-			_ = out.Send(b)
+			_ = s.send(sess.Context(), sess, out, mcp.NotificationResourceUpdated, b)
 		})
 		sess.Subscribe(p.URI, unsub)
 	}
