@@ -101,7 +101,7 @@ func (s *Server) HandleFrame(sess *session.Session, frame []byte, out []byte) (r
 	if e := s.checkRate(sess); e != nil {
 		return e.AppendAnswer(out, m.ID)
 	}
-	if dst, ok := s.fast(sess.Context(), sess, m, out); ok {
+	if dst, ok := s.fast(sess, m, out); ok {
 		return dst
 	}
 	if !s.adm.admit() {
@@ -243,7 +243,7 @@ func (s *Server) serveMessage(ctx context.Context, sess *session.Session, m *cod
 		return m.Kind
 	}
 	b := codec.GetBuffer()
-	if dst, ok := s.fast(ctx, sess, m, b.B); ok {
+	if dst, ok := s.fast(sess, m, b.B); ok {
 		b.B = dst
 		_ = reply.Send(b)
 		return m.Kind
@@ -338,11 +338,10 @@ func appendDecodeError(out []byte, m *codec.Message, err error) []byte {
 
 // fast answers the requests that need no handler code, appending the answer
 // to dst, through the receiving middleware when there is some. It reports
-// false for requests that must go to a handler. ctx may be nil (the
-// session's context then).
-func (s *Server) fast(ctx context.Context, sess *session.Session, m *codec.Message, dst []byte) ([]byte, bool) {
+// false for requests that must go to a handler.
+func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]byte, bool) {
 	if s.receiveFast != nil && m.Method != mcp.MethodToolsCall && s.answersItself(sess, m) {
-		return s.fastThrough(ctx, sess, m, dst), true
+		return s.fastThrough(sess, m, dst), true
 	}
 	return s.fastDirect(sess, m, dst)
 }

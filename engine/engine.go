@@ -99,9 +99,11 @@ type Options struct {
 	// initialize, list pages, static resources, ...), on every transport
 	// and protocol revision. Requests refused before dispatch (a limit,
 	// shutdown, a session not initialized, a malformed message) do not
-	// reach it. A middleware runs where the request is served, the event
-	// loop included: like a NonBlocking tool, it must not block. With none
-	// configured, dispatch costs nothing more.
+	// reach it. Its context is the request's (the session's for requests
+	// the engine answers itself); values a middleware adds to the context
+	// it passes on reach the handler. A middleware runs where the request
+	// is served, the event loop included: like a NonBlocking tool, it must
+	// not block. With none configured, dispatch costs nothing more.
 	Receive []Middleware
 	// Send wraps the sending of every message the server sends on its own
 	// initiative (notifications, server-to-client requests; not answers):

@@ -15,6 +15,8 @@ import (
 // middleware sees it. It is valid until the MethodHandler it was given to
 // returns; a middleware that keeps anything of it copies it.
 type Request struct {
+	// Server is the server serving the request.
+	Server *Server
 	// Session is the client's session.
 	Session *session.Session
 	// Method is the request's method ("tools/call", "ping", ...).
@@ -122,7 +124,7 @@ func sameBytes(a, b []byte) bool {
 // with the result appended.
 func (s *Server) serveThrough(r *request, dst []byte, body int) ([]byte, error) {
 	r.out, r.outBody = dst, body
-	r.req = Request{Session: r.sess, Method: r.msg.Method, ID: r.msg.ID, Params: r.msg.Params, Peer: r, r: r}
+	r.req = Request{Server: s, Session: r.sess, Method: r.msg.Method, ID: r.msg.ID, Params: r.msg.Params, Peer: r, r: r}
 	res, err := s.receive(r.ctx, &r.req)
 	out := r.out
 	r.out, r.req = nil, Request{}
@@ -187,20 +189,18 @@ func (s *Server) answersItself(sess *session.Session, m *codec.Message) bool {
 var fastRequests = sync.Pool{New: func() any { return new(Request) }}
 
 // fastThrough answers m, one of the requests fast answers itself, through
-// the receiving middleware, appending the answer to dst.
-func (s *Server) fastThrough(ctx context.Context, sess *session.Session, m *codec.Message, dst []byte) []byte {
-	if ctx == nil {
-		ctx = sess.Context()
-	}
+// the receiving middleware, appending the answer to dst. The middleware's
+// context is the session's, as for the requests served by handlers.
+func (s *Server) fastThrough(sess *session.Session, m *codec.Message, dst []byte) []byte {
 	scratch := codec.GetBuffer()
 	req := fastRequests.Get().(*Request)
-	*req = Request{Session: sess, Method: m.Method, ID: m.ID, Params: m.Params, msg: m, scratch: scratch}
+	*req = Request{Server: s, Session: sess, Method: m.Method, ID: m.ID, Params: m.Params, msg: m, scratch: scratch}
 	defer func() { // after the result, which scratch may hold, is appended
 		*req = Request{}
 		fastRequests.Put(req)
 		codec.PutBuffer(scratch)
 	}()
-	res, err := s.receiveFast(ctx, req)
+	res, err := s.receiveFast(sess.Context(), req)
 	if err != nil {
 		return codec.AppendErrorObject(dst, m.ID, codec.AsError(err))
 	}
