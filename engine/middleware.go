@@ -41,11 +41,16 @@ type Request struct {
 // Request of its own making: the engine serves only those it handed out.
 var errForeignRequest = &codec.Error{Code: codec.CodeInternalError, Message: "internal error: middleware passed on a Request the engine did not make"}
 
+// errRewritten answers a request the engine answers itself whose params a
+// middleware rewrote into a request only a handler serves (a static
+// resource's URI into another's).
+var errRewritten = &codec.Error{Code: codec.CodeInvalidRequest, Message: "invalid request: params rewritten by middleware into a request this path does not serve"}
+
 // MethodHandler answers a request: its result, encoded JSON ({} when
 // empty), or an error. A *codec.Error (errors.As) is answered with its
 // code and data; any other error with -32603 and its text. The result
-// bytes are valid until the answer is written: a middleware that keeps
-// them copies them.
+// bytes are valid until the answer is written or next is called again: a
+// middleware that keeps them copies them.
 type MethodHandler func(ctx context.Context, req *Request) (result []byte, err error)
 
 // Middleware wraps the handling of every request (see Options.Receive).
@@ -216,8 +221,11 @@ func (s *Server) fastInner(_ context.Context, req *Request) ([]byte, error) {
 	}
 	m := *req.msg
 	m.Params = req.Params
-	b, _ := s.fastDirect(req.Session, &m, req.scratch.B[:0])
+	b, ok := s.fastDirect(req.Session, &m, req.scratch.B[:0])
 	req.scratch.B = b
+	if !ok { // params rewritten into a request for a handler
+		return nil, errRewritten
+	}
 	if raw, found, err := codec.ObjectField(b, "error"); err == nil && found {
 		e := &codec.Error{}
 		if err := codec.Unmarshal(raw, e); err != nil {
