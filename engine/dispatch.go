@@ -167,7 +167,7 @@ func (s *Server) serveBig(r *request) {
 		sendNonEmpty(sess.Out, b)
 		return
 	}
-	s.serveMessage(context.Background(), sess, m, sess.Out)
+	s.serveMessage(sess.Context(), sess, m, sess.Out)
 }
 
 // sendNonEmpty sends b to sink, or recycles it when it is empty.
@@ -337,8 +337,17 @@ func appendDecodeError(out []byte, m *codec.Message, err error) []byte {
 }
 
 // fast answers the requests that need no handler code, appending the answer
-// to dst. It reports false for requests that must go to a handler.
+// to dst, through the receiving middleware when there is some. It reports
+// false for requests that must go to a handler.
 func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]byte, bool) {
+	if s.receiveFast != nil && m.Method != mcp.MethodToolsCall && s.answersItself(sess, m) {
+		return s.fastThrough(sess, m, dst), true
+	}
+	return s.fastDirect(sess, m, dst)
+}
+
+// fastDirect is fast without middleware.
+func (s *Server) fastDirect(sess *session.Session, m *codec.Message, dst []byte) ([]byte, bool) {
 	switch m.Method {
 	case mcp.MethodPing:
 		return codec.AppendResult(dst, m.ID, nil), true
@@ -378,20 +387,26 @@ func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]by
 	case mcp.MethodTasksCancel:
 		return s.tasksCancel(sess, m, dst), true
 	case mcp.MethodResourcesRead:
-		uri, ok := routeField(m.Params, "uri")
-		if !ok {
-			p, err := decodeRouting(m.Params)
-			if err != nil {
-				break // the handler path reports it
-			}
-			uri = p.URI
-			defer putRouting(p)
-		}
-		if res, ok := s.reg.StaticResourceResult(uri); ok {
+		if res, ok := s.staticRead(m); ok {
 			return codec.AppendResult(dst, m.ID, res), true
 		}
 	}
 	return dst, false
+}
+
+// staticRead returns the result of resources/read m when it reads a static
+// resource.
+func (s *Server) staticRead(m *codec.Message) ([]byte, bool) {
+	uri, ok := routeField(m.Params, "uri")
+	if !ok {
+		p, err := decodeRouting(m.Params)
+		if err != nil {
+			return nil, false // the handler path reports it
+		}
+		defer putRouting(p)
+		uri = p.URI
+	}
+	return s.reg.StaticResourceResult(uri)
 }
 
 // inlineTool runs a tools/call of a NonBlocking tool on the caller's
@@ -468,7 +483,7 @@ func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) 
 			b.B = append(b.B, `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":`...)
 			b.B = append(b.B, uriJSON...)
 			b.B = append(b.B, "}}"...)
-			_ = out.Send(b)
+			_ = s.send(sess.Context(), sess, out, mcp.NotificationResourceUpdated, b)
 		})
 		sess.Subscribe(p.URI, unsub)
 	}

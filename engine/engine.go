@@ -92,6 +92,24 @@ type Options struct {
 	// notifications/roots/list_changed.
 	OnRootsListChanged func(sess *session.Session)
 
+	// Receive wraps the handling of every request that is answered:
+	// Receive[0] is the outermost. It sees the requests served by handlers
+	// (on the worker pool, on a ServeFrame caller's goroutine, NonBlocking
+	// tools on the event loop) and those the engine answers itself (ping,
+	// initialize, list pages, static resources, ...), on every transport
+	// and protocol revision. Requests refused before dispatch (a limit,
+	// shutdown, a session not initialized, a malformed message) do not
+	// reach it. Its context is the request's (the session's for requests
+	// the engine answers itself); values a middleware adds to the context
+	// it passes on reach the handler. A middleware runs where the request
+	// is served, the event loop included: like a NonBlocking tool, it must
+	// not block. With none configured, dispatch costs nothing more.
+	Receive []Middleware
+	// Send wraps the sending of every message the server sends on its own
+	// initiative (notifications, server-to-client requests; not answers):
+	// Send[0] is the outermost.
+	Send []SendMiddleware
+
 	// Bus carries resource updates and list changes; nil means an
 	// in-process bus.
 	Bus session.Bus
@@ -129,6 +147,11 @@ type Server struct {
 
 	ipRates *ipRates // nil unless Options.RateIP > 0
 	panics  atomic.Uint64
+
+	// The middleware chains; nil without middleware.
+	receive     MethodHandler // around serveInner
+	receiveFast MethodHandler // around fastInner
+	sender      Sender
 }
 
 // New returns a Server configured by opts.
@@ -186,6 +209,7 @@ func New(opts Options) *Server {
 		adm:      newAdmission(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.buildMiddleware()
 	pool, err := ants.NewPoolWithFunc(opts.Workers, s.work, ants.WithNonblocking(true), ants.WithDisablePurge(false))
 	if err != nil {
 		panic(fmt.Sprintf("engine: worker pool: %v", err)) // only for a non-positive size, excluded above
@@ -352,18 +376,18 @@ func (s *Server) broadcastListChanged(k handlers.ListKind) {
 		changed := s.listChanged[k].Load()
 		s.sessions.Range(func(sess *session.Session) bool {
 			if sess.Initialized() && sess.Out != nil && sess.InitializedAt().UnixNano() < changed {
-				s.notify(sess.Out, method, nil)
+				s.notify(sess, sess.Out, method, nil)
 			}
 			return true
 		})
 	})
 }
 
-// notify sends a notification to sink, ignoring a closed sink.
-func (s *Server) notify(sink session.Sink, method string, params []byte) error {
+// notify sends a notification to sink on behalf of sess.
+func (s *Server) notify(sess *session.Session, sink session.Sink, method string, params []byte) error {
 	b := codec.GetBuffer()
 	b.B = codec.AppendNotification(b.B, method, params)
-	return sink.Send(b)
+	return s.send(sess.Context(), sess, sink, method, b)
 }
 
 // ErrUnknownSession reports a session id not in the table.
@@ -378,5 +402,5 @@ func (s *Server) ElicitationComplete(sessionID, elicitationID string) error {
 		return fmt.Errorf("%w: %s", ErrUnknownSession, sessionID)
 	}
 	params := append(codec.AppendString([]byte(`{"elicitationId":`), elicitationID), '}')
-	return s.notify(sess.Out, mcp.NotificationElicitationComplete, params)
+	return s.notify(sess, sess.Out, mcp.NotificationElicitationComplete, params)
 }

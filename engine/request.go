@@ -34,6 +34,12 @@ type request struct {
 	taskID string // set when the request runs as a task
 	inline bool   // a NonBlocking tool run on the event loop: it sends nothing
 	big    bool   // buf holds a big frame, not yet decoded (HandleFrame)
+
+	// With receiving middleware: the request as it sees it, and the
+	// answer being written, its result starting at outBody.
+	req     Request
+	out     []byte
+	outBody int
 }
 
 // ErrNonBlocking is returned to a handler registered as NonBlocking that
@@ -91,15 +97,36 @@ func (s *Server) run(r *request) {
 // when the client cancelled the request: no answer is due then.
 func (s *Server) serve(r *request, dst []byte) (out []byte) {
 	id := r.msg.ID
+	start := len(dst)
 	defer func() {
 		if p := recover(); p != nil {
 			s.recovered(p, "handler", r.sess, r.msg.Method)
-			out = codec.AppendError(dst[:0], id, codec.CodeInternalError, fmt.Sprintf("internal error: handler panicked: %v", p), nil)
+			// dst[:start]: an event loop's output holds earlier answers.
+			out = codec.AppendError(dst[:start], id, codec.CodeInternalError, fmt.Sprintf("internal error: handler panicked: %v", p), nil)
 		}
 	}()
-	start := len(dst)
 	dst = codec.AppendResultStart(dst, id)
 	body := len(dst)
+	var err error
+	if s.receive == nil {
+		dst, err = s.dispatch(r, dst)
+	} else {
+		dst, err = s.serveThrough(r, dst, body)
+	}
+	if errors.Is(context.Cause(r.ctx), session.ErrCancelledByClient) {
+		return dst[:start]
+	}
+	if err != nil {
+		return codec.AppendErrorObject(dst[:start], id, codec.AsError(err))
+	}
+	if len(dst) == body {
+		dst = append(dst, "{}"...)
+	}
+	return append(dst, '}')
+}
+
+// dispatch runs the handler of r's method, appending its result to dst.
+func (s *Server) dispatch(r *request, dst []byte) ([]byte, error) {
 	var err error
 	switch r.msg.Method {
 	case mcp.MethodToolsCall:
@@ -115,16 +142,7 @@ func (s *Server) serve(r *request, dst []byte) (out []byte) {
 	default:
 		err = codec.NewError(codec.CodeMethodNotFound, "method not found: "+r.msg.Method)
 	}
-	if errors.Is(context.Cause(r.ctx), session.ErrCancelledByClient) {
-		return dst[:start]
-	}
-	if err != nil {
-		return codec.AppendErrorObject(dst[:start], id, codec.AsError(err))
-	}
-	if len(dst) == body {
-		dst = append(dst, "{}"...)
-	}
-	return append(dst, '}')
+	return dst, err
 }
 
 // toolFields are the fields of tools/call params found by one scan,
@@ -318,7 +336,7 @@ func (r *request) Progress(progress, total float64, message string) error {
 	}
 	b.B = r.appendRelatedTask(b.B)
 	b.B = append(b.B, "}}"...)
-	return r.reply.Send(b)
+	return r.s.send(r.ctx, r.sess, r.reply, mcp.NotificationProgress, b)
 }
 
 // Log implements handlers.Peer.
@@ -348,7 +366,7 @@ func (r *request) Log(level, logger string, data any) error {
 	b.B = append(b.B, raw...)
 	b.B = r.appendRelatedTask(b.B)
 	b.B = append(b.B, "}}"...)
-	return r.reply.Send(b)
+	return r.s.send(r.ctx, r.sess, r.reply, mcp.NotificationMessage, b)
 }
 
 // appendRelatedTask appends ,"_meta":{related-task} inside a params object
@@ -391,7 +409,7 @@ func (r *request) NotifyResourceUpdated(uri string) error {
 	b.B = append(b.B, `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":`...)
 	b.B = codec.AppendString(b.B, uri)
 	b.B = append(b.B, "}}"...)
-	return out.Send(b)
+	return r.s.send(r.ctx, r.sess, out, mcp.NotificationResourceUpdated, b)
 }
 
 var _ handlers.SessionScope = (*request)(nil)
@@ -514,7 +532,7 @@ func (s *Server) CallClient(ctx context.Context, sess *session.Session, sink ses
 	}
 	b := codec.GetBuffer()
 	b.B = codec.AppendRequest(b.B, call.AppendID(nil), method, raw)
-	if err := sink.Send(b); err != nil {
+	if err := s.send(ctx, sess, sink, method, b); err != nil {
 		sess.Tracker.Forget(call)
 		return nil, fmt.Errorf("engine: sending %s: %w", method, err)
 	}
@@ -528,7 +546,7 @@ func (s *Server) CallClient(ctx context.Context, sess *session.Session, sink ses
 			p = append(p, `,"reason":`...)
 			p = codec.AppendString(p, err.Error())
 			p = append(p, '}')
-			_ = s.notify(sink, mcp.NotificationCancelled, p)
+			_ = s.notify(sess, sink, mcp.NotificationCancelled, p)
 		}
 		return nil, fmt.Errorf("engine: %s: %w", method, err)
 	}

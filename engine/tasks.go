@@ -249,7 +249,7 @@ func (s *Server) notifyTaskStatus(t *task) {
 	if out := t.sess.Out; out != nil {
 		snap := t.snapshot()
 		if params, err := codec.Marshal(&snap); err == nil {
-			_ = s.notify(out, mcp.NotificationTaskStatus, params)
+			_ = s.notify(t.sess, out, mcp.NotificationTaskStatus, params)
 		}
 	}
 }

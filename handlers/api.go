@@ -4,6 +4,36 @@
 // A Registry is safe for concurrent use: registration and removal may happen
 // while requests are served. Reads (lookups, list pages) take no lock: they
 // load an immutable snapshot that every change replaces.
+//
+// # Registration errors
+//
+// Every registration (Registry.AddTool, AddToolWith, AddResource,
+// AddStaticResource, AddResourceTemplate, AddPrompt, AddPromptCompletion,
+// AddTemplateCompletion, and the typed AddTool) reports misuse the same way:
+// it returns an error wrapping one of the ErrInvalid* sentinels (test with
+// errors.Is) and registers nothing. Misuse is an empty name or URI, a nil
+// handler, a schema that is not a valid JSON Schema object (or cannot be
+// inferred from a Go type), invalid options. Registration never panics:
+// tools and resources are often registered while the server runs, from
+// data (a configuration file, an upstream server's tools/list), where a bad
+// schema is an input to report, not a bug to crash on. The one panic is
+// OnChange(nil), which wires code to code.
+//
+// # Errors from handlers
+//
+// A tool handler's error is part of the conversation, not of the protocol:
+// it is answered as a CallToolResult with isError set and the error's text,
+// as in the go-sdk, so that the model can see it and try again. A handler
+// that means a protocol error returns a *codec.Error (or an error wrapping
+// one, found with errors.As): it is answered as a JSON-RPC error with its
+// code. So is the error of a handler that gives up because its context
+// ended (the context's error or cause, errors.Is): the request was
+// cancelled, by the client, its transport or shutdown, and the tool did not
+// fail.
+// Arguments that fail the input schema, or do not decode into the
+// typed handler's In, are isError results too (SEP-1303); the handler does
+// not run. Resource, prompt and completion handlers have no isError: their
+// errors are JSON-RPC errors, with the *codec.Error's code or -32603.
 package handlers
 
 import (
@@ -71,8 +101,9 @@ type CallToolRequest struct {
 }
 
 // ToolHandler serves tools/call for one tool. A returned error becomes a
-// JSON-RPC error (a *codec.Error keeps its code; anything else is -32603);
-// a failure the model should see is a result with IsError set.
+// result with IsError set and the error's text, unless it is a *codec.Error
+// (errors.As), which becomes a JSON-RPC error with its code (see the
+// package doc).
 type ToolHandler func(ctx context.Context, req *CallToolRequest) (*mcp.CallToolResult, error)
 
 // ReadResourceRequest is a resources/read served by a ResourceHandler. Vars

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"maps"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -27,29 +28,35 @@ type completionKey struct {
 
 // AddPromptCompletion registers h to complete argument of the named prompt,
 // replacing an earlier handler for it. The handler applies while a prompt
-// of that name is registered. It panics if h is nil. Safe for concurrent
+// of that name is registered. An empty prompt or argument name, or a nil
+// h, yields an error wrapping ErrInvalidCompletion. Safe for concurrent
 // use.
-func (r *Registry) AddPromptCompletion(prompt, argument string, h CompletionHandler) {
-	r.addCompletion(completionKey{refPrompt, prompt, argument}, h)
+func (r *Registry) AddPromptCompletion(prompt, argument string, h CompletionHandler) error {
+	return r.addCompletion(completionKey{refPrompt, prompt, argument}, h)
 }
 
 // AddTemplateCompletion registers h to complete variable of the resource
 // template uriTemplate, replacing an earlier handler for it. The handler
-// applies while that template is registered. It panics if h is nil. Safe
-// for concurrent use.
-func (r *Registry) AddTemplateCompletion(uriTemplate, variable string, h CompletionHandler) {
-	r.addCompletion(completionKey{refResource, uriTemplate, variable}, h)
+// applies while that template is registered. An empty template or
+// variable, or a nil h, yields an error wrapping ErrInvalidCompletion.
+// Safe for concurrent use.
+func (r *Registry) AddTemplateCompletion(uriTemplate, variable string, h CompletionHandler) error {
+	return r.addCompletion(completionKey{refResource, uriTemplate, variable}, h)
 }
 
-func (r *Registry) addCompletion(k completionKey, h CompletionHandler) {
+func (r *Registry) addCompletion(k completionKey, h CompletionHandler) error {
+	if k.name == "" || k.argument == "" {
+		return fmt.Errorf("%w: empty name or argument (%q, %q)", ErrInvalidCompletion, k.name, k.argument)
+	}
 	if h == nil {
-		panic("handlers: completion handler is nil")
+		return fmt.Errorf("%w %q %q: nil handler", ErrInvalidCompletion, k.name, k.argument)
 	}
 	r.update(0, func(s *snapshot) bool {
 		s.completions = maps.Clone(s.completions)
 		s.completions[k] = h
 		return true
 	})
+	return nil
 }
 
 // HasCompletions reports whether any completion handler is registered (the

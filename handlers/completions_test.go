@@ -33,15 +33,15 @@ func TestComplete(t *testing.T) {
 	require.NoError(t, r.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "users://{user}/posts/{post}"}, varsHandler("u")))
 	require.NoError(t, r.AddStaticResource(&mcp.Resource{URI: "s://static"}))
 	thousand := 1000
-	r.AddPromptCompletion("p", "big", prefixCompleter(250, nil))
-	r.AddPromptCompletion("p", "small", prefixCompleter(3, nil))
-	r.AddPromptCompletion("p", "known", prefixCompleter(150, &thousand))
-	r.AddPromptCompletion("p", "nil", func(context.Context, *CompleteRequest) (*mcp.CompleteResult, error) { return nil, nil })
-	r.AddPromptCompletion("p", "err", func(context.Context, *CompleteRequest) (*mcp.CompleteResult, error) {
+	require.NoError(t, r.AddPromptCompletion("p", "big", prefixCompleter(250, nil)))
+	require.NoError(t, r.AddPromptCompletion("p", "small", prefixCompleter(3, nil)))
+	require.NoError(t, r.AddPromptCompletion("p", "known", prefixCompleter(150, &thousand)))
+	require.NoError(t, r.AddPromptCompletion("p", "nil", func(context.Context, *CompleteRequest) (*mcp.CompleteResult, error) { return nil, nil }))
+	require.NoError(t, r.AddPromptCompletion("p", "err", func(context.Context, *CompleteRequest) (*mcp.CompleteResult, error) {
 		return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "no way"}
-	})
-	r.AddTemplateCompletion("users://{user}/posts/{post}", "user", prefixCompleter(12, nil))
-	r.AddPromptCompletion("gone", "x", prefixCompleter(3, nil))
+	}))
+	require.NoError(t, r.AddTemplateCompletion("users://{user}/posts/{post}", "user", prefixCompleter(12, nil)))
+	require.NoError(t, r.AddPromptCompletion("gone", "x", prefixCompleter(3, nil)))
 	assert.True(t, r.HasCompletions())
 
 	ref := func(typ, name, uri string) mcp.CompleteReference {
@@ -101,5 +101,7 @@ func TestComplete(t *testing.T) {
 
 	_, err := r.Complete(context.Background(), &CompleteRequest{})
 	requireCodeErr(t, err, codec.CodeInvalidParams, "missing params")
-	assert.Panics(t, func() { r.AddPromptCompletion("p", "x", nil) })
+	assert.ErrorIs(t, r.AddPromptCompletion("p", "x", nil), ErrInvalidCompletion)
+	assert.ErrorIs(t, r.AddTemplateCompletion("t://{x}", "", prefixCompleter(1, nil)), ErrInvalidCompletion)
+	assert.ErrorIs(t, r.AddPromptCompletion("", "x", prefixCompleter(1, nil)), ErrInvalidCompletion)
 }

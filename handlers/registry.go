@@ -13,6 +13,9 @@ var (
 	ErrInvalidResource = errors.New("handlers: invalid resource")
 	ErrInvalidTemplate = errors.New("handlers: invalid resource template")
 	ErrInvalidPrompt   = errors.New("handlers: invalid prompt")
+	// ErrInvalidCompletion is returned by AddPromptCompletion and
+	// AddTemplateCompletion.
+	ErrInvalidCompletion = errors.New("handlers: invalid completion")
 	// ErrUnknownList is returned by ListPage for a ListName it does not know.
 	ErrUnknownList = errors.New("handlers: unknown list")
 )

@@ -41,9 +41,9 @@ func TestOnChange(t *testing.T) {
 		{"replace tool", func() { require.NoError(t, r.AddTool(&mcp.Tool{Name: "t"}, echoTool)) }, []ListKind{ListTools}},
 		{"failed add", func() { require.Error(t, r.AddTool(&mcp.Tool{}, echoTool)) }, nil},
 		{"typed add", func() {
-			AddTool(r, &mcp.Tool{Name: "typed"}, func(context.Context, *CallToolRequest, addIn) (*mcp.CallToolResult, addOut, error) {
+			require.NoError(t, AddTool(r, &mcp.Tool{Name: "typed"}, func(context.Context, *CallToolRequest, addIn) (*mcp.CallToolResult, addOut, error) {
 				return nil, addOut{}, nil
-			})
+			}))
 		}, []ListKind{ListTools}},
 		{"remove tools", func() { r.RemoveTools("t", "typed") }, []ListKind{ListTools}},
 		{"remove nothing", func() { r.RemoveTools("t") }, nil},
@@ -57,7 +57,7 @@ func TestOnChange(t *testing.T) {
 		{"remove no templates", func() { r.RemoveResourceTemplates("c://{x}") }, nil},
 		{"add prompt", func() { require.NoError(t, r.AddPrompt(&mcp.Prompt{Name: "p"}, greetPrompt)) }, []ListKind{ListPrompts}},
 		{"remove prompt", func() { r.RemovePrompts("p") }, []ListKind{ListPrompts}},
-		{"completion", func() { r.AddPromptCompletion("p", "a", prefixCompleter(1, nil)) }, nil},
+		{"completion", func() { require.NoError(t, r.AddPromptCompletion("p", "a", prefixCompleter(1, nil))) }, nil},
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
@@ -95,7 +95,7 @@ func TestConcurrentChanges(t *testing.T) {
 				assert.NoError(t, r.AddStaticResource(&mcp.Resource{URI: "s://" + n}, mcp.ResourceContents{Text: n}))
 				assert.NoError(t, r.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "t://" + n + "/{x}"}, varsHandler(n)))
 				assert.NoError(t, r.AddPrompt(&mcp.Prompt{Name: n}, greetPrompt))
-				r.AddPromptCompletion(n, "a", prefixCompleter(2, nil))
+				assert.NoError(t, r.AddPromptCompletion(n, "a", prefixCompleter(2, nil)))
 				if i%3 == 0 {
 					r.RemoveTools(n)
 					r.RemoveResources("s://" + n)

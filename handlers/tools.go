@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -24,7 +25,8 @@ type toolEntry struct {
 	opts ToolOptions
 }
 
-// ToolOptions tune how a tool is run. The zero value suits any handler.
+// ToolOptions tune how a tool is run. The zero value suits any handler;
+// fields may be added (cache hints, for one), so set them by name.
 type ToolOptions struct {
 	// NonBlocking declares that the handler only computes: it returns in
 	// microseconds, never waits on I/O, locks held long, or its client
@@ -32,9 +34,24 @@ type ToolOptions struct {
 	// on the transport's event loop instead of handing it to the worker
 	// pool, which saves a goroutine hand-off and a separate write per call.
 	NonBlocking bool
+
+	// TaskSupport, when set, is the tool's execution.taskSupport
+	// (mcp.TaskForbidden, mcp.TaskOptional or mcp.TaskRequired): whether
+	// clients may, or must, call it as a task. It is written into the
+	// descriptor served by tools/list; a tool whose Execution already says
+	// otherwise is an error. Empty leaves the descriptor as it is (no
+	// execution means forbidden).
+	TaskSupport string
+
+	// RequiredScopes are the OAuth scopes a caller must hold to call the
+	// tool. The registry only stores them: a receiving middleware (see
+	// engine.Options.Receive) enforces them, reading them with
+	// Registry.ToolOptionsOf.
+	RequiredScopes []string
 }
 
-// ToolOptionsOf returns the options a tool was registered with. Lock-free.
+// ToolOptionsOf returns the options a tool was registered with. Their
+// slices are the Registry's own: they must not be modified. Lock-free.
 func (r *Registry) ToolOptionsOf(name string) (ToolOptions, bool) {
 	e, ok := r.snap.Load().tools.get(name)
 	if !ok {
@@ -43,22 +60,43 @@ func (r *Registry) ToolOptionsOf(name string) (ToolOptions, bool) {
 	return e.v.opts, true
 }
 
-// AddTool registers a tool, replacing (in place, keeping its list position)
-// a tool of the same name. A tool without an InputSchema accepts any object:
-// its schema is {"type":"object"}. InputSchema and OutputSchema are compiled
-// once, as JSON Schema draft 2020-12 unless their $schema names another
-// draft; $defs and local $ref work, references to other documents do not.
-// They are served to clients as given, less insignificant whitespace.
-//
-// An empty name, a nil handler, or a schema that is not a valid JSON Schema
-// object yields an error wrapping ErrInvalidTool. The Registry keeps a copy
-// of *t; slices t refers to must not be modified afterwards. Safe for
-// concurrent use.
-func (r *Registry) AddTool(t *mcp.Tool, h ToolHandler) error {
-	return r.AddToolWith(t, h, ToolOptions{})
+// oneOption returns the single options value of a variadic options
+// argument: the zero value when none was given.
+func oneOption[O any](opts []O) (O, error) {
+	var o O
+	switch len(opts) {
+	case 0:
+		return o, nil
+	case 1:
+		return opts[0], nil
+	}
+	return o, fmt.Errorf("%d options values given, want at most one", len(opts))
 }
 
-// AddToolWith is AddTool with options.
+// AddTool registers a tool, replacing (in place, keeping its list position)
+// a tool of the same name. opts, at most one value, tune how it is run. A
+// tool without an InputSchema accepts any object: its schema is
+// {"type":"object"}. InputSchema and OutputSchema are compiled once, as
+// JSON Schema draft 2020-12 unless their $schema names another draft;
+// $defs and local $ref work, references to other documents do not. They
+// are served to clients as given, less insignificant whitespace.
+//
+// An empty name, a nil handler, a schema that is not a valid JSON Schema
+// object, or invalid options yield an error wrapping ErrInvalidTool, and
+// nothing is registered. The Registry keeps a copy of *t; slices t refers
+// to must not be modified afterwards. Safe for concurrent use.
+func (r *Registry) AddTool(t *mcp.Tool, h ToolHandler, opts ...ToolOptions) error {
+	if t == nil || t.Name == "" {
+		return fmt.Errorf("%w: empty name", ErrInvalidTool)
+	}
+	o, err := oneOption(opts)
+	if err != nil {
+		return fmt.Errorf("%w %q: %w", ErrInvalidTool, t.Name, err)
+	}
+	return r.AddToolWith(t, h, o)
+}
+
+// AddToolWith is AddTool with exactly one options value.
 func (r *Registry) AddToolWith(t *mcp.Tool, h ToolHandler, o ToolOptions) error {
 	if t == nil || t.Name == "" {
 		return fmt.Errorf("%w: empty name", ErrInvalidTool)
@@ -67,6 +105,23 @@ func (r *Registry) AddToolWith(t *mcp.Tool, h ToolHandler, o ToolOptions) error 
 		return fmt.Errorf("%w %q: nil handler", ErrInvalidTool, t.Name)
 	}
 	tool := *t
+	if o.TaskSupport != "" {
+		switch o.TaskSupport {
+		case mcp.TaskForbidden, mcp.TaskOptional, mcp.TaskRequired:
+		default:
+			return fmt.Errorf("%w %q: unknown task support %q", ErrInvalidTool, t.Name, o.TaskSupport)
+		}
+		if ex := tool.Execution; ex != nil && ex.TaskSupport != "" && ex.TaskSupport != o.TaskSupport {
+			return fmt.Errorf("%w %q: task support %q in the options, %q in the tool's execution", ErrInvalidTool, t.Name, o.TaskSupport, ex.TaskSupport)
+		}
+		ex := mcp.ToolExecution{}
+		if tool.Execution != nil {
+			ex = *tool.Execution
+		}
+		ex.TaskSupport = o.TaskSupport
+		tool.Execution = &ex
+	}
+	o.RequiredScopes = slices.Clone(o.RequiredScopes)
 	raw := tool.InputSchema
 	if len(raw) == 0 {
 		raw = codec.RawJSON(defaultInputSchema)
@@ -126,10 +181,15 @@ func (r *Registry) Tool(name string) (*mcp.Tool, bool) {
 // answer is a result with isError set whose text describes the failure, so
 // the model can correct its call; the handler does not run.
 //
-// A handler's error is returned as is. When the tool has an output schema
-// and the result is not an error result, structuredContent must be present
-// and valid, else CallTool returns a *codec.Error with code -32603. A nil
-// result is an empty one. A handler panic is not recovered. Safe for
+// A handler's error becomes a result with isError set whose text is the
+// error's message, as in the go-sdk: the model sees what went wrong. Two
+// kinds are returned as is, to be answered as JSON-RPC errors: one that is,
+// or wraps, a *codec.Error (errors.As), and the error of ctx once ctx has
+// ended (errors.Is its Err or its Cause): the request was cancelled, the
+// tool did not fail. When the tool has an output
+// schema and the result is not an error result, structuredContent must be
+// present and valid, else CallTool returns a *codec.Error with code -32603.
+// A nil result is an empty one. A handler panic is not recovered. Safe for
 // concurrent use.
 func (r *Registry) CallTool(ctx context.Context, req *CallToolRequest) (*mcp.CallToolResult, error) {
 	if req == nil || req.Params == nil {
@@ -149,7 +209,7 @@ func (r *Registry) CallTool(ctx context.Context, req *CallToolRequest) (*mcp.Cal
 	}
 	res, err := e.h(ctx, req)
 	if err != nil {
-		return nil, err
+		return toolError(ctx, err)
 	}
 	if res == nil {
 		res = &mcp.CallToolResult{Content: []mcp.Content{}}
@@ -166,6 +226,25 @@ func (r *Registry) CallTool(ctx context.Context, req *CallToolRequest) (*mcp.Cal
 	}
 	return res, nil
 }
+
+// toolError turns a tool handler's error into its answer: a *codec.Error,
+// or the error of the request's context once it has ended, stays an error;
+// anything else is a result with isError set.
+func toolError(ctx context.Context, err error) (*mcp.CallToolResult, error) {
+	var ce *codec.Error
+	if errors.As(err, &ce) {
+		return nil, err
+	}
+	if cerr := ctx.Err(); cerr != nil && (errors.Is(err, cerr) || errors.Is(err, context.Cause(ctx))) {
+		return nil, err
+	}
+	return mcp.ErrorResult(err.Error()), nil
+}
+
+// ToolHandlerFor serves tools/call for a tool registered with AddTool[In,
+// Out]: in holds the decoded arguments. See AddTool for how its result,
+// out and error are answered.
+type ToolHandlerFor[In, Out any] func(ctx context.Context, req *CallToolRequest, in In) (*mcp.CallToolResult, Out, error)
 
 // AddTool registers a tool whose arguments decode into In and whose
 // structured result is Out.
@@ -184,27 +263,42 @@ func (r *Registry) CallTool(ctx context.Context, req *CallToolRequest) (*mcp.Cal
 // content holding its JSON, and the same JSON as structuredContent when it
 // is an object. When h returns a result without structuredContent and the
 // tool has an output schema, structuredContent is set from out. An error
-// from h is returned as is (see ToolHandler).
+// from h is answered as Registry.CallTool says: a result with isError set,
+// unless it is a *codec.Error.
 //
-// AddTool panics on misuse: an unsupported In, a schema that cannot be
-// inferred, or a tool Registry.AddTool rejects. Safe for concurrent use.
-func AddTool[In, Out any](r *Registry, t *mcp.Tool, h func(ctx context.Context, req *CallToolRequest, in In) (*mcp.CallToolResult, Out, error)) {
-	if t == nil || h == nil {
-		panic("handlers: AddTool with nil tool or handler")
+// opts, at most one value, are the tool's options, as for
+// Registry.AddTool. Misuse yields an error wrapping ErrInvalidTool and
+// registers nothing: a nil tool or handler, an In that does not encode as
+// an object, a schema that cannot be inferred, or anything Registry.AddTool
+// rejects. Safe for concurrent use.
+func AddTool[In, Out any](r *Registry, t *mcp.Tool, h ToolHandlerFor[In, Out], opts ...ToolOptions) error {
+	if t == nil || t.Name == "" {
+		return fmt.Errorf("%w: empty name", ErrInvalidTool)
 	}
-	if !objectKind(reflect.TypeFor[In]()) {
-		panic(fmt.Sprintf("handlers: AddTool %q: input type %v is not a struct, struct pointer or map with string keys", t.Name, reflect.TypeFor[In]()))
+	if h == nil {
+		return fmt.Errorf("%w %q: nil handler", ErrInvalidTool, t.Name)
+	}
+	o, err := oneOption(opts)
+	if err != nil {
+		return fmt.Errorf("%w %q: %w", ErrInvalidTool, t.Name, err)
+	}
+	if inT := reflect.TypeFor[In](); !objectKind(inT) {
+		return fmt.Errorf("%w %q: input type %v is not a struct, struct pointer or map with string keys", ErrInvalidTool, t.Name, inT)
 	}
 	tool := *t
 	if len(tool.InputSchema) == 0 {
-		tool.InputSchema = mustInfer(t.Name, "input", reflect.TypeFor[In]())
+		if tool.InputSchema, err = inferSchema(t.Name, "input", reflect.TypeFor[In]()); err != nil {
+			return err
+		}
 	}
 	if outT := reflect.TypeFor[Out](); len(tool.OutputSchema) == 0 && objectKind(outT) {
-		tool.OutputSchema = mustInfer(t.Name, "output", outT)
+		if tool.OutputSchema, err = inferSchema(t.Name, "output", outT); err != nil {
+			return err
+		}
 	}
 	fillStructured := len(tool.OutputSchema) > 0
 	name := tool.Name
-	err := r.AddTool(&tool, func(ctx context.Context, req *CallToolRequest) (*mcp.CallToolResult, error) {
+	return r.AddToolWith(&tool, func(ctx context.Context, req *CallToolRequest) (*mcp.CallToolResult, error) {
 		var in In
 		if err := codec.Unmarshal(req.Params.Arguments, &in); err != nil {
 			return mcp.ErrorResult("invalid arguments for tool " + name + ": " + err.Error()), nil
@@ -235,10 +329,7 @@ func AddTool[In, Out any](r *Registry, t *mcp.Tool, h func(ctx context.Context, 
 			res.StructuredContent = b
 		}
 		return res, nil
-	})
-	if err != nil {
-		panic(err)
-	}
+	}, o)
 }
 
 // objectKind reports whether values of t encode as JSON objects.
@@ -254,20 +345,19 @@ func objectKind(t reflect.Type) bool {
 	return false
 }
 
-// mustInfer returns the JSON Schema of t (of the struct a pointer type
-// points to, so that the schema's type is "object"), panicking when it has
-// none.
-func mustInfer(tool, what string, t reflect.Type) codec.RawJSON {
+// inferSchema returns the JSON Schema of t (of the struct a pointer type
+// points to, so that the schema's type is "object").
+func inferSchema(tool, what string, t reflect.Type) (codec.RawJSON, error) {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	s, err := jsonschema.ForType(t, nil)
 	if err != nil {
-		panic(fmt.Sprintf("handlers: AddTool %q: inferring %s schema from %v: %v", tool, what, t, err))
+		return nil, fmt.Errorf("%w %q: inferring %s schema from %v: %w", ErrInvalidTool, tool, what, t, err)
 	}
 	b, err := codec.Marshal(s)
 	if err != nil {
-		panic(fmt.Sprintf("handlers: AddTool %q: encoding %s schema: %v", tool, what, err))
+		return nil, fmt.Errorf("%w %q: encoding %s schema: %w", ErrInvalidTool, tool, what, err)
 	}
-	return b
+	return b, nil
 }

@@ -3,7 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
-	"strings"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -144,7 +144,13 @@ func TestCallTool(t *testing.T) {
 		{name: "absent arguments fail required", tool: mcp.Tool{Name: "sum", InputSchema: codec.RawJSON(sumSchema)}, h: echoTool, isError: true, text: "missing properties"},
 		{name: "draft-07 tuple valid", tool: mcp.Tool{Name: "d7", InputSchema: codec.RawJSON(draft7)}, h: echoTool, args: `{"pair":["x",1]}`, text: `{"pair":["x",1]}`, ran: true},
 		{name: "draft-07 tuple invalid", tool: mcp.Tool{Name: "d7", InputSchema: codec.RawJSON(draft7)}, h: echoTool, args: `{"pair":[1,"x"]}`, isError: true, text: "at '/pair/0'"},
-		{name: "handler error passes through", tool: mcp.Tool{Name: "e"}, h: func(context.Context, *CallToolRequest) (*mcp.CallToolResult, error) { return nil, errBoom }, wantErr: codec.CodeInternalError, errMsg: "boom", ran: true},
+		{name: "handler error is a tool error", tool: mcp.Tool{Name: "e"}, h: func(context.Context, *CallToolRequest) (*mcp.CallToolResult, error) { return nil, errBoom }, isError: true, text: "boom", ran: true},
+		{name: "wrapped handler error is a tool error", tool: mcp.Tool{Name: "e"}, h: func(context.Context, *CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, fmt.Errorf("fetching: %w", errBoom)
+		}, isError: true, text: "fetching: boom", ran: true},
+		{name: "wrapped codec error keeps code", tool: mcp.Tool{Name: "e"}, h: func(context.Context, *CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, fmt.Errorf("auth: %w", &codec.Error{Code: codec.CodeInvalidRequest, Message: "not allowed"})
+		}, wantErr: codec.CodeInvalidRequest, errMsg: "not allowed", ran: true},
 		{name: "handler codec error keeps code", tool: mcp.Tool{Name: "e"}, h: func(context.Context, *CallToolRequest) (*mcp.CallToolResult, error) {
 			return nil, &codec.Error{Code: codec.CodeURLElicitationNeeded, Message: "go there"}
 		}, wantErr: codec.CodeURLElicitationNeeded, errMsg: "go there", ran: true},
@@ -207,29 +213,32 @@ type addOut struct {
 
 func TestTypedAddTool(t *testing.T) {
 	r := NewRegistry(Options{})
-	AddTool(r, &mcp.Tool{Name: "add"}, func(ctx context.Context, req *CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
+	require.NoError(t, AddTool(r, &mcp.Tool{Name: "add"}, func(ctx context.Context, req *CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
 		return nil, addOut{Sum: in.A + in.B}, nil
-	})
-	AddTool(r, &mcp.Tool{Name: "addptr"}, func(ctx context.Context, req *CallToolRequest, in *addIn) (*mcp.CallToolResult, *addOut, error) {
+	}))
+	require.NoError(t, AddTool(r, &mcp.Tool{Name: "addptr"}, func(ctx context.Context, req *CallToolRequest, in *addIn) (*mcp.CallToolResult, *addOut, error) {
 		return mcp.TextResult("own text"), &addOut{Sum: in.A + in.B}, nil
-	})
-	AddTool(r, &mcp.Tool{Name: "map"}, func(ctx context.Context, req *CallToolRequest, in map[string]any) (*mcp.CallToolResult, any, error) {
+	}))
+	require.NoError(t, AddTool(r, &mcp.Tool{Name: "map"}, func(ctx context.Context, req *CallToolRequest, in map[string]any) (*mcp.CallToolResult, any, error) {
 		return nil, map[string]any{"keys": len(in)}, nil
-	})
-	AddTool(r, &mcp.Tool{Name: "str"}, func(ctx context.Context, req *CallToolRequest, in map[string]string) (*mcp.CallToolResult, string, error) {
+	}))
+	require.NoError(t, AddTool(r, &mcp.Tool{Name: "str"}, func(ctx context.Context, req *CallToolRequest, in map[string]string) (*mcp.CallToolResult, string, error) {
 		return nil, in["s"] + "!", nil
-	})
-	AddTool(r, &mcp.Tool{Name: "nothing"}, func(ctx context.Context, req *CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+	}))
+	require.NoError(t, AddTool(r, &mcp.Tool{Name: "nothing"}, func(ctx context.Context, req *CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
 		return nil, nil, nil
-	})
+	}))
 	// A given input schema looser than In: decoding, not validation, fails.
-	AddTool(r, &mcp.Tool{Name: "loose", InputSchema: codec.RawJSON(`{"type":"object"}`)}, func(ctx context.Context, req *CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
+	require.NoError(t, AddTool(r, &mcp.Tool{Name: "loose", InputSchema: codec.RawJSON(`{"type":"object"}`)}, func(ctx context.Context, req *CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
 		t.Error("handler ran with undecodable arguments")
 		return nil, addOut{}, nil
-	})
-	AddTool(r, &mcp.Tool{Name: "fails"}, func(ctx context.Context, req *CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
+	}))
+	require.NoError(t, AddTool(r, &mcp.Tool{Name: "fails"}, func(ctx context.Context, req *CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
 		return nil, addOut{}, &codec.Error{Code: codec.CodeInvalidParams, Message: "no"}
-	})
+	}))
+	require.NoError(t, AddTool(r, &mcp.Tool{Name: "plainfail"}, func(ctx context.Context, req *CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
+		return nil, addOut{}, errors.New("disk full")
+	}))
 
 	t.Run("inferred schemas", func(t *testing.T) {
 		add, ok := r.Tool("add")
@@ -273,7 +282,8 @@ func TestTypedAddTool(t *testing.T) {
 		{name: "string output has no structured content", tool: "str", args: `{"s":"hi"}`, text: `"hi!"`},
 		{name: "nil any output is empty", tool: "nothing", args: `{}`},
 		{name: "decode failure is a tool error", tool: "loose", args: `{"a":"one"}`, isError: true, text: "invalid arguments for tool loose"},
-		{name: "handler error passes through", tool: "fails", args: `{"a":1,"b":2}`, wantErr: codec.CodeInvalidParams},
+		{name: "handler codec error is a JSON-RPC error", tool: "fails", args: `{"a":1,"b":2}`, wantErr: codec.CodeInvalidParams},
+		{name: "handler error is a tool error", tool: "plainfail", args: `{"a":1,"b":2}`, isError: true, text: "disk full"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -295,59 +305,137 @@ func TestTypedAddTool(t *testing.T) {
 	}
 }
 
-func TestTypedAddToolPanics(t *testing.T) {
+func TestTypedAddToolErrors(t *testing.T) {
 	type withChan struct {
 		C chan int `json:"c"`
 	}
 	tests := []struct {
 		name string
-		add  func(r *Registry)
+		add  func(r *Registry) error
 		msg  string
 	}{
-		{"scalar input", func(r *Registry) {
-			AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, int) (*mcp.CallToolResult, any, error) { return nil, nil, nil })
+		{"scalar input", func(r *Registry) error {
+			return AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, int) (*mcp.CallToolResult, any, error) { return nil, nil, nil })
 		}, "input type int"},
-		{"slice input", func(r *Registry) {
-			AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, []string) (*mcp.CallToolResult, any, error) {
+		{"slice input", func(r *Registry) error {
+			return AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, []string) (*mcp.CallToolResult, any, error) {
 				return nil, nil, nil
 			})
 		}, "input type []string"},
-		{"uninferable input", func(r *Registry) {
-			AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, withChan) (*mcp.CallToolResult, any, error) {
+		{"uninferable input", func(r *Registry) error {
+			return AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, withChan) (*mcp.CallToolResult, any, error) {
 				return nil, nil, nil
 			})
 		}, "inferring input schema"},
-		{"uninferable output", func(r *Registry) {
-			AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, addIn) (*mcp.CallToolResult, withChan, error) {
+		{"uninferable output", func(r *Registry) error {
+			return AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, addIn) (*mcp.CallToolResult, withChan, error) {
 				return nil, withChan{}, nil
 			})
 		}, "inferring output schema"},
-		{"empty name", func(r *Registry) {
-			AddTool(r, &mcp.Tool{}, func(context.Context, *CallToolRequest, addIn) (*mcp.CallToolResult, any, error) { return nil, nil, nil })
+		{"empty name", func(r *Registry) error {
+			return AddTool(r, &mcp.Tool{}, func(context.Context, *CallToolRequest, addIn) (*mcp.CallToolResult, any, error) { return nil, nil, nil })
 		}, "empty name"},
-		{"nil handler", func(r *Registry) {
-			AddTool[addIn, any](r, &mcp.Tool{Name: "x"}, nil)
-		}, "nil tool or handler"},
+		{"nil tool", func(r *Registry) error {
+			return AddTool(r, nil, func(context.Context, *CallToolRequest, addIn) (*mcp.CallToolResult, any, error) { return nil, nil, nil })
+		}, "empty name"},
+		{"two options", func(r *Registry) error {
+			return AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, addIn) (*mcp.CallToolResult, any, error) { return nil, nil, nil },
+				ToolOptions{}, ToolOptions{NonBlocking: true})
+		}, "at most one"},
+		{"bad task support", func(r *Registry) error {
+			return AddTool(r, &mcp.Tool{Name: "x"}, func(context.Context, *CallToolRequest, addIn) (*mcp.CallToolResult, any, error) { return nil, nil, nil },
+				ToolOptions{TaskSupport: "sometimes"})
+		}, "unknown task support"},
+		{"conflicting task support", func(r *Registry) error {
+			return AddTool(r, &mcp.Tool{Name: "x", Execution: &mcp.ToolExecution{TaskSupport: mcp.TaskRequired}},
+				func(context.Context, *CallToolRequest, addIn) (*mcp.CallToolResult, any, error) { return nil, nil, nil },
+				ToolOptions{TaskSupport: mcp.TaskOptional})
+		}, "task support"},
+		{"nil handler", func(r *Registry) error {
+			return AddTool[addIn, any](r, &mcp.Tool{Name: "x"}, nil)
+		}, "nil handler"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := NewRegistry(Options{})
-			defer func() {
-				p := recover()
-				require.NotNil(t, p, "no panic")
-				var msg string
-				switch v := p.(type) {
-				case error:
-					msg = v.Error()
-				case string:
-					msg = v
-				}
-				assert.True(t, strings.Contains(msg, tt.msg), "panic %q lacks %q", msg, tt.msg)
-				assert.Equal(t, 0, r.Len(ListNameTools))
-			}()
-			tt.add(r)
+			err := tt.add(r)
+			require.ErrorIs(t, err, ErrInvalidTool)
+			assert.Contains(t, err.Error(), tt.msg)
+			assert.Equal(t, 0, r.Len(ListNameTools))
 		})
 	}
+}
+
+// TestCallToolCancelled checks that a handler that gives up on its ended
+// context gets a JSON-RPC error: the request was cancelled, the tool did not
+// fail.
+func TestCallToolCancelled(t *testing.T) {
+	r := NewRegistry(Options{})
+	require.NoError(t, r.AddTool(&mcp.Tool{Name: "wait"}, func(ctx context.Context, _ *CallToolRequest) (*mcp.CallToolResult, error) {
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}))
+	require.NoError(t, r.AddTool(&mcp.Tool{Name: "wrapped"}, func(ctx context.Context, _ *CallToolRequest) (*mcp.CallToolResult, error) {
+		<-ctx.Done()
+		return nil, fmt.Errorf("waiting: %w", ctx.Err())
+	}))
+	require.NoError(t, r.AddTool(&mcp.Tool{Name: "other"}, func(ctx context.Context, _ *CallToolRequest) (*mcp.CallToolResult, error) {
+		<-ctx.Done()
+		return nil, errors.New("gave up")
+	}))
+	gone := errors.New("client gone")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(gone)
+	call := func(name string) (*mcp.CallToolResult, error) {
+		return r.CallTool(ctx, &CallToolRequest{Params: &mcp.CallToolParams{Name: name}})
+	}
+	_, err := call("wait")
+	assert.ErrorIs(t, err, gone)
+	_, err = call("wrapped")
+	assert.ErrorIs(t, err, context.Canceled)
+	res, err := call("other")
+	require.NoError(t, err)
+	assert.True(t, res.IsError, "an error of its own is the tool's")
+}
+
+func TestToolOptions(t *testing.T) {
+	r := NewRegistry(Options{})
+	scopes := []string{"files:read", "files:write"}
+	require.NoError(t, AddTool(r, &mcp.Tool{Name: "typed"}, func(context.Context, *CallToolRequest, addIn) (*mcp.CallToolResult, any, error) {
+		return nil, nil, nil
+	}, ToolOptions{NonBlocking: true, TaskSupport: mcp.TaskOptional, RequiredScopes: scopes}))
+	scopes[0] = "changed after registration"
+	require.NoError(t, r.AddTool(&mcp.Tool{Name: "plain"}, echoTool))
+	require.NoError(t, r.AddTool(&mcp.Tool{Name: "with", Execution: &mcp.ToolExecution{TaskSupport: mcp.TaskRequired}}, echoTool,
+		ToolOptions{TaskSupport: mcp.TaskRequired}))
+	require.Error(t, r.AddTool(&mcp.Tool{Name: "two"}, echoTool, ToolOptions{}, ToolOptions{}))
+
+	o, ok := r.ToolOptionsOf("typed")
+	require.True(t, ok)
+	assert.True(t, o.NonBlocking)
+	assert.Equal(t, []string{"files:read", "files:write"}, o.RequiredScopes)
+	typed, _ := r.Tool("typed")
+	require.NotNil(t, typed.Execution)
+	assert.Equal(t, mcp.TaskOptional, typed.Execution.TaskSupport)
+	assert.Contains(t, toolsPageRaw(t, r), `"execution":{"taskSupport":"optional"}`)
+
+	o, ok = r.ToolOptionsOf("plain")
+	require.True(t, ok)
+	assert.Zero(t, o.NonBlocking)
+	assert.Empty(t, o.RequiredScopes)
+	plain, _ := r.Tool("plain")
+	assert.Nil(t, plain.Execution)
+	with, _ := r.Tool("with")
+	assert.Equal(t, mcp.TaskRequired, with.Execution.TaskSupport)
+	_, ok = r.ToolOptionsOf("two")
+	assert.False(t, ok)
+}
+
+func toolsPageRaw(t *testing.T, r *Registry) string {
+	t.Helper()
+	b, err := r.ListPage(ListNameTools, "")
+	require.NoError(t, err)
+	return string(b)
 }
 
 func TestReplaceAndRemoveTools(t *testing.T) {

@@ -21,14 +21,14 @@ const (
 func Bench(r *handlers.Registry, _ Env) error {
 	// Both tools only compute: they run on the event loop.
 	pure := handlers.ToolOptions{NonBlocking: true}
-	if err := r.AddToolWith(&mcp.Tool{
+	if err := handlers.AddTool(r, &mcp.Tool{
 		Name:        "echo",
 		Description: "Returns its text argument.",
 		InputSchema: codec.RawJSON(EchoSchema),
 	}, echo, pure); err != nil {
 		return err
 	}
-	if err := r.AddToolWith(&mcp.Tool{
+	if err := handlers.AddTool(r, &mcp.Tool{
 		Name:        "add",
 		Description: "Adds two numbers.",
 		InputSchema: codec.RawJSON(AddSchema),
@@ -47,25 +47,23 @@ func Bench(r *handlers.Registry, _ Env) error {
 	}, greet)
 }
 
-func echo(_ context.Context, req *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
-	var in struct {
-		Text string `json:"text"`
-	}
-	if err := codec.Unmarshal(req.Params.Arguments, &in); err != nil {
-		return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "invalid arguments: " + err.Error()}
-	}
-	return mcp.TextResult(in.Text), nil
+type echoIn struct {
+	Text string `json:"text"`
 }
 
-func add(_ context.Context, req *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
-	var in struct {
-		A float64 `json:"a"`
-		B float64 `json:"b"`
-	}
-	if err := codec.Unmarshal(req.Params.Arguments, &in); err != nil {
-		return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "invalid arguments: " + err.Error()}
-	}
-	return mcp.TextResult(strconv.FormatFloat(in.A+in.B, 'f', -1, 64)), nil
+// echo and add return their own result and no structured output (Out is
+// any): the answer is exactly what the peer servers answer.
+func echo(_ context.Context, _ *handlers.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+	return mcp.TextResult(in.Text), nil, nil
+}
+
+type addIn struct {
+	A float64 `json:"a"`
+	B float64 `json:"b"`
+}
+
+func add(_ context.Context, _ *handlers.CallToolRequest, in addIn) (*mcp.CallToolResult, any, error) {
+	return mcp.TextResult(strconv.FormatFloat(in.A+in.B, 'f', -1, 64)), nil, nil
 }
 
 func greet(_ context.Context, req *handlers.GetPromptRequest) (*mcp.GetPromptResult, error) {

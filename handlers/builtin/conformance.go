@@ -125,10 +125,13 @@ func Conformance(r *handlers.Registry, env Env) error {
 			return err
 		}
 	}
-	r.AddPromptCompletion("test_prompt_with_arguments", "arg1", prefixCompletion("test", "testValue1", "testing", "paris"))
-	r.AddPromptCompletion("test_prompt_with_arguments", "arg2", prefixCompletion("testValue2", "other"))
-	r.AddTemplateCompletion("test://template/{id}/data", "id", prefixCompletion("1", "123", "456"))
-	return nil
+	if err := r.AddPromptCompletion("test_prompt_with_arguments", "arg1", prefixCompletion("test", "testValue1", "testing", "paris")); err != nil {
+		return err
+	}
+	if err := r.AddPromptCompletion("test_prompt_with_arguments", "arg2", prefixCompletion("testValue2", "other")); err != nil {
+		return err
+	}
+	return r.AddTemplateCompletion("test://template/{id}/data", "id", prefixCompletion("1", "123", "456"))
 }
 
 func userText(text string) mcp.PromptMessage {

@@ -25,7 +25,7 @@ func Demo(r *handlers.Registry, env Env) error {
 	if err := Bench(r, env); err != nil {
 		return err
 	}
-	handlers.AddTool(r, &mcp.Tool{
+	if err := handlers.AddTool(r, &mcp.Tool{
 		Name:        "time",
 		Title:       "Current time",
 		Description: "Returns the current time in an IANA time zone (default UTC), RFC 3339.",
@@ -42,9 +42,11 @@ func Demo(r *handlers.Registry, env Env) error {
 		now := time.Now().In(loc)
 		out := timeOut{Time: now.Format(time.RFC3339), Zone: zone, Unix: now.Unix()}
 		return nil, out, nil
-	})
+	}); err != nil {
+		return err
+	}
 
-	handlers.AddTool(r, &mcp.Tool{
+	if err := handlers.AddTool(r, &mcp.Tool{
 		Name:        "hash",
 		Description: "Hashes text with md5, sha1, sha256 (default) or sha512 and returns the hex digest.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: ptr(true), IdempotentHint: ptr(true)},
@@ -64,9 +66,11 @@ func Demo(r *handlers.Registry, env Env) error {
 		}
 		h.Write([]byte(in.Text))
 		return mcp.TextResult(hex.EncodeToString(h.Sum(nil))), nil, nil
-	})
+	}); err != nil {
+		return err
+	}
 
-	handlers.AddTool(r, &mcp.Tool{
+	if err := handlers.AddTool(r, &mcp.Tool{
 		Name:        "count",
 		Description: "Counts from 1 to n (at most 100), one step every delayMs milliseconds (at most 1000), reporting progress at each step.",
 	}, func(ctx context.Context, req *handlers.CallToolRequest, in countIn) (*mcp.CallToolResult, any, error) {
@@ -87,7 +91,9 @@ func Demo(r *handlers.Registry, env Env) error {
 			}
 		}
 		return mcp.TextResult(fmt.Sprintf("counted to %d", in.N)), nil, nil
-	})
+	}); err != nil {
+		return err
+	}
 
 	if err := addNotes(r); err != nil {
 		return err

@@ -142,7 +142,7 @@ var noteSessions atomic.Int64
 func addNotes(r *handlers.Registry) error {
 	notes := &noteStore{m: map[string]*capped{}}
 
-	handlers.AddTool(r, &mcp.Tool{
+	if err := handlers.AddTool(r, &mcp.Tool{
 		Name: "note_write",
 		Description: fmt.Sprintf("Stores a note of this session under a name; read it back as the resource mem://notes/{name}. "+
 			"Notes are private to the session and end with it; a session keeps at most %d notes and %d bytes of them.",
@@ -166,7 +166,9 @@ func addNotes(r *handlers.Registry) error {
 			_ = sc.NotifyResourceUpdated(uri)
 		}
 		return mcp.TextResult("stored " + uri), nil, nil
-	})
+	}); err != nil {
+		return err
+	}
 
 	if err := r.AddResourceTemplate(&mcp.ResourceTemplate{
 		URITemplate: "mem://notes/{name}",
@@ -194,7 +196,7 @@ func addNotes(r *handlers.Registry) error {
 	}); err != nil {
 		return err
 	}
-	r.AddTemplateCompletion("mem://notes/{name}", "name", func(_ context.Context, req *handlers.CompleteRequest) (*mcp.CompleteResult, error) {
+	if err := r.AddTemplateCompletion("mem://notes/{name}", "name", func(_ context.Context, req *handlers.CompleteRequest) (*mcp.CompleteResult, error) {
 		prefix := req.Params.Argument.Value
 		set := map[string]bool{}
 		for k := range defaultNotes {
@@ -210,7 +212,9 @@ func addNotes(r *handlers.Registry) error {
 			}
 		}
 		return &mcp.CompleteResult{Completion: mcp.Completion{Values: sorted(set)}}, nil
-	})
+	}); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -219,7 +223,7 @@ func addBoard(r *handlers.Registry, env Env) error {
 		mu    sync.Mutex
 		board capped
 	)
-	handlers.AddTool(r, &mcp.Tool{
+	if err := handlers.AddTool(r, &mcp.Tool{
 		Name: "board_write",
 		Description: fmt.Sprintf("Pins a text under a name on the board that every session shares; read it as mem://board/{name}, "+
 			"subscribe to it to hear of changes. The board keeps at most %d entries and %d bytes.", MaxBoardEntries, MaxBoardBytes),
@@ -236,7 +240,9 @@ func addBoard(r *handlers.Registry, env Env) error {
 		uri := "mem://board/" + in.Name
 		env.updated(uri)
 		return mcp.TextResult("stored " + uri), nil, nil
-	})
+	}); err != nil {
+		return err
+	}
 	if err := r.AddResourceTemplate(&mcp.ResourceTemplate{
 		URITemplate: "mem://board/{name}",
 		Name:        "board",
@@ -253,12 +259,14 @@ func addBoard(r *handlers.Registry, env Env) error {
 	}); err != nil {
 		return err
 	}
-	r.AddTemplateCompletion("mem://board/{name}", "name", func(_ context.Context, req *handlers.CompleteRequest) (*mcp.CompleteResult, error) {
+	if err := r.AddTemplateCompletion("mem://board/{name}", "name", func(_ context.Context, req *handlers.CompleteRequest) (*mcp.CompleteResult, error) {
 		set := map[string]bool{}
 		mu.Lock()
 		board.names(req.Params.Argument.Value, set)
 		mu.Unlock()
 		return &mcp.CompleteResult{Completion: mcp.Completion{Values: sorted(set)}}, nil
-	})
+	}); err != nil {
+		return err
+	}
 	return nil
 }

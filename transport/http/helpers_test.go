@@ -295,7 +295,7 @@ type closerIn struct {
 
 func installTestTools(t *testing.T, r *handlers.Registry) *testTools {
 	tt := &testTools{causes: make(chan error, 16), started: make(chan struct{}, 16)}
-	handlers.AddTool(r, &mcp.Tool{Name: "block", Description: "Blocks until cancelled; optionally sends progress first."},
+	require.NoError(t, handlers.AddTool(r, &mcp.Tool{Name: "block", Description: "Blocks until cancelled; optionally sends progress first."},
 		func(ctx context.Context, req *handlers.CallToolRequest, in blockIn) (*mcp.CallToolResult, any, error) {
 			if in.Progress {
 				if err := req.Peer.Progress(1, 0, "started"); err != nil {
@@ -306,7 +306,7 @@ func installTestTools(t *testing.T, r *handlers.Registry) *testTools {
 			<-ctx.Done()
 			tt.causes <- context.Cause(ctx)
 			return nil, nil, context.Cause(ctx)
-		})
+		}))
 	handlers.AddTool(r, &mcp.Tool{Name: "spam", Description: "Sends n progress notifications carrying size bytes each, then answers."},
 		func(_ context.Context, req *handlers.CallToolRequest, in spamIn) (*mcp.CallToolResult, any, error) {
 			msg := strings.Repeat("x", in.Size)
@@ -317,7 +317,7 @@ func installTestTools(t *testing.T, r *handlers.Registry) *testTools {
 			}
 			return mcp.TextResult(fmt.Sprintf("sent %d", in.N)), nil, nil
 		})
-	handlers.AddTool(r, &mcp.Tool{Name: "closer", Description: "Closes its stream (SSE polling), then answers after delayMs."},
+	require.NoError(t, handlers.AddTool(r, &mcp.Tool{Name: "closer", Description: "Closes its stream (SSE polling), then answers after delayMs."},
 		func(_ context.Context, req *handlers.CallToolRequest, in closerIn) (*mcp.CallToolResult, any, error) {
 			req.Peer.CloseStream()
 			time.Sleep(time.Duration(in.DelayMs) * time.Millisecond) // answering late is this tool's job
@@ -325,7 +325,7 @@ func installTestTools(t *testing.T, r *handlers.Registry) *testTools {
 				return nil, nil, err
 			}
 			return mcp.TextResult("reconnected"), nil, nil
-		})
+		}))
 	handlers.AddTool(r, &mcp.Tool{Name: "sample", Description: "Asks the client for a sampling and returns its text."},
 		func(ctx context.Context, req *handlers.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			res, err := req.Peer.CreateMessage(ctx, &mcp.CreateMessageParams{
