@@ -39,7 +39,7 @@ func serveExampleTCP(set string) *exampleServer {
 	eng := newExampleEngine(set)
 	ts := tcp.New(eng, tcp.Options{Addr: "127.0.0.1:0", Loops: 1})
 	errc := make(chan error, 1)
-	go func() { errc <- ts.ListenAndServe() }()
+	go func() { errc <- ts.ListenAndServe(context.Background()) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	addr := ts.Addr(ctx)
@@ -64,7 +64,7 @@ func serveExampleHTTP(set string) *exampleServer {
 	}
 	hs := mcphttp.New(eng, mcphttp.Options{Addr: ln.Addr().String()})
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(context.Background(), ln) }()
 	return &exampleServer{eng: eng, addr: "http://" + ln.Addr().String() + "/mcp", stop: func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -35,12 +35,12 @@ func assertZeroAllocFrames(t *testing.T, cases []frameCase) {
 		t.Run(tc.name, func(t *testing.T) {
 			frame := []byte(tc.frame)
 			out := make([]byte, 0, 64<<10)
-			out = f.srv.HandleFrame(c.sess, frame, out[:0]) // warm the pools and the page cache
+			out = f.srv.Conn(c.sess).HandleFrame(frame, out[:0]) // warm the pools and the page cache
 			if len(out) > 0 {
 				require.Nil(t, parse(t, out).Error)
 			}
 			allocs := testing.AllocsPerRun(1000, func() {
-				out = f.srv.HandleFrame(c.sess, frame, out[:0])
+				out = f.srv.Conn(c.sess).HandleFrame(frame, out[:0])
 			})
 			assert.Zero(t, allocs, "%s allocates %.1f times per call", tc.name, allocs)
 		})

@@ -95,7 +95,7 @@ func TestCancelledBySessionClose(t *testing.T) {
 	f.startedTag(t)
 
 	cause := errors.New("connection reset by peer")
-	f.srv.CloseSession(c.sess, cause)
+	f.srv.Conn(c.sess).Close(cause)
 	assert.ErrorIs(t, f.cause(t), cause)
 	assert.ErrorIs(t, f.cause(t), cause)
 	f.idle(t)
@@ -283,7 +283,7 @@ func TestResourceSubscriptions(t *testing.T) {
 	a.sink.none(t, 10*time.Millisecond)
 
 	// A subscriber that closes loses its subscriptions.
-	f.srv.CloseSession(b.sess, nil)
+	f.srv.Conn(b.sess).Close(nil)
 	assert.Equal(t, 0, bus.Subscribers(topic("mem://y")))
 	f.srv.ResourceUpdated("mem://y")
 	b.sink.none(t, 10*time.Millisecond)
@@ -301,7 +301,7 @@ func TestSubscribersRemovedOnShutdown(t *testing.T) {
 	bus := session.NewLocalBus()
 	srv := engine.New(engine.Options{Bus: bus})
 	sink := newChanSink()
-	c := &client{t: t, srv: srv, sess: srv.NewSession(sink), sink: sink}
+	c := &client{t: t, srv: srv, sess: srv.Open(sink).Session(), sink: sink}
 	c.init(`{}`)
 	require.Nil(t, c.call(`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"mem://z"}}`).Error)
 	require.Equal(t, 1, bus.Subscribers(session.TopicResourceUpdated+"mem://z"))
@@ -393,7 +393,7 @@ func TestServerToClientRequests(t *testing.T) {
 				c := f.ready(t, k.caps)
 				require.Empty(t, c.handle(callFrame(1, k.kind)))
 				requestTo(t, c, k.method)
-				f.srv.CloseSession(c.sess, errors.New("bye"))
+				f.srv.Conn(c.sess).Close(errors.New("bye"))
 				f.idle(t)
 				c.sink.none(t, 10*time.Millisecond)
 				assert.Equal(t, 0, c.sess.Tracker.Pending())
@@ -528,10 +528,10 @@ func TestLogLevel(t *testing.T) {
 
 func TestServeFrame(t *testing.T) {
 	f := newFixture(t, engine.Options{})
-	sess := f.srv.NewSession(newChanSink())
+	sess := f.srv.Open(newChanSink()).Session()
 	reply := newChanSink()
 	serve := func(ctx context.Context, frame string) codec.Kind {
-		return f.srv.ServeFrame(ctx, sess, []byte(frame), reply)
+		return f.srv.Conn(sess).ServeFrame(ctx, []byte(frame), reply)
 	}
 	assert.Equal(t, codec.KindInvalid, serve(context.Background(), `{bad`))
 	requireError(t, reply.next(t), "null", codec.CodeParseError)
@@ -594,7 +594,7 @@ func TestClientVanishesMidCall(t *testing.T) {
 	var sessions []*client
 	for i := range 8 {
 		sink := newChanSink()
-		c := &client{t: t, srv: srv, sess: srv.NewSession(sink), sink: sink}
+		c := &client{t: t, srv: srv, sess: srv.Open(sink).Session(), sink: sink}
 		c.init(`{"sampling":{}}`)
 		for j := range 4 {
 			require.Empty(t, c.handle(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"wait"}}`, i*10+j)))
@@ -611,7 +611,7 @@ func TestClientVanishesMidCall(t *testing.T) {
 	assert.EqualValues(t, 32, srv.Active())
 	gone := errors.New("vanished")
 	for _, c := range sessions {
-		srv.CloseSession(c.sess, gone)
+		srv.Conn(c.sess).Close(gone)
 	}
 	require.Eventually(t, func() bool { return srv.Active() == 0 }, wait, time.Millisecond)
 	mu.Lock()

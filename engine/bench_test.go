@@ -15,14 +15,14 @@ func benchFrame(b *testing.B, frame string) {
 	c := f.ready(b, `{}`)
 	in := []byte(frame)
 	out := make([]byte, 0, 64<<10)
-	out = f.srv.HandleFrame(c.sess, in, out[:0])
+	out = f.srv.Conn(c.sess).HandleFrame(in, out[:0])
 	if m := parse(b, out); m.Error != nil {
 		b.Fatalf("error answer: %+v", m.Error)
 	}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(in)))
 	for b.Loop() {
-		out = f.srv.HandleFrame(c.sess, in, out[:0])
+		out = f.srv.Conn(c.sess).HandleFrame(in, out[:0])
 	}
 	if len(out) == 0 {
 		b.Fatal("no answer")
@@ -55,16 +55,16 @@ func (s signalSink) Send(buf *codec.Buffer) error {
 func BenchmarkToolsCallEcho(b *testing.B) {
 	f := newFixture(b, engine.Options{})
 	sink := signalSink{ch: make(chan int, 1)}
-	sess := f.srv.NewSession(sink)
-	out := f.srv.HandleFrame(sess, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`), nil)
+	sess := f.srv.Open(sink).Session()
+	out := f.srv.Conn(sess).HandleFrame([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`), nil)
 	if m := parse(b, out); m.Error != nil {
 		b.Fatalf("initialize: %+v", m.Error)
 	}
-	f.srv.HandleFrame(sess, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), nil)
+	f.srv.Conn(sess).HandleFrame([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), nil)
 	in := []byte(`{"jsonrpc":"2.0","id":123,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world"}}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if out := f.srv.HandleFrame(sess, in, out[:0]); len(out) > 0 {
+		if out := f.srv.Conn(sess).HandleFrame(in, out[:0]); len(out) > 0 {
 			b.Fatalf("immediate answer: %s", out)
 		}
 		if n := <-sink.ch; n < 50 {

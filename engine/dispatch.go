@@ -68,18 +68,8 @@ func putRouting(p *routing) {
 	routings.Put(p)
 }
 
-// HandleFrame serves one inbound frame for sess from an event loop, which
-// it never blocks. Answers that need no handler code (errors, ping,
-// initialize, cached lists, log level, subscriptions, static resources) are
-// appended to out, which is returned; everything else is copied once and run
-// on the worker pool, its answer sent to sess.Out. A frame over
-// Options.BigMessage is copied and decoded on the pool too. frame is not
-// retained.
-//
-// A panic on the way is recovered: a request is answered with
-// CodeInternalError; a message that cannot be answered closes the session
-// with ErrPanic.
-func (s *Server) HandleFrame(sess *session.Session, frame []byte, out []byte) (res []byte) {
+// handleFrame is Conn.HandleFrame.
+func (s *Server) handleFrame(sess *session.Session, frame []byte, out []byte) (res []byte) {
 	if s.opts.BigMessage > 0 && len(frame) > s.opts.BigMessage && s.handleBig(sess, frame) {
 		return out
 	}
@@ -132,7 +122,7 @@ func (s *Server) panicAnswer(sess *session.Session, m *codec.Message, out []byte
 	if m.Kind == codec.KindRequest && len(m.ID) > 0 {
 		return codec.AppendError(out, m.ID, codec.CodeInternalError, "internal error", nil)
 	}
-	s.CloseSession(sess, ErrPanic)
+	s.closeSession(sess, ErrPanic)
 	return out
 }
 
@@ -187,16 +177,8 @@ func (s *Server) panicReply(sess *session.Session, m *codec.Message, reply sessi
 	sendNonEmpty(reply, b)
 }
 
-// ServeFrame serves one inbound frame for sess on the caller's goroutine and
-// returns when it has been answered (for a request) or handled. Every
-// message it produces, the answer included, is sent to reply. ctx, when it
-// ends, cancels the request (a Streamable HTTP client that disconnects).
-// frame must stay valid and unmodified until ServeFrame returns.
-//
-// It reports the decoded message's kind (KindInvalid for an undecodable
-// frame, which is answered with an error). Panics are contained as in
-// HandleFrame.
-func (s *Server) ServeFrame(ctx context.Context, sess *session.Session, frame []byte, reply session.Sink) (kind codec.Kind) {
+// serveFrame is Conn.ServeFrame.
+func (s *Server) serveFrame(ctx context.Context, sess *session.Session, frame []byte, reply session.Sink) (kind codec.Kind) {
 	m := messages.Get().(*codec.Message)
 	defer func() {
 		if p := recover(); p != nil {
@@ -215,15 +197,8 @@ func (s *Server) ServeFrame(ctx context.Context, sess *session.Session, frame []
 	return s.serveMessage(ctx, sess, m, reply)
 }
 
-// ServeMessage is ServeFrame for a message the caller has decoded already
-// (with codec.Decode), so that a transport that routes on the message does
-// not decode it twice. m and the bytes it aliases must stay valid and
-// unmodified until ServeMessage returns; m is not retained.
-//
-// A request refused by a limit is answered with a LimitError, through
-// reply's Refuse when reply is a Refuser. Panics are contained as in
-// HandleFrame.
-func (s *Server) ServeMessage(ctx context.Context, sess *session.Session, m *codec.Message, reply session.Sink) (kind codec.Kind) {
+// serveMessageSafe is Conn.ServeMessage: serveMessage with panics contained.
+func (s *Server) serveMessageSafe(ctx context.Context, sess *session.Session, m *codec.Message, reply session.Sink) (kind codec.Kind) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.recovered(p, "ServeMessage", sess, m.Method)

@@ -246,10 +246,9 @@ func (s *Server) Logger() *slog.Logger { return s.log }
 // Options returns the options in effect (defaults filled in).
 func (s *Server) Options() Options { return s.opts }
 
-// NewSession creates a session whose default outbound stream is out and
-// adds it to the table. Transports call it when a connection opens (TCP,
-// stdio) or on initialize (Streamable HTTP).
-func (s *Server) NewSession(out session.Sink) *session.Session {
+// newSession creates a session whose default outbound stream is out and
+// adds it to the table (Open).
+func (s *Server) newSession(out session.Sink) *session.Session {
 	// The session's context does not hang off the server's: registering
 	// each session in a parent would cost memory per idle session, and
 	// Shutdown closes every session itself.
@@ -261,12 +260,11 @@ func (s *Server) NewSession(out session.Sink) *session.Session {
 	return sess
 }
 
-// CloseSession ends a session with cause: its requests are cancelled, its
-// pending server-to-client requests fail, its subscriptions end.
-//
-// A session whose default sink is a session.Closer (a TCP connection) has
-// its connection closed too.
-func (s *Server) CloseSession(sess *session.Session, cause error) {
+// closeSession ends a session with cause: its requests are cancelled, its
+// pending server-to-client requests fail, its subscriptions end. A session
+// whose default sink is a session.Closer (a TCP connection) has its
+// connection closed too.
+func (s *Server) closeSession(sess *session.Session, cause error) {
 	if sess.Close(cause) {
 		s.log.Debug("session closed", "session", sess.ID(), "cause", cause)
 		if c, ok := sess.Out.(session.Closer); ok {

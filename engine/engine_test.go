@@ -103,7 +103,7 @@ func TestLifecycleGate(t *testing.T) {
 func TestClosedSessionRefuses(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	c := f.ready(t, `{}`)
-	f.srv.CloseSession(c.sess, errors.New("gone"))
+	f.srv.Conn(c.sess).Close(errors.New("gone"))
 	m := c.call(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	requireError(t, m, "1", codec.CodeInvalidRequest)
 	assert.Contains(t, m.Error.Message, "closed")

@@ -31,7 +31,7 @@ func TestKeepAliveClosesUnresponsiveSession(t *testing.T) {
 				case b := <-answering.sink.ch:
 					m := parse(t, b)
 					if m.Method == mcp.MethodPing {
-						answering.srv.HandleFrame(answering.sess, codec.AppendResult(nil, m.ID, nil), nil)
+						answering.srv.Conn(answering.sess).HandleFrame(codec.AppendResult(nil, m.ID, nil), nil)
 					}
 				case <-stop:
 					return

@@ -93,15 +93,15 @@ func fuzzServer(f *testing.F) *engine.Server {
 
 // sessionIn returns a session of srv in the lifecycle state st.
 func sessionIn(srv *engine.Server, st uint8, sink session.Sink) *session.Session {
-	sess := srv.NewSession(sink)
+	sess := srv.Open(sink).Session()
 	if st%numStates >= stateInitializing {
-		srv.HandleFrame(sess, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{},"elicitation":{},"roots":{}},"clientInfo":{"name":"fuzz","version":"1"}}}`), nil)
+		srv.Conn(sess).HandleFrame([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{},"elicitation":{},"roots":{}},"clientInfo":{"name":"fuzz","version":"1"}}}`), nil)
 	}
 	if st%numStates >= stateReady {
-		srv.HandleFrame(sess, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), nil)
+		srv.Conn(sess).HandleFrame([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), nil)
 	}
 	if st%numStates == stateClosed {
-		srv.CloseSession(sess, errors.New("fuzz: closed first"))
+		srv.Conn(sess).Close(errors.New("fuzz: closed first"))
 	}
 	return sess
 }
@@ -109,7 +109,7 @@ func sessionIn(srv *engine.Server, st uint8, sink session.Sink) *session.Session
 // settle closes sess, waits (boundedly) for the pool to finish its work,
 // and fails on a recovered panic or a message that is not JSON.
 func settle(t *testing.T, srv *engine.Server, sess *session.Session, sink *jsonSink) {
-	srv.CloseSession(sess, errors.New("fuzz: input done"))
+	srv.Conn(sess).Close(errors.New("fuzz: input done"))
 	for deadline := time.Now().Add(2 * time.Second); srv.Active() > 0 && time.Now().Before(deadline); {
 		runtime.Gosched()
 	}
@@ -129,7 +129,7 @@ func FuzzHandleFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, frame []byte, state uint8) {
 		sink := &jsonSink{}
 		sess := sessionIn(srv, state, sink)
-		out := srv.HandleFrame(sess, frame, nil)
+		out := srv.Conn(sess).HandleFrame(frame, nil)
 		if len(out) > 0 && !json.Valid(out) {
 			t.Fatalf("answer is not JSON: %q", out)
 		}
@@ -147,7 +147,7 @@ func FuzzServeFrame(f *testing.F) {
 		sess := sessionIn(srv, state, sink)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		srv.ServeFrame(ctx, sess, frame, sink)
+		srv.Conn(sess).ServeFrame(ctx, frame, sink)
 		settle(t, srv, sess, sink)
 	})
 }

@@ -276,12 +276,12 @@ type client struct {
 
 func (f *fixture) client(t testing.TB) *client {
 	sink := newChanSink()
-	return &client{t: t, srv: f.srv, sess: f.srv.NewSession(sink), sink: sink}
+	return &client{t: t, srv: f.srv, sess: f.srv.Open(sink).Session(), sink: sink}
 }
 
 // handle runs one frame and returns the immediate output.
 func (c *client) handle(frame string) []byte {
-	return c.srv.HandleFrame(c.sess, []byte(frame), nil)
+	return c.srv.Conn(c.sess).HandleFrame([]byte(frame), nil)
 }
 
 // call sends a request frame and returns its answer, immediate or from the

@@ -16,13 +16,13 @@ func BenchmarkHandleFrameInlineEcho(b *testing.B) {
 		b.Fatal(err)
 	}
 	sink := newChanSink()
-	sess := srv.NewSession(sink)
-	srv.HandleFrame(sess, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`), nil)
+	sess := srv.Open(sink).Session()
+	srv.Conn(sess).HandleFrame([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`), nil)
 	frame := []byte(`{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello world"}}}`)
 	out := make([]byte, 0, 512)
 	b.ReportAllocs()
 	for b.Loop() {
-		out = srv.HandleFrame(sess, frame, out[:0])
+		out = srv.Conn(sess).HandleFrame(frame, out[:0])
 		if len(out) == 0 {
 			b.Fatal("no inline answer")
 		}

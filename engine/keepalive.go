@@ -39,6 +39,6 @@ func (s *Server) ping(sess *session.Session) {
 	_, err := s.CallClient(ctx, sess, nil, mcp.MethodPing, nil)
 	if misses := sess.EndPing(err == nil); misses >= s.opts.KeepAliveMisses {
 		s.log.Info("closing unresponsive session", "session", sess.ID(), "missed", misses)
-		s.CloseSession(sess, ErrKeepAlive)
+		s.closeSession(sess, ErrKeepAlive)
 	}
 }

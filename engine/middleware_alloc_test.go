@@ -21,10 +21,10 @@ func TestMiddlewareZeroAlloc(t *testing.T) {
 		`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"mem://static"}}`,
 	} {
 		in := []byte(frame)
-		out := f.srv.HandleFrame(c.sess, in, make([]byte, 0, 64<<10))
+		out := f.srv.Conn(c.sess).HandleFrame(in, make([]byte, 0, 64<<10))
 		require.Nil(t, parse(t, out).Error)
 		allocs := testing.AllocsPerRun(1000, func() {
-			out = f.srv.HandleFrame(c.sess, in, out[:0])
+			out = f.srv.Conn(c.sess).HandleFrame(in, out[:0])
 		})
 		assert.Zero(t, allocs, "%s allocates %.1f times per call", frame, allocs)
 	}

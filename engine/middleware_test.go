@@ -112,9 +112,9 @@ func TestReceiveMiddlewareEveryPath(t *testing.T) {
 
 	// ServeFrame (Streamable HTTP, stdio) goes through the same chain.
 	reply := newChanSink()
-	f.srv.ServeFrame(context.Background(), c.sess, []byte(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"echo","arguments":{"text":"sync"}}}`), reply)
+	f.srv.Conn(c.sess).ServeFrame(context.Background(), []byte(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"echo","arguments":{"text":"sync"}}}`), reply)
 	assert.Equal(t, "sync", reply.next(t).text(t))
-	f.srv.ServeFrame(context.Background(), c.sess, []byte(`{"jsonrpc":"2.0","id":11,"method":"ping"}`), reply)
+	f.srv.Conn(c.sess).ServeFrame(context.Background(), []byte(`{"jsonrpc":"2.0","id":11,"method":"ping"}`), reply)
 	assert.JSONEq(t, `{}`, string(reply.next(t).Result))
 	assert.Len(t, tr.take(), 8)
 }
@@ -166,8 +166,8 @@ func TestReceiveMiddlewareChanges(t *testing.T) {
 	requireError(t, c.call(`{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":"forbidden"}}`), "8", codec.CodeInvalidRequest)
 
 	// Several frames answered into one event-loop output keep their order.
-	out := f.srv.HandleFrame(c.sess, []byte(`{"jsonrpc":"2.0","id":9,"method":"ping"}`), nil)
-	out = f.srv.HandleFrame(c.sess, []byte(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"ctx-inline"}}`), out)
+	out := f.srv.Conn(c.sess).HandleFrame([]byte(`{"jsonrpc":"2.0","id":9,"method":"ping"}`), nil)
+	out = f.srv.Conn(c.sess).HandleFrame([]byte(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"ctx-inline"}}`), out)
 	lines := strings.SplitAfter(string(out), "}}")
 	require.GreaterOrEqual(t, len(lines), 2, "%s", out)
 	assert.Equal(t, "9", string(parse(t, []byte(lines[0])).ID))
@@ -182,9 +182,9 @@ func TestInlinePanicKeepsEarlierAnswers(t *testing.T) {
 		panic("boom")
 	}, handlers.ToolOptions{NonBlocking: true}))
 	c := f.ready(t, `{}`)
-	out := f.srv.HandleFrame(c.sess, []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`), nil)
+	out := f.srv.Conn(c.sess).HandleFrame([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`), nil)
 	first := string(out)
-	out = f.srv.HandleFrame(c.sess, []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"inline-panic"}}`), out)
+	out = f.srv.Conn(c.sess).HandleFrame([]byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"inline-panic"}}`), out)
 	require.True(t, strings.HasPrefix(string(out), first), "earlier answer lost: %s", out)
 	requireError(t, parse(t, out[len(first):]), "2", codec.CodeInternalError)
 	assert.EqualValues(t, 1, f.srv.Panics())
@@ -263,7 +263,7 @@ func BenchmarkHandleFramePingMiddleware(b *testing.B) {
 	out := make([]byte, 0, 64<<10)
 	b.ReportAllocs()
 	for b.Loop() {
-		out = f.srv.HandleFrame(c.sess, in, out[:0])
+		out = f.srv.Conn(c.sess).HandleFrame(in, out[:0])
 	}
 	if m := parse(b, out); m.Error != nil {
 		b.Fatalf("error answer: %+v", m.Error)
@@ -283,7 +283,7 @@ func BenchmarkHandleFrameInlineEchoMiddleware(b *testing.B) {
 	out := make([]byte, 0, 512)
 	b.ReportAllocs()
 	for b.Loop() {
-		out = f.srv.HandleFrame(c.sess, in, out[:0])
+		out = f.srv.Conn(c.sess).HandleFrame(in, out[:0])
 	}
 	if len(out) == 0 {
 		b.Fatal("no inline answer")

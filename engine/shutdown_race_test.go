@@ -49,7 +49,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 				default:
 				}
 				frame := []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`)
-				out = f.srv.HandleFrame(c.sess, frame, out[:0])
+				out = f.srv.Conn(c.sess).HandleFrame(frame, out[:0])
 				if len(out) > 0 {
 					c.sink.ch <- append([]byte(nil), out...)
 				}

@@ -44,7 +44,7 @@ func TestInvalidUTF8ServeFrame(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	c := f.ready(t, `{}`)
 	sink := newChanSink()
-	f.srv.ServeFrame(t.Context(), c.sess, []byte("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/get\",\"params\":{\"name\":\"greet\",\"arguments\":{\"name\":\"a\xffb\"}}}"), sink)
+	f.srv.Conn(c.sess).ServeFrame(t.Context(), []byte("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/get\",\"params\":{\"name\":\"greet\",\"arguments\":{\"name\":\"a\xffb\"}}}"), sink)
 	m := sink.next(t)
 	require.Equal(t, "1", string(m.ID))
 	require.Nil(t, m.Error)
@@ -126,7 +126,7 @@ func TestRateLimits(t *testing.T) {
 		c := f.client(t)
 		c.init(`{}`)
 		r := &refuser{chanSink: newChanSink()}
-		f.srv.ServeFrame(t.Context(), c.sess, []byte(`{"jsonrpc":"2.0","id":7,"method":"ping"}`), r)
+		f.srv.Conn(c.sess).ServeFrame(t.Context(), []byte(`{"jsonrpc":"2.0","id":7,"method":"ping"}`), r)
 		require.Equal(t, "7", string(r.id))
 		require.Equal(t, engine.LimitRate, r.err.Limit)
 		require.Positive(t, r.err.RetryAfter)
@@ -161,7 +161,7 @@ func TestPanicOutsideHandlerClosesOnlyItsSession(t *testing.T) {
 	// Through ServeFrame too.
 	c2 := f.ready(t, `{}`)
 	sink := newChanSink()
-	f.srv.ServeFrame(t.Context(), c2.sess, []byte(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`), sink)
+	f.srv.Conn(c2.sess).ServeFrame(t.Context(), []byte(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`), sink)
 	require.Equal(t, uint64(2), f.srv.Panics())
 	require.Equal(t, session.StateClosed, c2.sess.State())
 	other.echo(2, "unaffected")
@@ -171,7 +171,7 @@ func TestHandlerPanicCounted(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	c := f.ready(t, `{}`)
 	sink := newChanSink()
-	f.srv.ServeFrame(t.Context(), c.sess, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"panic"}}`), sink)
+	f.srv.Conn(c.sess).ServeFrame(t.Context(), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"panic"}}`), sink)
 	requireError(t, sink.next(t), "1", codec.CodeInternalError)
 	require.Equal(t, uint64(1), f.srv.Panics())
 	c.echo(2, "session lives on")
@@ -220,7 +220,7 @@ func TestCancelAtReturnDoesNotTouchReleasedRequest(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancels <- cancel
 		sink := newChanSink()
-		f.srv.ServeFrame(ctx, c.sess, []byte(`{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"tools/call","params":{"name":"cutoff"}}`), sink)
+		f.srv.Conn(c.sess).ServeFrame(ctx, []byte(`{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"tools/call","params":{"name":"cutoff"}}`), sink)
 		// Other requests keep reusing the pooled request objects.
 		c.echo(i, "next")
 	}

@@ -258,7 +258,7 @@ func TestTasksEndWithSession(t *testing.T) {
 	f := newTaskFixture(t, engine.Options{})
 	c := f.ready(t, `{}`)
 	startTask(t, c, 1, "job", 60000)
-	f.srv.CloseSession(c.sess, nil)
+	f.srv.Conn(c.sess).Close(nil)
 	select {
 	case <-f.jobCauses:
 	case <-time.After(wait):

@@ -210,7 +210,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			MaxBuffered: orNone(c.maxBuffered),
 		})
 		go func() {
-			if err := t.ListenAndServe(); err != nil {
+			if err := t.ListenAndServe(context.Background()); err != nil {
 				errc <- fmt.Errorf("tcp: %w", err)
 			}
 		}()
@@ -239,7 +239,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			MaxSessionsPerIP: c.maxSessionsPerIP,
 		})
 		go func() {
-			if err := h.ListenAndServe(); err != nil {
+			if err := h.ListenAndServe(context.Background()); err != nil {
 				errc <- fmt.Errorf("http: %w", err)
 			}
 		}()

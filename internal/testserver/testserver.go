@@ -44,7 +44,7 @@ func TCP(t testing.TB, srv *engine.Server, opts tcp.Options) (string, *tcp.Serve
 	}
 	ts := tcp.New(srv, opts)
 	errc := make(chan error, 1)
-	go func() { errc <- ts.ListenAndServe() }()
+	go func() { errc <- ts.ListenAndServe(context.Background()) }()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	a := ts.Addr(ctx)
@@ -72,7 +72,7 @@ func HTTP(t testing.TB, srv *engine.Server, opts mcphttp.Options) (string, *mcph
 	opts.Addr = ln.Addr().String()
 	hs := mcphttp.New(srv, opts)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(context.Background(), ln) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()

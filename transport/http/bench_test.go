@@ -29,7 +29,7 @@ func benchServer(b *testing.B, opts Options) (*fasthttp.HostClient, *Server, str
 	}
 	ln := fasthttputil.NewInmemoryListener()
 	srv := New(eng, opts)
-	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = srv.Serve(context.Background(), ln) }()
 	hc := &fasthttp.HostClient{
 		Addr:     "127.0.0.1:7401",
 		Dial:     func(string) (net.Conn, error) { return ln.Dial() },

@@ -96,7 +96,7 @@ func newEnv(t *testing.T, eo envOpts) *env {
 	e.srv = New(eng, eo.opts)
 	e.url = e.base + e.srv.opts.Path
 	served := make(chan error, 1)
-	go func() { served <- e.srv.Serve(e.ln) }()
+	go func() { served <- e.srv.Serve(context.Background(), e.ln) }()
 	e.hc = &http.Client{Transport: &http.Transport{
 		DialContext:         func(context.Context, string, string) (net.Conn, error) { return e.dial() },
 		DisableCompression:  true,

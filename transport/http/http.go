@@ -342,22 +342,27 @@ func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 }
 
 // ListenAndServe listens on Options.Addr and serves until Shutdown, when it
-// returns nil. It returns an error if it cannot listen.
-func (s *Server) ListenAndServe() error {
+// returns nil. It returns an error if it cannot listen. When ctx ends, the
+// server is shut down at once, as by Shutdown; for a graceful stop, drain
+// the engine (engine.Server.Shutdown) first, then call Shutdown.
+func (s *Server) ListenAndServe(ctx context.Context) error {
 	ln, err := listen(s.opts.Addr)
 	if err != nil {
 		s.readyOne.Do(func() { close(s.ready) })
 		return fmt.Errorf("mcphttp: %w", err)
 	}
-	return s.Serve(ln)
+	return s.Serve(ctx, ln)
 }
 
 // Serve serves connections accepted from ln until Shutdown. When ln is a
 // TCP listener its address decides whether the loopback rules apply.
 // Accept errors that a later accept may not have (EMFILE, ENFILE,
 // ECONNABORTED...) are logged and retried after a pause, 5 ms doubling to
-// 1 s, as net/http does; only a failed listener ends Serve early.
-func (s *Server) Serve(ln net.Listener) error {
+// 1 s, as net/http does; only a failed listener ends Serve early. When
+// ctx ends, the server is shut down at once, as by Shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { _ = s.Shutdown(context.Background()) })
+	defer stop()
 	if a, ok := ln.Addr().(*net.TCPAddr); ok {
 		s.loopback.Store(a.IP.IsLoopback())
 	}
@@ -404,11 +409,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOne.Do(func() { close(s.stop) })
 	s.reaperWG.Wait()
 	s.sessions.Range(func(_ string, h *hsession) bool {
-		s.eng.CloseSession(h.sess, ErrServerClosed)
+		s.eng.Conn(h.sess).Close(ErrServerClosed)
 		return true
 	})
 	s.legacy.Range(func(_ string, l *legacySession) bool {
-		s.eng.CloseSession(l.sess, ErrServerClosed)
+		s.eng.Conn(l.sess).Close(ErrServerClosed)
 		return true
 	})
 	err := s.srv.ShutdownWithContext(ctx)
@@ -451,7 +456,7 @@ func (s *Server) reapIdle(now time.Time) int {
 			if stale {
 				cause, uninit = ErrInitTimeout, uninit+1
 			}
-			s.eng.CloseSession(h.sess, cause)
+			s.eng.Conn(h.sess).Close(cause)
 			n++
 		}
 		return true

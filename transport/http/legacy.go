@@ -44,7 +44,7 @@ func (s *Server) legacyGet(ctx *fasthttp.RequestCtx) {
 	}
 	st := s.newStream()
 	l := &legacySession{st: st}
-	l.sess = s.eng.NewSession(l)
+	l.sess = s.eng.Open(l).Session()
 	if ip.IsValid() {
 		l.sess.SetRemote(ip)
 	}
@@ -55,7 +55,7 @@ func (s *Server) legacyGet(ctx *fasthttp.RequestCtx) {
 		s.releaseSession(ip)
 		st.end(false)
 	})
-	st.onEnd = func() { s.eng.CloseSession(l.sess, ErrStreamEnded) }
+	st.onEnd = func() { s.eng.Conn(l.sess).Close(ErrStreamEnded) }
 
 	b := codec.GetBuffer()
 	b.B = append(b.B, "event: endpoint\ndata: "...)
@@ -100,7 +100,7 @@ func (s *Server) legacyPost(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	b := codec.GetBuffer()
-	b.B = s.eng.HandleFrame(l.sess, body, b.B)
+	b.B = s.eng.Conn(l.sess).HandleFrame(body, b.B)
 	if len(b.B) > 0 {
 		_ = l.Send(b)
 	} else {

@@ -168,6 +168,6 @@ func (s *Server) evictPending() bool {
 	if victim == nil {
 		return false
 	}
-	s.eng.CloseSession(victim.sess, ErrEvicted)
+	s.eng.Conn(victim.sess).Close(ErrEvicted)
 	return true
 }

@@ -84,7 +84,7 @@ func TestAcceptBackoffEndsAtShutdown(t *testing.T) {
 	srv := New(eng, Options{})
 	served := make(chan error, 1)
 	fl := &failingListener{Listener: ln, errs: errs}
-	go func() { served <- srv.Serve(fl) }()
+	go func() { served <- srv.Serve(context.Background(), fl) }()
 	waitFor(t, 5*time.Second, "the server backing off", func() bool {
 		fl.mu.Lock()
 		defer fl.mu.Unlock()
@@ -108,7 +108,7 @@ func TestPermanentAcceptErrorEndsServe(t *testing.T) {
 	defer ln.Close()
 	srv := New(eng, Options{})
 	bad := &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EINVAL)}
-	err = srv.Serve(&failingListener{Listener: ln, errs: []error{bad}})
+	err = srv.Serve(context.Background(), &failingListener{Listener: ln, errs: []error{bad}})
 	require.ErrorIs(t, err, syscall.EINVAL)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -224,7 +224,7 @@ func TestListenErrorNamesAddress(t *testing.T) {
 	addr := ln.Addr().String()
 	eng := engine.New(engine.Options{})
 	srv := New(eng, Options{Addr: addr})
-	err = srv.ListenAndServe()
+	err = srv.ListenAndServe(context.Background())
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, syscall.EADDRINUSE), "%v", err)
 	assert.Equal(t, "mcphttp: listen tcp "+addr+": address already in use", err.Error())

@@ -297,9 +297,9 @@ func (c *call) done(kind codec.Kind) {
 
 // work runs the request on the call's goroutine.
 func (c *call) work() {
-	kind := c.s.eng.ServeFrame(c.ctx, c.sess, c.body, c)
+	kind := c.s.eng.Conn(c.sess).ServeFrame(c.ctx, c.body, c)
 	if c.h == nil {
-		c.s.eng.CloseSession(c.sess, errStateless)
+		c.s.eng.Conn(c.sess).Close(errStateless)
 	} else {
 		c.sess.Touch() // the session was in use until now
 	}
@@ -420,7 +420,7 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 	created := false
 	switch {
 	case s.opts.Stateless:
-		c.sess = s.eng.NewSession(discard{})
+		c.sess = s.eng.Open(discard{}).Session()
 		if m.Kind != codec.KindRequest || m.Method != mcp.MethodInitialize {
 			c.sess.SetVersion(version, nil, nil)
 		}
@@ -452,9 +452,9 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 
 	if s.inline(c) {
 		c.inline, c.id = true, m.ID
-		kind := s.eng.ServeMessage(context.Background(), c.sess, m, c)
+		kind := s.eng.Conn(c.sess).ServeMessage(context.Background(), m, c)
 		if c.h == nil {
-			s.eng.CloseSession(c.sess, errStateless)
+			s.eng.Conn(c.sess).Close(errStateless)
 		}
 		s.answer(ctx, c, kind, created)
 		s.putCall(c)
@@ -492,7 +492,7 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, kind codec.Kind, crea
 		ctx.SetStatusCode(fasthttp.StatusAccepted) // cancelled by the client: no answer is due
 	case c.refused != nil:
 		if created {
-			s.eng.CloseSession(c.sess, session.ErrNotInitialized)
+			s.eng.Conn(c.sess).Close(session.ErrNotInitialized)
 		}
 		status := fasthttp.StatusServiceUnavailable
 		switch c.refused.Limit {
@@ -512,7 +512,7 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, kind codec.Kind, crea
 			if answerKind(c.answer.B, c.id) == 1 {
 				ctx.Response.Header.SetBytesKV(hdrSessionID, []byte(c.sess.ID()))
 			} else {
-				s.eng.CloseSession(c.sess, session.ErrNotInitialized)
+				s.eng.Conn(c.sess).Close(session.ErrNotInitialized)
 			}
 		}
 		s.writeJSON(ctx, fasthttp.StatusOK, c.answer.B)

@@ -149,7 +149,7 @@ func (s *Server) newSession(ip netip.Addr) (*hsession, error) {
 	}
 	h := &hsession{s: s, created: time.Now(), remote: ip}
 	h.posts.Store(1) // the initialize that creates it; the caller releases it
-	h.sess = s.eng.NewSession(h)
+	h.sess = s.eng.Open(h).Session()
 	if ip.IsValid() {
 		h.sess.SetRemote(ip)
 	}
@@ -453,7 +453,7 @@ func (s *Server) del(ctx *fasthttp.RequestCtx) {
 	if h == nil {
 		return
 	}
-	s.eng.CloseSession(h.sess, ErrDeleted)
+	s.eng.Conn(h.sess).Close(ErrDeleted)
 	ctx.SetStatusCode(fasthttp.StatusNoContent)
 }
 

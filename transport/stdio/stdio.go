@@ -92,11 +92,11 @@ func Serve(ctx context.Context, eng *engine.Server, in io.Reader, out io.Writer,
 		failed: make(chan struct{}),
 	}
 	go w.loop()
-	sess := eng.NewSession(w)
+	conn := eng.Open(w)
 
 	readErr := make(chan error, 1)
 	var since atomic.Int64 // UnixNano when the partial message began; 0: none
-	go func() { readErr <- readLoop(eng, sess, in, f, w, &since) }()
+	go func() { readErr <- readLoop(conn, in, f, w, &since) }()
 
 	var tick <-chan time.Time
 	if opts.ReadTimeout > 0 {
@@ -126,14 +126,14 @@ wait:
 	}
 	// Let in-flight handlers finish and send their answers.
 	deadline := time.Now().Add(opts.DrainTimeout)
-	for sess.InFlight() > 0 && time.Now().Before(deadline) && w.err() == nil {
+	for conn.Session().InFlight() > 0 && time.Now().Before(deadline) && w.err() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
 	cause := err
 	if cause == nil {
 		cause = io.EOF
 	}
-	eng.CloseSession(sess, fmt.Errorf("stdio: %w", cause))
+	conn.Close(fmt.Errorf("stdio: %w", cause))
 	w.close()
 	// Flush what is queued, unless the output already failed.
 	if w.err() == nil {
@@ -166,11 +166,11 @@ wait:
 
 // readLoop reads and serves until in ends. It stores in since when the
 // partial message now buffered began (0 when none is).
-func readLoop(eng *engine.Server, sess *session.Session, in io.Reader, f codec.Framer, w *writer, since *atomic.Int64) error {
+func readLoop(conn engine.Conn, in io.Reader, f codec.Framer, w *writer, since *atomic.Int64) error {
 	buf := make([]byte, 0, 64<<10)
 	var scratch []byte
 	serve := func(frame []byte) error {
-		scratch = eng.HandleFrame(sess, frame, scratch[:0])
+		scratch = conn.HandleFrame(frame, scratch[:0])
 		if len(scratch) == 0 {
 			return nil
 		}

@@ -27,8 +27,12 @@ import (
 
 // ListenAndServe listens on Options.Addr and serves until Shutdown, then
 // returns nil. It returns an error, naming the address and the cause, if
-// it cannot listen or start the event loops.
-func (s *Server) ListenAndServe() error {
+// it cannot listen or start the event loops. When ctx ends, the server is
+// shut down at once, as by Shutdown; for a graceful stop, drain the engine
+// (engine.Server.Shutdown) first, then call Shutdown.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { _ = s.Shutdown(context.Background()) })
+	defer stop()
 	defer s.readyOnce.Do(func() { close(s.ready) }) // release Addr waiters on failure
 	network, addr := "tcp", s.opts.Addr
 	if scheme, rest, ok := strings.Cut(addr, "://"); ok {

@@ -201,7 +201,7 @@ func TestRestartAfterManyClosedConnections(t *testing.T) {
 	require.NoError(t, builtin.Install("bench", eng.Registry(), builtin.Env{}))
 	srv := tcp.New(eng, tcp.Options{Addr: "127.0.0.1:0", Loops: 2})
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	go func() { errc <- srv.ListenAndServe(context.Background()) }()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	a := srv.Addr(ctx)
@@ -221,7 +221,7 @@ func TestRestartAfterManyClosedConnections(t *testing.T) {
 	}
 
 	again := tcp.New(eng, tcp.Options{Addr: a.String(), Loops: 2})
-	go func() { errc <- again.ListenAndServe() }()
+	go func() { errc <- again.ListenAndServe(context.Background()) }()
 	require.NotNil(t, again.Addr(ctx), "no second listener on %s", a)
 	c := dial(t, a.String())
 	c.init(t)
@@ -238,7 +238,7 @@ func TestListenErrorNamesCause(t *testing.T) {
 	defer ln.Close()
 	eng := engine.New(engine.Options{})
 	defer eng.Shutdown(context.Background())
-	err = tcp.New(eng, tcp.Options{Addr: ln.Addr().String()}).ListenAndServe()
+	err = tcp.New(eng, tcp.Options{Addr: ln.Addr().String()}).ListenAndServe(context.Background())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "address already in use")
 	assert.Contains(t, err.Error(), ln.Addr().String())
@@ -266,7 +266,7 @@ func fdServer() int {
 	}
 	srv := tcp.New(eng, tcp.Options{Addr: "127.0.0.1:0", Loops: 2})
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	go func() { errc <- srv.ListenAndServe(context.Background()) }()
 	a := srv.Addr(context.Background())
 	if a == nil {
 		fmt.Fprintln(os.Stderr, "no listener:", <-errc)

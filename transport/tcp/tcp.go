@@ -302,7 +302,7 @@ func (s *Server) onOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		c.SetContext(k)
 	}
 	k.c = c
-	k.sess = s.eng.NewSession(k)
+	k.sess = s.eng.Open(k).Session()
 	k.sess.SetRemote(k.ip)
 	now := s.now()
 	k.lastSeen.Store(now)
@@ -330,7 +330,7 @@ func (s *Server) onClose(c gnet.Conn, err error) gnet.Action {
 	} else if cause == nil {
 		cause = session.ErrClosed
 	}
-	s.eng.CloseSession(k.sess, fmt.Errorf("tcp: connection closed: %w", cause))
+	s.eng.Conn(k.sess).Close(fmt.Errorf("tcp: connection closed: %w", cause))
 	return gnet.None
 }
 
@@ -406,7 +406,7 @@ func (s *Server) serveFrames(k *conn, buf []byte, scratch, out *codec.Buffer) (c
 		if len(frame) == 0 {
 			continue
 		}
-		scratch.B = s.eng.HandleFrame(k.sess, frame, scratch.B[:0])
+		scratch.B = s.eng.Conn(k.sess).HandleFrame(frame, scratch.B[:0])
 		if len(scratch.B) > 0 {
 			out.B = s.framer.AppendFrame(out.B, scratch.B)
 		}

@@ -113,7 +113,7 @@ func TestOnTrafficAllocs(t *testing.T) {
 		k := fc.ctx.(*conn)
 		var out []byte
 		engine := testing.AllocsPerRun(200, func() {
-			out = s.eng.HandleFrame(k.sess, frame[:len(frame)-1], out[:0])
+			out = s.eng.Conn(k.sess).HandleFrame(frame[:len(frame)-1], out[:0])
 		})
 		transport := testing.AllocsPerRun(200, func() {
 			fc.in = frame

@@ -59,12 +59,12 @@ func main() {
 	switch *transport {
 	case "http":
 		hs := mcphttp.New(srv, mcphttp.Options{Addr: addr})
-		go func() { _ = hs.Serve(ln) }()
+		go func() { _ = hs.Serve(context.Background(), ln) }()
 		target, stop = "http://"+addr+"/mcp", hs.Shutdown
 	case "tcp":
 		ln.Close()
 		ts := tcp.New(srv, tcp.Options{Addr: addr, Loops: runtime.NumCPU()})
-		go func() { _ = ts.ListenAndServe() }()
+		go func() { _ = ts.ListenAndServe(context.Background()) }()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if ts.Addr(ctx) == nil {
 			log.Fatal("tcp server did not start")
