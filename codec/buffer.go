@@ -33,10 +33,6 @@ func PutBuffer(b *Buffer) {
 // contents.
 func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// B2S views b as a string without copying. The caller guarantees b is not
-// modified while the string is in use and that the string is not retained.
-func B2S(b []byte) string { return b2s(b) }
-
 // s2b views s as a byte slice without copying; the slice must not be
 // modified.
 func s2b(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

@@ -257,5 +257,5 @@ func TestBuffer(t *testing.T) {
 	assert.Empty(t, b2.B, "pooled buffers come back empty")
 	PutBuffer(b2)
 
-	assert.Equal(t, "abc", B2S([]byte("abc")))
+	assert.Equal(t, "abc", b2s([]byte("abc")))
 }

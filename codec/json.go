@@ -5,13 +5,13 @@ import (
 	"github.com/bytedance/sonic/decoder"
 )
 
-// API is the one place sonic is configured for mcpedge. Keys are matched
+// api is the one place sonic is configured for mcpedge. Keys are matched
 // case-sensitively (JSON-RPC and MCP field names are exact) and decoded
 // strings are copied out of the input, so values decoded into handler types
 // never alias a transport buffer that will be reused.
 //
-// API is safe for concurrent use.
-var API = sonic.Config{
+// api is safe for concurrent use.
+var api = sonic.Config{
 	CaseSensitive:    true,
 	CopyString:       true,
 	ValidateString:   true,
@@ -38,8 +38,8 @@ const noCopyOpts = decoder.OptionCaseSensitive | decoder.OptionValidateString
 // v needs.
 func Unmarshal(data []byte, v any) error { return decodePooled(data, v, copyOpts) }
 
-// copyOpts are API's decoding options.
+// copyOpts are api's decoding options.
 const copyOpts = decoder.OptionCaseSensitive | decoder.OptionValidateString | decoder.OptionCopyString
 
 // Marshal encodes v with the pinned configuration.
-func Marshal(v any) ([]byte, error) { return API.Marshal(v) }
+func Marshal(v any) ([]byte, error) { return api.Marshal(v) }

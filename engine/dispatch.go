@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/handlers"
+	"github.com/mcpedge/mcpedge/internal/bytesconv"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 )
@@ -60,7 +61,7 @@ func routeField(params []byte, key string) (val string, ok bool) {
 	if err != nil {
 		return "", false
 	}
-	return codec.B2S(b), true
+	return bytesconv.B2S(b), true
 }
 
 func putRouting(p *routing) {
@@ -392,7 +393,7 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte)
 	var name string
 	task := false
 	if f.scan(m.Params) {
-		name = codec.B2S(f.name)
+		name = bytesconv.B2S(f.name)
 	} else {
 		p, err := decodeRouting(m.Params)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/internal/bytesconv"
 )
 
 // streamSession is one MCP session over a newline-delimited byte stream
@@ -251,7 +252,7 @@ func (s *streamSession) dispatch(line []byte, msg *codec.Message) *Error {
 		codec.PutBuffer(b)
 		return nil
 	}
-	id, err := strconv.ParseUint(codec.B2S(msg.ID), 10, 64)
+	id, err := strconv.ParseUint(bytesconv.B2S(msg.ID), 10, 64)
 	if err != nil || id == 0 {
 		return &Error{Kind: KindIDMismatch, Msg: "answer with id " + string(msg.ID) + ", which mcpload never sent"}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/internal/bytesconv"
 	"github.com/mcpedge/mcpedge/mcp"
 	"golang.org/x/time/rate"
 )
@@ -71,9 +72,8 @@ type Closer interface {
 // Fields set by Initialize (version, client info, capabilities) are
 // written once before the state leaves StateNew and read after it.
 type Session struct {
-	id     string
-	handle uint64
-	state  atomic.Uint32
+	id    string
+	state atomic.Uint32
 
 	version    string
 	clientInfo mcp.Implementation
@@ -138,9 +138,6 @@ func (s *Session) Remote() netip.Addr { return s.remote }
 
 // ID returns the session id.
 func (s *Session) ID() string { return s.id }
-
-// Handle returns the table's integer handle (0 when not in a table).
-func (s *Session) Handle() uint64 { return s.handle }
 
 // Context is cancelled when the session closes.
 func (s *Session) Context() context.Context { return s.ctx }
@@ -314,7 +311,7 @@ func Allow(l *rate.Limiter, now time.Time) (bool, time.Duration) {
 // Done forgets an in-flight request and releases its context.
 func (s *Session) Done(id []byte, cancel context.CancelCauseFunc) {
 	s.mu.Lock()
-	delete(s.inflight, codec.B2S(id))
+	delete(s.inflight, bytesconv.B2S(id))
 	s.mu.Unlock()
 	cancel(nil)
 }
@@ -327,7 +324,7 @@ var ErrCancelledByClient = errors.New("session: request cancelled by client")
 // whether one was found.
 func (s *Session) CancelRequest(id []byte) bool {
 	s.mu.Lock()
-	cancel, ok := s.inflight[codec.B2S(id)]
+	cancel, ok := s.inflight[bytesconv.B2S(id)]
 	s.mu.Unlock()
 	if ok {
 		cancel(ErrCancelledByClient)

@@ -137,7 +137,6 @@ func TestNewID(t *testing.T) {
 	}
 	s := New(context.Background(), nopSink{})
 	assert.Len(t, s.ID(), 32)
-	assert.Zero(t, s.Handle())
 }
 
 func TestLogLevel(t *testing.T) {

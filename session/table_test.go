@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,8 +16,6 @@ func TestTable(t *testing.T) {
 	b := New(context.Background(), nopSink{})
 	tb.Add(a)
 	tb.Add(b)
-	require.NotZero(t, a.Handle())
-	require.NotEqual(t, a.Handle(), b.Handle())
 	assert.Equal(t, 2, tb.Len())
 
 	got, ok := tb.Get(a.ID())
@@ -27,7 +24,6 @@ func TestTable(t *testing.T) {
 	got, ok = tb.GetBytes([]byte(b.ID()))
 	require.True(t, ok)
 	assert.Same(t, b, got)
-	assert.NotEqual(t, a.Handle(), b.Handle(), "handles are distinct")
 
 	_, ok = tb.Get("nope")
 	assert.False(t, ok)
@@ -51,33 +47,6 @@ func TestTable(t *testing.T) {
 	assert.Equal(t, 0, tb.Len())
 	assert.Equal(t, StateClosed, b.State())
 	assert.ErrorIs(t, context.Cause(b.Context()), cause)
-}
-
-func TestTableReap(t *testing.T) {
-	tb := NewTable()
-	idle := New(context.Background(), nopSink{})
-	busy := New(context.Background(), nopSink{})
-	fresh := New(context.Background(), nopSink{})
-	for _, s := range []*Session{idle, busy, fresh} {
-		tb.Add(s)
-	}
-	past := time.Now().Add(-time.Hour).UnixNano()
-	idle.lastActive.Store(past)
-	busy.lastActive.Store(past)
-	_, cancel := busy.Track([]byte(`1`))
-
-	cause := errors.New("idle")
-	assert.Equal(t, 1, tb.Reap(time.Minute, cause))
-	assert.Equal(t, StateClosed, idle.State())
-	assert.ErrorIs(t, context.Cause(idle.Context()), cause)
-	assert.NotEqual(t, StateClosed, busy.State(), "a session serving a request is not idle")
-	assert.NotEqual(t, StateClosed, fresh.State())
-	assert.Equal(t, 2, tb.Len())
-
-	busy.Done([]byte(`1`), cancel)
-	assert.Equal(t, 1, tb.Reap(time.Minute, cause))
-	assert.Equal(t, 0, tb.Reap(time.Minute, cause))
-	assert.Equal(t, 1, tb.Len())
 }
 
 func TestTableConcurrent(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/internal/bytesconv"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/valyala/fasthttp"
 )
@@ -154,7 +155,7 @@ func isLoopbackName(n []byte) bool {
 	if len(n) == 0 || bytes.IndexByte(n, '%') >= 0 {
 		return false
 	}
-	a, err := netip.ParseAddr(codec.B2S(n))
+	a, err := netip.ParseAddr(bytesconv.B2S(n))
 	return err == nil && a.IsLoopback()
 }
 

@@ -2,6 +2,7 @@ package mcphttp
 
 import (
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/internal/bytesconv"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/valyala/fasthttp"
 )
@@ -84,7 +85,7 @@ func (s *Server) legacyPost(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, fasthttp.StatusBadRequest, codeTransport, "Bad Request: sessionId query parameter is required")
 		return
 	}
-	l, ok := s.legacy.Load(codec.B2S(sid))
+	l, ok := s.legacy.Load(bytesconv.B2S(sid))
 	if !ok || l.sess.State() == session.StateClosed {
 		s.fail(ctx, fasthttp.StatusNotFound, codeSessionNotFound, "Session not found")
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/bytedance/sonic"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/bytesconv"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/valyala/fasthttp"
@@ -381,7 +382,7 @@ func scanToolProbe(params []byte) (name string, task, ok bool) {
 	if err != nil {
 		return "", false, false
 	}
-	return codec.B2S(b), v[1] != nil && string(v[1]) != "null", true
+	return bytesconv.B2S(b), v[1] != nil && string(v[1]) != "null", true
 }
 
 // toolProbe is what inline reads of tools/call params when the scanner

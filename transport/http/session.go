@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/internal/bytesconv"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/valyala/fasthttp"
 )
@@ -163,7 +164,7 @@ func (s *Server) newSession(ip netip.Addr) (*hsession, error) {
 // by a request has completed its initialization as far as the transport
 // cares: the client got its id and uses it.
 func (s *Server) lookup(sid []byte) *hsession {
-	h, ok := s.sessions.Load(codec.B2S(sid))
+	h, ok := s.sessions.Load(bytesconv.B2S(sid))
 	if !ok || h.sess.State() == session.StateClosed {
 		return nil
 	}

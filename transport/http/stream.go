@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/internal/bytesconv"
 )
 
 // keepAliveLine is the SSE comment written on idle streams. Never modified.
@@ -93,8 +94,8 @@ func parseEventID(b []byte) (sid, seq uint64, ok bool) {
 	if !found || !digits(a) || !digits(c) {
 		return 0, 0, false
 	}
-	sid, err1 := strconv.ParseUint(codec.B2S(a), 10, 64)
-	seq, err2 := strconv.ParseUint(codec.B2S(c), 10, 64)
+	sid, err1 := strconv.ParseUint(bytesconv.B2S(a), 10, 64)
+	seq, err2 := strconv.ParseUint(bytesconv.B2S(c), 10, 64)
 	return sid, seq, err1 == nil && err2 == nil
 }
 

@@ -1,0 +1,9 @@
+// Package bytesconv views bytes as a string without copying, for map
+// lookups and comparisons on the hot path.
+package bytesconv
+
+import "unsafe"
+
+// B2S views b as a string without copying. The caller guarantees b is not
+// modified while the string is in use and that the string is not retained.
+func B2S(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
