@@ -3,12 +3,13 @@
 // notification bus, and it is the embedding API: construct a Server,
 // register handlers on its Registry, serve it on transports, shut it down.
 //
-// One message's path: a transport frames bytes and calls HandleFrame (event
-// loops: cheap answers are appended to the caller's output at once, the rest
-// is copied once and run on the worker pool) or ServeFrame (goroutine
-// transports: the handler runs on the caller's goroutine). Answers and
-// request-scoped messages go to the request's reply Sink; other server
-// messages go to the session's Out sink.
+// Transports need one thing of it, a Conn per session (Open): one
+// message's path is Conn.HandleFrame from an event loop (cheap answers are
+// appended to the caller's output at once; the rest is copied once and run
+// on the worker pool) or Conn.ServeFrame from a goroutine of the
+// transport's own (the handler runs on it). Answers and request-scoped
+// messages go to the request's reply Sink; other server messages go to the
+// session's Out sink.
 package engine
 
 import (
