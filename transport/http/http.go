@@ -64,7 +64,6 @@ import (
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/internal/netlimit"
 	"github.com/mcpedge/mcpedge/session"
-	"github.com/puzpuzpuz/xsync/v4"
 	"github.com/valyala/fasthttp"
 )
 
@@ -181,11 +180,11 @@ type Server struct {
 	anyHost, anyOrigin     bool
 	loopback               atomic.Bool // bound to a loopback address
 
-	sessions *xsync.Map[string, *hsession]
-	legacy   *xsync.Map[string, *legacySession]
-	nsess    atomic.Int64
-	perIP    sessionLimits
-	pending  pendingQueue // sessions by age, for the init timeout and eviction
+	// Sessions are indexed by the engine's table alone (eng.Sessions());
+	// the transport keeps counts and the queue that eviction needs.
+	nsess   atomic.Int64 // live sessions, legacy ones included (MaxSessions)
+	perIP   sessionLimits
+	pending pendingQueue // sessions by age, for the init timeout and eviction
 
 	calls sync.Pool // *call
 	gzw   sync.Pool // *gzip.Writer
@@ -256,17 +255,15 @@ func New(eng *engine.Server, opts Options) *Server {
 	opts.WriteTimeout = timeoutOr(opts.WriteTimeout, 30*time.Second)
 	opts.IdleTimeout = timeoutOr(opts.IdleTimeout, 2*time.Minute)
 	s := &Server{
-		eng:      eng,
-		opts:     opts,
-		log:      eng.Logger(),
-		max:      eng.Options().MaxMessage,
-		path:     []byte(opts.Path),
-		ssePath:  []byte(opts.LegacySSEPath),
-		msgPath:  []byte(opts.LegacyMessagePath),
-		sessions: xsync.NewMap[string, *hsession](),
-		legacy:   xsync.NewMap[string, *legacySession](),
-		ready:    make(chan struct{}),
-		stop:     make(chan struct{}),
+		eng:     eng,
+		opts:    opts,
+		log:     eng.Logger(),
+		max:     eng.Options().MaxMessage,
+		path:    []byte(opts.Path),
+		ssePath: []byte(opts.LegacySSEPath),
+		msgPath: []byte(opts.LegacyMessagePath),
+		ready:   make(chan struct{}),
+		stop:    make(chan struct{}),
 	}
 	s.hosts, s.anyHost = lowerList(opts.AllowedHosts)
 	s.origins, s.anyOrigin = lowerList(opts.AllowedOrigins)
@@ -408,12 +405,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.readyOne.Do(func() { close(s.ready) })
 	s.stopOne.Do(func() { close(s.stop) })
 	s.reaperWG.Wait()
-	s.sessions.Range(func(_ string, h *hsession) bool {
-		s.eng.Conn(h.sess).Close(ErrServerClosed)
-		return true
-	})
-	s.legacy.Range(func(_ string, l *legacySession) bool {
-		s.eng.Conn(l.sess).Close(ErrServerClosed)
+	s.eng.Sessions().Range(func(sess *session.Session) bool {
+		if s.owns(sess) {
+			s.eng.Conn(sess).Close(ErrServerClosed)
+		}
 		return true
 	})
 	err := s.srv.ShutdownWithContext(ctx)
@@ -441,22 +436,27 @@ func (s *Server) reap() {
 	}
 }
 
-// reapIdle closes the sessions that have no request in flight and no open
-// stream and that are idle since before now-SessionIdle or were created
-// before now-InitTimeout and never used since initialize, returning how
-// many it closed.
+// reapIdle closes the Streamable HTTP sessions of this server (found in
+// the engine's table) that have no request in flight and no open stream
+// and that are idle since before now-SessionIdle or were created before
+// now-InitTimeout and never used since initialize, returning how many it
+// closed. Legacy sessions live as long as their stream and are not reaped.
 func (s *Server) reapIdle(now time.Time) int {
 	cutoff, initCutoff := now.Add(-s.opts.SessionIdle), now.Add(-s.opts.InitTimeout)
 	n, uninit := 0, 0
-	s.sessions.Range(func(_ string, h *hsession) bool {
-		idle := h.sess.IdleSince().Before(cutoff)
-		stale := !idle && h.created.Before(initCutoff) && h.pendingInit()
-		if (idle || stale) && h.sess.InFlight() == 0 && !h.busy() {
+	s.eng.Sessions().Range(func(sess *session.Session) bool {
+		h := s.hsessionOf(sess)
+		if h == nil || sess.InFlight() != 0 || h.busy() {
+			return true
+		}
+		idle := sess.IdleSince().Before(cutoff)
+		stale := !idle && h.created.Before(initCutoff) && h.pendingInit(sess)
+		if idle || stale {
 			cause := ErrSessionIdle
 			if stale {
 				cause, uninit = ErrInitTimeout, uninit+1
 			}
-			s.eng.Conn(h.sess).Close(cause)
+			s.eng.Conn(sess).Close(cause)
 			n++
 		}
 		return true
