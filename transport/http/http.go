@@ -1,6 +1,13 @@
-// Package mcphttp serves MCP over Streamable HTTP, the transport of MCP
+// Package http serves MCP over Streamable HTTP, the transport of MCP
 // revision 2025-11-25, and over the legacy HTTP+SSE transport of revision
 // 2024-11-05, on fasthttp.
+//
+// Import it under the name mcphttp, to keep it apart from net/http:
+//
+//	import mcphttp "github.com/mcpedge/mcpedge/transport/http"
+//
+// Its errors and log messages say "mcphttp:" for the same reason: "http:"
+// is net/http's prefix ("http: server closed" is net/http.ErrServerClosed).
 //
 // One endpoint (Options.Path, "/mcp" by default) takes POST, GET and DELETE.
 // A POST carries one JSON-RPC message. A notification or a response is
@@ -46,7 +53,7 @@
 // DNS rebinding, the method, the content type, the Accept header, the body
 // size, the protocol version header and the session. Each failure has its
 // status code and a JSON-RPC error body without id.
-package mcphttp
+package http
 
 import (
 	"context"
