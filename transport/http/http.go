@@ -69,8 +69,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
-	"github.com/mcpedge/mcpedge/internal/netlimit"
 	"github.com/mcpedge/mcpedge/session"
+	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/valyala/fasthttp"
 )
 
