@@ -1,11 +1,9 @@
-package mcphttp
+package http
 
 import (
 	"bytes"
 	"strconv"
 
-	"github.com/mcpedge/mcpedge/internal/bytesconv"
-	"github.com/mcpedge/mcpedge/session"
 	"github.com/valyala/fasthttp"
 )
 
@@ -65,7 +63,7 @@ func (s *Server) expectOK(ctx *fasthttp.RequestCtx) bool {
 			s.fail(ctx, fasthttp.StatusBadRequest, codeTransport, "Bad Request: sessionId query parameter is required")
 			return false
 		}
-		if l, ok := s.legacy.Load(bytesconv.B2S(sid)); !ok || l.sess.State() == session.StateClosed {
+		if s.lookupLegacy(sid) == nil {
 			s.fail(ctx, fasthttp.StatusNotFound, codeSessionNotFound, "Session not found")
 			return false
 		}

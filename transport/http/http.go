@@ -1,6 +1,13 @@
-// Package mcphttp serves MCP over Streamable HTTP, the transport of MCP
+// Package http serves MCP over Streamable HTTP, the transport of MCP
 // revision 2025-11-25, and over the legacy HTTP+SSE transport of revision
 // 2024-11-05, on fasthttp.
+//
+// Import it under the name mcphttp, to keep it apart from net/http:
+//
+//	import mcphttp "github.com/mcpedge/mcpedge/transport/http"
+//
+// Its errors and log messages say "mcphttp:" for the same reason: "http:"
+// is net/http's prefix ("http: server closed" is net/http.ErrServerClosed).
 //
 // One endpoint (Options.Path, "/mcp" by default) takes POST, GET and DELETE.
 // A POST carries one JSON-RPC message. A notification or a response is
@@ -46,7 +53,7 @@
 // DNS rebinding, the method, the content type, the Accept header, the body
 // size, the protocol version header and the session. Each failure has its
 // status code and a JSON-RPC error body without id.
-package mcphttp
+package http
 
 import (
 	"context"
@@ -62,9 +69,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
-	"github.com/mcpedge/mcpedge/internal/netlimit"
 	"github.com/mcpedge/mcpedge/session"
-	"github.com/puzpuzpuz/xsync/v4"
+	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/valyala/fasthttp"
 )
 
@@ -181,11 +187,11 @@ type Server struct {
 	anyHost, anyOrigin     bool
 	loopback               atomic.Bool // bound to a loopback address
 
-	sessions *xsync.Map[string, *hsession]
-	legacy   *xsync.Map[string, *legacySession]
-	nsess    atomic.Int64
-	perIP    sessionLimits
-	pending  pendingQueue // sessions by age, for the init timeout and eviction
+	// Sessions are indexed by the engine's table alone (eng.Sessions());
+	// the transport keeps counts and the queue that eviction needs.
+	nsess   atomic.Int64 // live sessions, legacy ones included (MaxSessions)
+	perIP   sessionLimits
+	pending pendingQueue // sessions by age, for the init timeout and eviction
 
 	calls sync.Pool // *call
 	gzw   sync.Pool // *gzip.Writer
@@ -256,17 +262,15 @@ func New(eng *engine.Server, opts Options) *Server {
 	opts.WriteTimeout = timeoutOr(opts.WriteTimeout, 30*time.Second)
 	opts.IdleTimeout = timeoutOr(opts.IdleTimeout, 2*time.Minute)
 	s := &Server{
-		eng:      eng,
-		opts:     opts,
-		log:      eng.Logger(),
-		max:      eng.Options().MaxMessage,
-		path:     []byte(opts.Path),
-		ssePath:  []byte(opts.LegacySSEPath),
-		msgPath:  []byte(opts.LegacyMessagePath),
-		sessions: xsync.NewMap[string, *hsession](),
-		legacy:   xsync.NewMap[string, *legacySession](),
-		ready:    make(chan struct{}),
-		stop:     make(chan struct{}),
+		eng:     eng,
+		opts:    opts,
+		log:     eng.Logger(),
+		max:     eng.Options().MaxMessage,
+		path:    []byte(opts.Path),
+		ssePath: []byte(opts.LegacySSEPath),
+		msgPath: []byte(opts.LegacyMessagePath),
+		ready:   make(chan struct{}),
+		stop:    make(chan struct{}),
 	}
 	s.hosts, s.anyHost = lowerList(opts.AllowedHosts)
 	s.origins, s.anyOrigin = lowerList(opts.AllowedOrigins)
@@ -408,12 +412,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.readyOne.Do(func() { close(s.ready) })
 	s.stopOne.Do(func() { close(s.stop) })
 	s.reaperWG.Wait()
-	s.sessions.Range(func(_ string, h *hsession) bool {
-		s.eng.Conn(h.sess).Close(ErrServerClosed)
-		return true
-	})
-	s.legacy.Range(func(_ string, l *legacySession) bool {
-		s.eng.Conn(l.sess).Close(ErrServerClosed)
+	s.eng.Sessions().Range(func(sess *session.Session) bool {
+		if s.owns(sess) {
+			s.eng.Conn(sess).Close(ErrServerClosed)
+		}
 		return true
 	})
 	err := s.srv.ShutdownWithContext(ctx)
@@ -441,22 +443,27 @@ func (s *Server) reap() {
 	}
 }
 
-// reapIdle closes the sessions that have no request in flight and no open
-// stream and that are idle since before now-SessionIdle or were created
-// before now-InitTimeout and never used since initialize, returning how
-// many it closed.
+// reapIdle closes the Streamable HTTP sessions of this server (found in
+// the engine's table) that have no request in flight and no open stream
+// and that are idle since before now-SessionIdle or were created before
+// now-InitTimeout and never used since initialize, returning how many it
+// closed. Legacy sessions live as long as their stream and are not reaped.
 func (s *Server) reapIdle(now time.Time) int {
 	cutoff, initCutoff := now.Add(-s.opts.SessionIdle), now.Add(-s.opts.InitTimeout)
 	n, uninit := 0, 0
-	s.sessions.Range(func(_ string, h *hsession) bool {
-		idle := h.sess.IdleSince().Before(cutoff)
-		stale := !idle && h.created.Before(initCutoff) && h.pendingInit()
-		if (idle || stale) && h.sess.InFlight() == 0 && !h.busy() {
+	s.eng.Sessions().Range(func(sess *session.Session) bool {
+		h := s.hsessionOf(sess)
+		if h == nil || sess.InFlight() != 0 || h.busy() {
+			return true
+		}
+		idle := sess.IdleSince().Before(cutoff)
+		stale := !idle && h.created.Before(initCutoff) && h.pendingInit(sess)
+		if idle || stale {
 			cause := ErrSessionIdle
 			if stale {
 				cause, uninit = ErrInitTimeout, uninit+1
 			}
-			s.eng.Conn(h.sess).Close(cause)
+			s.eng.Conn(sess).Close(cause)
 			n++
 		}
 		return true

@@ -1,8 +1,7 @@
-package mcphttp
+package http
 
 import (
 	"github.com/mcpedge/mcpedge/codec"
-	"github.com/mcpedge/mcpedge/internal/bytesconv"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/valyala/fasthttp"
 )
@@ -10,8 +9,10 @@ import (
 // legacySession is a session of the 2024-11-05 HTTP+SSE transport: one
 // long GET stream carries every server message; the client POSTs its
 // messages to the endpoint the stream announced. The session lives as long
-// as the stream.
+// as the stream. It is the session's Out sink, which is how the transport
+// reaches it from the engine's table (Server.lookupLegacy).
 type legacySession struct {
+	s    *Server // the transport serving it: several may share one engine
 	sess *session.Session
 	st   *stream
 }
@@ -23,6 +24,20 @@ func (l *legacySession) Send(b *codec.Buffer) error {
 	codec.PutBuffer(b)
 	if !ok {
 		return session.ErrClosed
+	}
+	return nil
+}
+
+// lookupLegacy returns the live legacy session of this server named by
+// sid, or nil: like lookup, it looks the session up in the engine's table
+// and reaches the transport's state through its Out sink.
+func (s *Server) lookupLegacy(sid []byte) *legacySession {
+	sess, ok := s.eng.Sessions().GetBytes(sid)
+	if !ok || sess.State() == session.StateClosed {
+		return nil
+	}
+	if l, ok := sess.Out.(*legacySession); ok && l.s == s {
+		return l
 	}
 	return nil
 }
@@ -44,15 +59,13 @@ func (s *Server) legacyGet(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	st := s.newStream()
-	l := &legacySession{st: st}
+	l := &legacySession{s: s, st: st}
 	l.sess = s.eng.Open(l).Session()
 	if ip.IsValid() {
 		l.sess.SetRemote(ip)
 	}
 	id := l.sess.ID()
-	s.legacy.Store(id, l)
 	l.sess.OnClose(func() {
-		s.legacy.Delete(id)
 		s.releaseSession(ip)
 		st.end(false)
 	})
@@ -85,8 +98,8 @@ func (s *Server) legacyPost(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, fasthttp.StatusBadRequest, codeTransport, "Bad Request: sessionId query parameter is required")
 		return
 	}
-	l, ok := s.legacy.Load(bytesconv.B2S(sid))
-	if !ok || l.sess.State() == session.StateClosed {
+	l := s.lookupLegacy(sid)
+	if l == nil {
 		s.fail(ctx, fasthttp.StatusNotFound, codeSessionNotFound, "Session not found")
 		return
 	}

@@ -1,4 +1,4 @@
-package mcphttp
+package http
 
 import (
 	"errors"
@@ -126,7 +126,7 @@ func (p *pendingQueue) prune(cutoff time.Time) {
 	defer p.mu.Unlock()
 	for p.head < len(p.q) {
 		h := p.q[p.head]
-		if h != nil && h.pendingInit() && !h.created.Before(cutoff) {
+		if h != nil && h.pendingInit(h.sess) && !h.created.Before(cutoff) {
 			break
 		}
 		p.q[p.head] = nil
@@ -151,7 +151,7 @@ func (s *Server) evictPending() bool {
 		if h == nil {
 			continue
 		}
-		if !h.pendingInit() {
+		if !h.pendingInit(h.sess) {
 			p.q[i] = nil
 			continue
 		}

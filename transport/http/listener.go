@@ -1,4 +1,4 @@
-package mcphttp
+package http
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mcpedge/mcpedge/internal/netlimit"
+	"github.com/mcpedge/mcpedge/transport/netlimit"
 )
 
 // Accept back-off, as net/http's: 5 ms, doubling, at most 1 s.

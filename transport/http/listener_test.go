@@ -1,4 +1,4 @@
-package mcphttp
+package http
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge/engine"
-	"github.com/mcpedge/mcpedge/internal/netlimit"
+	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

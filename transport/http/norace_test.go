@@ -1,5 +1,5 @@
 //go:build !race
 
-package mcphttp
+package http
 
 const raceEnabled = false

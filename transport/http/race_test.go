@@ -1,6 +1,6 @@
 //go:build race
 
-package mcphttp
+package http
 
 // raceEnabled: the race detector changes allocation (sync.Pool drops
 // items at random), so heap measurements do not hold under it.

@@ -1,4 +1,4 @@
-package mcphttp
+package http
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/mcpedge/mcpedge/codec"
-	"github.com/mcpedge/mcpedge/internal/bytesconv"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/valyala/fasthttp"
 )
@@ -18,7 +17,9 @@ import (
 // hsession is the transport's state of one stateful session: the records
 // of its SSE streams and the event store they replay from. It is the
 // session's Out sink: messages tied to no request go on the standalone
-// stream (stream 0), recorded in the store. Safe for concurrent use.
+// stream (stream 0), recorded in the store. The transport keeps no index
+// of its own: a session is looked up by id in the engine's table, and its
+// hsession is its Out (see Server.lookup). Safe for concurrent use.
 //
 // Every event gets the session's next sequence number; its id
 // "<stream>-<seq>" names its stream, and a stream's events are the store's
@@ -26,7 +27,7 @@ import (
 // "<stream>-<seq>" of the last sequence number before the stream's first
 // event, so resuming from it replays the whole stream.
 type hsession struct {
-	s    *Server
+	s    *Server // the transport serving it: several may share one engine
 	sess *session.Session
 
 	mu      sync.Mutex
@@ -149,23 +150,33 @@ func (s *Server) newSession(ip netip.Addr) (*hsession, error) {
 		return nil, err
 	}
 	h := &hsession{s: s, created: time.Now(), remote: ip}
+	// The session is in the engine's table, where the reaper and Shutdown
+	// find it, from Open on: the fields they read (s, created, posts) are
+	// set before, and they use the table's *session.Session, not h.sess.
+	// The reaper leaves it alone while posts is above zero.
 	h.posts.Store(1) // the initialize that creates it; the caller releases it
 	h.sess = s.eng.Open(h).Session()
 	if ip.IsValid() {
 		h.sess.SetRemote(ip)
 	}
-	s.sessions.Store(h.sess.ID(), h)
 	h.sess.OnClose(h.onClose)
 	s.pending.push(h)
 	return h, nil
 }
 
-// lookup returns the live session named by sid, or nil. A session named
-// by a request has completed its initialization as far as the transport
-// cares: the client got its id and uses it.
+// lookup returns the live Streamable HTTP session of this server named by
+// sid, or nil: the session is looked up in the engine's table (without
+// allocating), and its hsession is its Out sink. A session of another
+// transport, or of another Server on the same engine, is not found. A
+// session named by a request has completed its initialization as far as
+// the transport cares: the client got its id and uses it.
 func (s *Server) lookup(sid []byte) *hsession {
-	h, ok := s.sessions.Load(bytesconv.B2S(sid))
-	if !ok || h.sess.State() == session.StateClosed {
+	sess, ok := s.eng.Sessions().GetBytes(sid)
+	if !ok {
+		return nil
+	}
+	h := s.hsessionOf(sess)
+	if h == nil || sess.State() == session.StateClosed {
 		return nil
 	}
 	if !h.established.Load() {
@@ -174,16 +185,39 @@ func (s *Server) lookup(sid []byte) *hsession {
 	return h
 }
 
-// pendingInit reports whether the session still waits for the client's
-// first request after initialize.
-func (h *hsession) pendingInit() bool {
-	return !h.established.Load() && h.sess.State() != session.StateReady && h.sess.State() != session.StateClosed
+// hsessionOf returns the state of sess if it is a Streamable HTTP session
+// of this server, or nil.
+func (s *Server) hsessionOf(sess *session.Session) *hsession {
+	if h, ok := sess.Out.(*hsession); ok && h.s == s {
+		return h
+	}
+	return nil
+}
+
+// owns reports whether sess is a session of this server, Streamable HTTP
+// or legacy. Stateless sessions belong to no one: their POST closes them.
+func (s *Server) owns(sess *session.Session) bool {
+	switch out := sess.Out.(type) {
+	case *hsession:
+		return out.s == s
+	case *legacySession:
+		return out.s == s
+	}
+	return false
+}
+
+// pendingInit reports whether sess, the session of h, still waits for the
+// client's first request after initialize. sess is a parameter because
+// the reaper finds h in the engine's table, where it may be before
+// newSession has set h.sess.
+func (h *hsession) pendingInit(sess *session.Session) bool {
+	st := sess.State()
+	return !h.established.Load() && st != session.StateReady && st != session.StateClosed
 }
 
 // onClose runs once when the session ends, however it ends: it ends the
 // open streams and frees the store.
 func (h *hsession) onClose() {
-	h.s.sessions.Delete(h.sess.ID())
 	h.s.releaseSession(h.remote)
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -1,4 +1,4 @@
-package mcphttp
+package http
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
 )
 
 func TestSSEPollingReplay(t *testing.T) {
@@ -398,4 +399,83 @@ func TestListChangedReachesGETStream(t *testing.T) {
 	ev, err := s.next()
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`, ev.Data)
+}
+
+// nullSink is the Out of a session of no HTTP transport (as a TCP
+// connection's would be).
+type nullSink struct{}
+
+func (nullSink) Send(b *codec.Buffer) error { codec.PutBuffer(b); return nil }
+
+// TestServersShareEngineTable: the engine's session table is the only
+// index of sessions. Two Servers on one engine, and a session of another
+// transport, share it; each Server finds, reaps and shuts down only its
+// own sessions.
+func TestServersShareEngineTable(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	a := e.initialize()
+	// A legacy session of e.srv, open while the test runs.
+	resp := e.do(t, req{method: http.MethodGet, path: "/sse", headers: map[string]string{"Mcp-Protocol-Version": ""}})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	_, err := br.ReadString('\n')
+	require.NoError(t, err)
+	line, err := br.ReadString('\n')
+	require.NoError(t, err)
+	legacy := strings.TrimPrefix(strings.TrimSpace(line), "data: /message?sessionId=")
+	require.Len(t, legacy, 32)
+	other := e.eng.Open(nullSink{}).Session()
+	defer e.eng.Conn(other).Close(nil)
+
+	b := New(e.eng, Options{SessionIdle: time.Hour, InitTimeout: time.Hour})
+	serve := func(srv *Server, sid, body string) *fasthttp.Response {
+		var r fasthttp.Request
+		benchRequest(&r, sid, body)
+		var ctx fasthttp.RequestCtx
+		ctx.Init(&r, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, nil)
+		srv.Handler()(&ctx)
+		var out fasthttp.Response
+		ctx.Response.CopyTo(&out)
+		return &out
+	}
+	r := serve(b, "", initBody)
+	require.Equal(t, http.StatusOK, r.StatusCode(), string(r.Body()))
+	bsid := string(r.Header.Peek("Mcp-Session-Id"))
+	require.Len(t, bsid, 32)
+	assert.Equal(t, 4, e.eng.Sessions().Len(), "one table for every transport and server")
+	assert.Equal(t, 2, e.srv.Sessions(), "each server counts its own")
+	assert.Equal(t, 1, b.Sessions())
+
+	// Lookups find a session only on its own server and as its own kind.
+	assert.NotNil(t, e.srv.lookup([]byte(a)))
+	assert.Nil(t, b.lookup([]byte(a)), "another server's session")
+	assert.Nil(t, e.srv.lookup([]byte(bsid)))
+	assert.Nil(t, e.srv.lookup([]byte(other.ID())), "another transport's session")
+	assert.Nil(t, e.srv.lookup([]byte(legacy)), "a legacy session is not a Streamable HTTP one")
+	assert.NotNil(t, e.srv.lookupLegacy([]byte(legacy)))
+	assert.Nil(t, b.lookupLegacy([]byte(legacy)))
+	assert.Nil(t, e.srv.lookupLegacy([]byte(a)))
+	assert.Nil(t, e.srv.lookupLegacy([]byte(other.ID())))
+	r = serve(b, a, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	assert.Equal(t, http.StatusNotFound, r.StatusCode(), "another server's session id is unknown here")
+	r = serve(e.srv, other.ID(), `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	assert.Equal(t, http.StatusNotFound, r.StatusCode(), "another transport's session id is unknown here")
+
+	// b's reaper and Shutdown close b's sessions only.
+	assert.Equal(t, 1, b.reapIdle(time.Now().Add(2*time.Hour)))
+	assert.Zero(t, b.Sessions())
+	r = serve(b, "", initBody)
+	require.Equal(t, http.StatusOK, r.StatusCode(), string(r.Body()))
+	bsid = string(r.Header.Peek("Mcp-Session-Id"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, b.Shutdown(ctx))
+	_, ok := e.eng.Sessions().Get(bsid)
+	assert.False(t, ok, "Shutdown closed b's session")
+	assert.Zero(t, b.Sessions())
+	assert.NotNil(t, e.srv.lookup([]byte(a)))
+	assert.NotNil(t, e.srv.lookupLegacy([]byte(legacy)))
+	assert.Equal(t, session.StateNew, other.State())
+	assert.Equal(t, 2, e.srv.Sessions())
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
-	"github.com/mcpedge/mcpedge/internal/netlimit"
+	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 )

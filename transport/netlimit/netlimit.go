@@ -2,6 +2,13 @@
 // share: one process-wide count of open connections, bounded in total and
 // per client address, with a default derived from the process's file
 // descriptor limit.
+//
+// Give one Limiter to every transport that should count against the same
+// budget, as tcp.Options.Conns and the Conns option of transport/http:
+//
+//	conns := netlimit.New(netlimit.DefaultMaxConns(), 0)
+//	t := tcp.New(srv, tcp.Options{Conns: conns})
+//	h := mcphttp.New(srv, mcphttp.Options{Conns: conns})
 package netlimit
 
 import (
