@@ -191,6 +191,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	started, ln, cli := s.started, s.ln, s.cli
 	s.mu.Unlock()
 	if !started {
+		s.readyOnce.Do(func() { close(s.ready) }) // release Addr waiters
 		return nil
 	}
 	if first {
