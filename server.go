@@ -99,7 +99,8 @@ type Server struct {
 	closeOnce sync.Once
 
 	mu      sync.Mutex
-	serving bool
+	serving bool                   // Serve was called
+	served  bool                   // Serve or ServeStdio was called
 	stdios  map[*stdioRun]struct{} // ServeStdio calls running
 }
 
@@ -210,7 +211,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.mu.Unlock()
 		return ErrServing
 	}
-	s.serving = true
+	s.serving, s.served = true, true
 	s.mu.Unlock()
 
 	type result struct {
@@ -277,6 +278,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	run := &stdioRun{cancel: cancel, done: make(chan struct{})}
 	s.stdios[run] = struct{}{}
+	s.served = true
 	s.mu.Unlock()
 
 	errc := make(chan error, 1)
@@ -328,11 +330,16 @@ func (s *Server) stopWithin(parent context.Context) error {
 // context, for what the first left running.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() { close(s.closing) })
-	args := []any{"active", s.eng.Active()}
-	if d, ok := ctx.Deadline(); ok {
-		args = append(args, "timeout", time.Until(d).Round(time.Millisecond))
+	s.mu.Lock()
+	served := s.served
+	s.mu.Unlock()
+	if served {
+		args := []any{"active", s.eng.Active()}
+		if d, ok := ctx.Deadline(); ok {
+			args = append(args, "timeout", time.Until(d).Round(time.Millisecond))
+		}
+		s.log.Info("shutting down: draining in-flight requests", args...)
 	}
-	s.log.Info("shutting down: draining in-flight requests", args...)
 
 	var errs []error
 	// 1. The engine drains.
