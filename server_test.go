@@ -15,6 +15,7 @@ import (
 	"github.com/mcpedge/mcpedge/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 const wait = 10 * time.Second
@@ -333,4 +334,27 @@ func TestServeStdioShutdown(t *testing.T) {
 	assert.ErrorIs(t, result(t, done), mcpedge.ErrServerClosed)
 	inW.Close()
 	outR.Close()
+}
+
+// TestShutdownLeavesNothing: after Serve and Shutdown, no goroutine of the
+// server's remains.
+func TestShutdownLeavesNothing(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		// fasthttp's idle-worker cleaner notices Shutdown only after its
+		// current sleep (MaxIdleWorkerDuration), as in transport/http's
+		// tests.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"))
+	srv := mcpedge.New(mcpedge.Options{
+		TCP:  &mcpedge.TCPOptions{Addr: "127.0.0.1:0", Loops: 1},
+		HTTP: &mcpedge.HTTPOptions{Addr: "127.0.0.1:0"},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	served := serve(ctx, srv)
+	require.NotNil(t, srv.TCPAddr(ctx))
+	require.NotNil(t, srv.HTTPAddr(ctx))
+	dialRaw(t, srv.TCPAddr(ctx)).nc.Close()
+	require.NoError(t, srv.Shutdown(ctx))
+	assert.ErrorIs(t, result(t, served), mcpedge.ErrServerClosed)
 }
