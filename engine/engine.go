@@ -1,7 +1,9 @@
 // Package engine dispatches MCP messages from transports to handlers. It owns
 // the session table, the registries, the bounded worker pool and the
-// notification bus, and it is the embedding API: construct a Server,
-// register handlers on its Registry, serve it on transports, shut it down.
+// notification bus. Package mcpedge (the module's root) wraps it with its
+// transports in one Server, the embedding API; use this package directly to
+// drive transports of your own. Shut a Server down in the order documented
+// in package mcpedge: this engine drains first, then the transports stop.
 //
 // Transports need one thing of it, a Conn per session (Open): one
 // message's path is Conn.HandleFrame from an event loop (cheap answers are
@@ -305,10 +307,16 @@ func (s *Server) Active() int64 { return s.active.Load() }
 // ShuttingDown reports whether Shutdown has begun.
 func (s *Server) ShuttingDown() bool { return s.adm.closing() }
 
-// Shutdown drains the server: new requests are refused with
-// ErrShuttingDown's message, in-flight requests run to completion until ctx
-// ends, then every session is closed and the pool released. Transports stop
-// accepting before calling it.
+// Shutdown drains the server, the first step of the shutdown order
+// documented in package mcpedge (whose Server.Shutdown runs the whole
+// order): new requests are refused at once with -32000, data
+// {"limit":"shutdown"}, while the transports still accept and their
+// connections stay open; requests in flight run to completion, and their
+// answers are written, until ctx ends (those still running are then
+// cancelled); then every session is closed and the pool released. The
+// transports are shut down after it returns (tcp.Server.Shutdown,
+// mcphttp.Server.Shutdown), not before: a transport stopped first would
+// drop the answers still in flight.
 func (s *Server) Shutdown(ctx context.Context) error {
 	done := s.adm.close()
 	var err error

@@ -53,11 +53,14 @@ type greetArgs struct {
 	Name string `json:"name" jsonschema:"who to greet"`
 }
 
-// Embedding a server: create it, register handlers on its Registry, serve
-// it on a transport. The example drives one session in memory; a program
-// serves it with tcp.New(srv, tcp.Options{Addr: "127.0.0.1:7400"}).
-// ListenAndServe() or stdio.Serve(ctx, srv, os.Stdin, os.Stdout,
-// stdio.Options{}), and drains it with srv.Shutdown(ctx).
+// An engine without transports: create it, register handlers on its
+// Registry, serve frames. The example drives one session in memory, as a
+// transport does. A program embeds mcpedge.Server (the root package),
+// which serves an engine on TCP, HTTP or stdio and shuts it down in order;
+// with this package and the transports alone, it serves the engine with
+// tcp.New(srv, tcp.Options{}).ListenAndServe(ctx) or stdio.Serve(ctx, srv,
+// os.Stdin, os.Stdout, stdio.Options{}), and stops it by draining the
+// engine (srv.Shutdown(ctx)) before shutting the transports down.
 func Example() {
 	srv := engine.New(engine.Options{Name: "hello", Version: "1.0.0"})
 	defer srv.Shutdown(context.Background())

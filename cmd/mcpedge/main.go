@@ -18,12 +18,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpedge/mcpedge"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers/builtin"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
-	"github.com/mcpedge/mcpedge/transport/stdio"
 	"github.com/mcpedge/mcpedge/transport/tcp"
 )
 
@@ -159,116 +159,98 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	if !c.stdio && c.tcp == "" && c.http == "" {
+		fmt.Fprintln(stderr, "mcpedge: nothing to serve: give -tcp ADDR, -http ADDR or -stdio")
+		return 2
+	}
+
 	info, _ := builtin.Info(c.handlers)
-	srv := engine.New(engine.Options{
-		Name:        info.Name,
-		Version:     info.Version,
-		Workers:     c.workers,
-		MaxMessage:  c.maxMessage,
-		PageSize:    c.pageSize,
-		MaxInflight: orNone(c.maxInflight),
-		Rate:        c.rate,
-		RateBurst:   c.rateBurst,
-		RateIP:      c.rateIP,
-		Logger:      log,
-	})
+	opts := mcpedge.Options{
+		EngineOptions: mcpedge.EngineOptions{
+			Name:        info.Name,
+			Version:     info.Version,
+			Workers:     c.workers,
+			MaxMessage:  c.maxMessage,
+			PageSize:    c.pageSize,
+			MaxInflight: orNone(c.maxInflight),
+			Rate:        c.rate,
+			RateBurst:   c.rateBurst,
+			RateIP:      c.rateIP,
+			Logger:      log,
+		},
+		Stdio:        mcpedge.StdioOptions{Framer: framer, MaxOutbound: c.maxOutbound, DrainTimeout: c.drain, ReadTimeout: orNone(c.readTimeout)},
+		DrainTimeout: orNone(c.drain),
+	}
+	if !c.stdio {
+		// One connection budget for every network transport.
+		conns := netlimit.New(c.maxConns, c.maxConnsPerIP)
+		if c.tcp != "" {
+			opts.TCP = &mcpedge.TCPOptions{
+				Addr: c.tcp, Loops: c.loops, Framer: framer, MaxOutbound: c.maxOutbound,
+				Conns:       conns,
+				ReadTimeout: orNone(c.readTimeout),
+				IdleTimeout: orNone(c.idleTimeout),
+				MaxBuffered: orNone(c.maxBuffered),
+			}
+		}
+		if c.http != "" {
+			opts.HTTP = &mcpedge.HTTPOptions{
+				Addr:            c.http,
+				Path:            c.httpPath,
+				Stateless:       c.stateless,
+				AllowedHosts:    splitList(c.allowHosts),
+				AllowedOrigins:  splitList(c.allowOrigin),
+				SessionIdle:     c.sessionIdle,
+				KeepAlive:       c.sseKeep,
+				EventStoreBytes: c.eventStore,
+				// Edge limits: connections, timeouts, sessions.
+				Conns:            conns,
+				ReadTimeout:      orNone(c.readTimeout),
+				WriteTimeout:     orNone(c.writeTimeout),
+				IdleTimeout:      orNone(c.idleTimeout),
+				InitTimeout:      c.sessionInit,
+				MaxSessions:      c.maxSessions,
+				MaxSessionsPerIP: c.maxSessionsPerIP,
+			}
+		}
+	}
+	srv := mcpedge.New(opts)
 	if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated}); err != nil {
+		_ = srv.Shutdown(context.Background())
 		fmt.Fprintln(stderr, "mcpedge:", err)
 		return 2
 	}
 
+	// SIGINT and SIGTERM end ctx: Serve and ServeStdio then shut the server
+	// down in the documented order (the engine drains, then the transports
+	// stop) within -drain.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	if c.stdio {
 		log.Info("serving MCP on stdio", "handlers", c.handlers, "framing", framer.Name())
-		err := stdio.Serve(ctx, srv, stdin, stdout, stdio.Options{Framer: framer, MaxOutbound: c.maxOutbound, DrainTimeout: c.drain, ReadTimeout: orNone(c.readTimeout)})
-		dctx, cancel := context.WithTimeout(context.Background(), c.drain)
-		defer cancel()
-		_ = srv.Shutdown(dctx)
-		if err != nil && !errors.Is(err, context.Canceled) {
+		// A drain that ran out of time is logged by the server, not an
+		// error of the session.
+		if err := srv.ServeStdio(ctx, stdin, stdout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			log.Error("stdio", "err", err)
 			return 1
 		}
 		return 0
 	}
 
-	if c.tcp == "" && c.http == "" {
-		fmt.Fprintln(stderr, "mcpedge: nothing to serve: give -tcp ADDR, -http ADDR or -stdio")
-		return 2
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	if a := srv.TCPAddr(ctx); a != nil {
+		log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered)
 	}
-	errc := make(chan error, 2)
-	// One connection budget for every network transport.
-	conns := netlimit.New(c.maxConns, c.maxConnsPerIP)
-	var t *tcp.Server
-	if c.tcp != "" {
-		t = tcp.New(srv, tcp.Options{
-			Addr: c.tcp, Loops: c.loops, Framer: framer, MaxOutbound: c.maxOutbound,
-			Conns:       conns,
-			ReadTimeout: orNone(c.readTimeout),
-			IdleTimeout: orNone(c.idleTimeout),
-			MaxBuffered: orNone(c.maxBuffered),
-		})
-		go func() {
-			if err := t.ListenAndServe(context.Background()); err != nil {
-				errc <- fmt.Errorf("tcp: %w", err)
-			}
-		}()
-		if a := t.Addr(ctx); a != nil {
-			log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered)
-		}
-	}
-	var h *mcphttp.Server
-	if c.http != "" {
-		h = mcphttp.New(srv, mcphttp.Options{
-			Addr:            c.http,
-			Path:            c.httpPath,
-			Stateless:       c.stateless,
-			AllowedHosts:    splitList(c.allowHosts),
-			AllowedOrigins:  splitList(c.allowOrigin),
-			SessionIdle:     c.sessionIdle,
-			KeepAlive:       c.sseKeep,
-			EventStoreBytes: c.eventStore,
-			// Edge limits: connections, timeouts, sessions.
-			Conns:            conns,
-			ReadTimeout:      orNone(c.readTimeout),
-			WriteTimeout:     orNone(c.writeTimeout),
-			IdleTimeout:      orNone(c.idleTimeout),
-			InitTimeout:      c.sessionInit,
-			MaxSessions:      c.maxSessions,
-			MaxSessionsPerIP: c.maxSessionsPerIP,
-		})
-		go func() {
-			if err := h.ListenAndServe(context.Background()); err != nil {
-				errc <- fmt.Errorf("http: %w", err)
-			}
-		}()
-		if a := h.Addr(ctx); a != nil {
-			log.Info("serving MCP over Streamable HTTP", "addr", a.String(), "url", "http://"+a.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
-		}
+	if a := srv.HTTPAddr(ctx); a != nil {
+		log.Info("serving MCP over Streamable HTTP", "addr", a.String(), "url", "http://"+a.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
 	}
 	code := 0
-	select {
-	case err := <-errc:
-		log.Error("serve", "err", err)
+	// A listener that failed is logged by the server; a drain that ran
+	// out of time is logged and exits 0.
+	if err := <-served; errors.As(err, new(*mcpedge.TransportError)) {
 		code = 1
-	case <-ctx.Done():
-	}
-	log.Info("shutting down: draining in-flight requests", "active", srv.Active(), "timeout", c.drain)
-	dctx, cancel := context.WithTimeout(context.Background(), c.drain)
-	defer cancel()
-	if err := srv.Shutdown(dctx); err != nil {
-		log.Warn("drain incomplete", "err", err)
-	}
-	if t != nil {
-		if err := t.Shutdown(dctx); err != nil {
-			log.Warn("tcp shutdown", "err", err)
-		}
-	}
-	if h != nil {
-		if err := h.Shutdown(dctx); err != nil {
-			log.Warn("http shutdown", "err", err)
-		}
 	}
 	log.Info("stopped")
 	return code

@@ -347,8 +347,9 @@ func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 
 // ListenAndServe listens on Options.Addr and serves until Shutdown, when it
 // returns nil. It returns an error if it cannot listen. When ctx ends, the
-// server is shut down at once, as by Shutdown; for a graceful stop, drain
-// the engine (engine.Server.Shutdown) first, then call Shutdown.
+// server is shut down at once, as by Shutdown, without draining the
+// engine; for a graceful stop follow the shutdown order of package mcpedge
+// (see Shutdown), or serve with mcpedge.Server, which does.
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	ln, err := listen(s.opts.Addr)
 	if err != nil {
@@ -403,8 +404,11 @@ func (s *Server) Sessions() int { return int(s.nsess.Load()) }
 
 // Shutdown stops accepting connections, ends every open SSE stream and
 // closes the transport's sessions, then waits until the connections are
-// idle or ctx ends. Drain the engine first (engine.Server.Shutdown) so that
-// requests in flight are answered.
+// idle or ctx ends. It is the second step of the shutdown order documented
+// in package mcpedge (whose Server.Shutdown runs the whole order): drain
+// the engine first (engine.Server.Shutdown: new requests refused with
+// -32000, those in flight finished and their answers written), then call
+// Shutdown.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing.Store(true)

@@ -28,8 +28,9 @@ import (
 // ListenAndServe listens on Options.Addr and serves until Shutdown, then
 // returns nil. It returns an error, naming the address and the cause, if
 // it cannot listen or start the event loops. When ctx ends, the server is
-// shut down at once, as by Shutdown; for a graceful stop, drain the engine
-// (engine.Server.Shutdown) first, then call Shutdown.
+// shut down at once, as by Shutdown, without draining the engine; for a
+// graceful stop follow the shutdown order of package mcpedge (see
+// Shutdown), or serve with mcpedge.Server, which does.
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { _ = s.Shutdown(context.Background()) })
 	defer stop()
@@ -182,8 +183,12 @@ func (s *Server) refuse(nc net.Conn, err error) {
 
 // Shutdown stops accepting, closes every connection and stops the event
 // loops; it returns once nothing of the server runs, or with ctx's error.
-// Drain the engine first (engine.Server.Shutdown) so in-flight answers are
-// written.
+// It is the second step of the shutdown order documented in package
+// mcpedge (whose Server.Shutdown runs the whole order): drain the engine
+// first (engine.Server.Shutdown: new requests refused with -32000, those
+// in flight finished and their answers written), then call Shutdown.
+// Called before ListenAndServe, it makes ListenAndServe return at once and
+// Addr return nil.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	first := !s.stopping
@@ -191,6 +196,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	started, ln, cli := s.started, s.ln, s.cli
 	s.mu.Unlock()
 	if !started {
+		s.readyOnce.Do(func() { close(s.ready) }) // release Addr waiters
 		return nil
 	}
 	if first {

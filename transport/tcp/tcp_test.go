@@ -593,6 +593,11 @@ func TestAddrBeforeStart(t *testing.T) {
 	defer cancel()
 	assert.Nil(t, srv.Addr(ctx), "Addr gives up with its ctx")
 	assert.NoError(t, srv.Shutdown(context.Background()), "Shutdown before serving is a no-op")
+	ctx, cancel = context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	assert.Nil(t, srv.Addr(ctx), "Addr returns nil, at once, after Shutdown")
+	assert.NoError(t, ctx.Err(), "Addr did not wait for its ctx")
+	assert.NoError(t, srv.ListenAndServe(context.Background()), "ListenAndServe after Shutdown returns at once")
 }
 
 func TestListenFailure(t *testing.T) {

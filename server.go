@@ -1,0 +1,382 @@
+package mcpedge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/mcpedge/mcpedge/engine"
+	mcphttp "github.com/mcpedge/mcpedge/transport/http"
+	"github.com/mcpedge/mcpedge/transport/stdio"
+	"github.com/mcpedge/mcpedge/transport/tcp"
+)
+
+// Options configure a Server. The zero value works: an engine with its
+// defaults and no network transport (serve it with ServeStdio, or set TCP
+// or HTTP for Serve).
+type Options struct {
+	// EngineOptions configure the engine: Name and Version (sent in
+	// initialize), Workers, MaxMessage, the per-session limits, middleware
+	// (Receive, Send), and Logger, which every transport and this package
+	// log to as well (nil discards). See engine.Options for each field and
+	// its default.
+	EngineOptions
+
+	// TCP, when not nil, serves MCP over raw TCP with these options; nil
+	// means no TCP. The zero TCPOptions serve newline-delimited JSON on
+	// 127.0.0.1:7400 (tcp.DefaultAddr), one event loop per core, with a
+	// 30 s read timeout, a 5 min idle timeout and no connection limit.
+	// "127.0.0.1:0" picks a free port: read it with TCPAddr.
+	TCP *TCPOptions
+	// HTTP, when not nil, serves MCP over Streamable HTTP (and the legacy
+	// HTTP+SSE endpoints) with these options; nil means no HTTP. The zero
+	// HTTPOptions serve stateful Streamable HTTP on 127.0.0.1:7401
+	// (mcphttp.DefaultAddr) at /mcp, with /sse and /message for legacy
+	// clients, accepting only loopback Host and Origin values. Read the
+	// address of port 0 with HTTPAddr.
+	HTTP *HTTPOptions
+	// Stdio configures ServeStdio; the zero value serves newline-delimited
+	// JSON, and a zero Stdio.DrainTimeout means DrainTimeout.
+	Stdio StdioOptions
+
+	// DrainTimeout bounds a graceful stop that Serve or ServeStdio begins
+	// on its own (their context ended, a listener failed, stdin ended):
+	// both steps of the shutdown order (see the package doc) must fit in
+	// it. 0 means 10 s; < 0 means no wait (requests in flight are
+	// cancelled at once). Shutdown is bounded by its own context instead.
+	DrainTimeout time.Duration
+}
+
+// DefaultDrainTimeout is Options.DrainTimeout's default.
+const DefaultDrainTimeout = 10 * time.Second
+
+// Errors of Serve and ServeStdio.
+var (
+	// ErrServerClosed is returned by Serve and ServeStdio once Shutdown
+	// has been called, and when they are called after it.
+	ErrServerClosed = errors.New("mcpedge: server closed")
+	// ErrNoTransport is returned by Serve when Options set neither TCP
+	// nor HTTP.
+	ErrNoTransport = errors.New("mcpedge: no transport configured (set Options.TCP or Options.HTTP)")
+	// ErrServing is returned by a second call of Serve while the first
+	// runs or after it returned.
+	ErrServing = errors.New("mcpedge: Serve already called")
+)
+
+// TransportError is Serve's error when a listener fails (it cannot listen,
+// or stops on its own): Transport names it, "tcp" or "http".
+type TransportError struct {
+	Transport string
+	Err       error
+}
+
+func (e *TransportError) Error() string { return "mcpedge: " + e.Transport + ": " + e.Err.Error() }
+
+// Unwrap returns the listener's error.
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// errStopped is a listener's error when it returned nil without Shutdown.
+var errStopped = errors.New("listener stopped")
+
+// Server is an MCP server: the engine and the transports its Options
+// configure. Register handlers on Registry (or with AddTool), then call
+// Serve, ServeStdio or both; stop it with Shutdown or by ending their
+// context. Its methods are safe for concurrent use.
+type Server struct {
+	eng   *engine.Server
+	tcp   *tcp.Server     // nil: no TCP
+	http  *mcphttp.Server // nil: no HTTP
+	stdio StdioOptions
+	drain time.Duration
+	log   *slog.Logger
+
+	closing   chan struct{} // closed by the first Shutdown
+	closeOnce sync.Once
+
+	mu      sync.Mutex
+	serving bool                   // Serve was called
+	served  bool                   // Serve or ServeStdio was called
+	stdios  map[*stdioRun]struct{} // ServeStdio calls running
+}
+
+// stdioRun is one ServeStdio call: its session stops when cancel is
+// called, and done is closed when stdio.Serve has returned.
+type stdioRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a Server configured by opts. It creates the engine and the
+// configured transports; nothing listens until Serve.
+func New(opts Options) *Server {
+	eng := engine.New(opts.EngineOptions)
+	s := &Server{
+		eng:     eng,
+		stdio:   opts.Stdio,
+		drain:   opts.DrainTimeout,
+		log:     eng.Logger(),
+		closing: make(chan struct{}),
+		stdios:  make(map[*stdioRun]struct{}),
+	}
+	if s.drain == 0 {
+		s.drain = DefaultDrainTimeout
+	}
+	if s.stdio.DrainTimeout == 0 && s.drain > 0 {
+		s.stdio.DrainTimeout = s.drain
+	}
+	if opts.TCP != nil {
+		s.tcp = tcp.New(eng, *opts.TCP)
+	}
+	if opts.HTTP != nil {
+		s.http = mcphttp.New(eng, *opts.HTTP)
+	}
+	return s
+}
+
+// Engine returns the server's engine: its sessions, bus, counters,
+// ResourceUpdated, ElicitationComplete.
+func (s *Server) Engine() *engine.Server { return s.eng }
+
+// Registry returns the server's handler registry. Register and remove
+// tools, resources, templates and prompts on it at any time, before or
+// while serving.
+func (s *Server) Registry() *Registry { return s.eng.Registry() }
+
+// ResourceUpdated tells the sessions subscribed to uri that it changed
+// (engine.Server.ResourceUpdated).
+func (s *Server) ResourceUpdated(uri string) { s.eng.ResourceUpdated(uri) }
+
+// TCPAddr waits until the TCP transport listens and returns its address
+// (useful with port 0). It returns nil when TCP is not configured, when
+// it failed to listen or was shut down first, or when ctx ends first.
+func (s *Server) TCPAddr(ctx context.Context) net.Addr {
+	if s.tcp == nil {
+		return nil
+	}
+	return s.tcp.Addr(ctx)
+}
+
+// HTTPAddr waits until the HTTP transport listens and returns its address
+// (useful with port 0); the MCP endpoint is "http://" + the address +
+// HTTPOptions.Path ("/mcp" by default). It returns nil when HTTP is not
+// configured, when it failed to listen or was shut down first, or when
+// ctx ends first.
+func (s *Server) HTTPAddr(ctx context.Context) net.Addr {
+	if s.http == nil {
+		return nil
+	}
+	return s.http.Addr(ctx)
+}
+
+// closed reports whether Shutdown has been called.
+func (s *Server) closed() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Serve starts every configured network transport (Options.TCP,
+// Options.HTTP) and serves until one of these happens:
+//
+//   - ctx ends: Serve shuts the server down gracefully, in the order of
+//     the package doc, within Options.DrainTimeout, and returns nil, or
+//     the shutdown's error if it ran out of time (errors.Is
+//     context.DeadlineExceeded).
+//   - Shutdown is called: Serve returns ErrServerClosed once the listeners
+//     are closed. Wait for Shutdown to return before the program exits:
+//     it may still be closing connections.
+//   - a listener fails, or cannot listen: Serve shuts the others down as
+//     above and returns a *TransportError naming it.
+//
+// Serve is called at most once; it returns ErrNoTransport when neither TCP
+// nor HTTP is configured.
+func (s *Server) Serve(ctx context.Context) error {
+	if s.tcp == nil && s.http == nil {
+		return ErrNoTransport
+	}
+	s.mu.Lock()
+	switch {
+	case s.closed():
+		s.mu.Unlock()
+		return ErrServerClosed
+	case s.serving:
+		s.mu.Unlock()
+		return ErrServing
+	}
+	s.serving, s.served = true, true
+	s.mu.Unlock()
+
+	type result struct {
+		transport string
+		err       error
+	}
+	// The listeners' context never ends: ending ctx stops them through the
+	// shutdown order, not at once.
+	lctx := context.WithoutCancel(ctx)
+	results := make(chan result, 2)
+	running := 0
+	start := func(name string, listen func(context.Context) error) {
+		running++
+		go func() { results <- result{name, listen(lctx)} }()
+	}
+	if s.tcp != nil {
+		start("tcp", s.tcp.ListenAndServe)
+	}
+	if s.http != nil {
+		start("http", s.http.ListenAndServe)
+	}
+
+	var err error
+	select {
+	case <-ctx.Done():
+		err = s.stopWithin(lctx)
+	case <-s.closing:
+		err = ErrServerClosed
+	case r := <-results:
+		running--
+		if s.closed() { // a Shutdown closed it
+			err = ErrServerClosed
+			break
+		}
+		if r.err == nil {
+			r.err = errStopped
+		}
+		err = &TransportError{Transport: r.transport, Err: r.err}
+		s.log.Error("listener failed: shutting down", "transport", r.transport, "err", r.err)
+		_ = s.stopWithin(lctx) // logged by Shutdown
+	}
+	for ; running > 0; running-- {
+		<-results // closed by Shutdown: returns soon
+	}
+	return err
+}
+
+// ServeStdio serves one session on in and out (a subprocess's stdin and
+// stdout) with Options.Stdio, until in ends, ctx ends or Shutdown is
+// called; only MCP messages are written to out. It may run beside Serve.
+//
+// When in ends, requests in flight finish and their answers are written,
+// then ServeStdio shuts the whole server down (within
+// Options.DrainTimeout) and returns nil, or the stdio error that ended the
+// session (an oversized message, a malformed frame, a failed output). When
+// ctx ends, it shuts the server down gracefully, as Serve does, and returns
+// nil or the shutdown's error. After Shutdown it returns ErrServerClosed.
+func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	s.mu.Lock()
+	if s.closed() {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	run := &stdioRun{cancel: cancel, done: make(chan struct{})}
+	s.stdios[run] = struct{}{}
+	s.served = true
+	s.mu.Unlock()
+
+	errc := make(chan error, 1)
+	go func() {
+		defer close(run.done)
+		errc <- stdio.Serve(sctx, s.eng, in, out, s.stdio)
+	}()
+	defer func() {
+		cancel()
+		s.mu.Lock()
+		delete(s.stdios, run)
+		s.mu.Unlock()
+	}()
+
+	select {
+	case <-ctx.Done():
+		err := s.stopWithin(context.WithoutCancel(ctx))
+		<-errc
+		return err
+	case err := <-errc:
+		if s.closed() {
+			return ErrServerClosed
+		}
+		serr := s.stopWithin(context.WithoutCancel(ctx))
+		if err != nil {
+			return err
+		}
+		return serr
+	}
+}
+
+// stopWithin shuts the server down within DrainTimeout.
+func (s *Server) stopWithin(parent context.Context) error {
+	ctx, cancel := context.WithTimeout(parent, max(s.drain, 0))
+	defer cancel()
+	return s.Shutdown(ctx)
+}
+
+// Shutdown stops the server gracefully in the order of the package doc:
+// first the engine drains (new requests are refused with -32000, those in
+// flight finish and their answers are written), then the transports close
+// their listeners and connections. Serve and ServeStdio then return
+// ErrServerClosed.
+//
+// Shutdown returns nil once everything has stopped, or, when ctx ends
+// first, an error wrapping ctx's error (errors.Is context.DeadlineExceeded
+// with a timeout): the transports are stopped even then. It may be called
+// more than once, and before Serve; a later call waits again, with its own
+// context, for what the first left running.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closeOnce.Do(func() { close(s.closing) })
+	s.mu.Lock()
+	served := s.served
+	s.mu.Unlock()
+	if served {
+		args := []any{"active", s.eng.Active()}
+		if d, ok := ctx.Deadline(); ok {
+			args = append(args, "timeout", time.Until(d).Round(time.Millisecond))
+		}
+		s.log.Info("shutting down: draining in-flight requests", args...)
+	}
+
+	var errs []error
+	// 1. The engine drains.
+	if err := s.eng.Shutdown(ctx); err != nil {
+		s.log.Warn("drain incomplete", "active", s.eng.Active(), "err", err)
+		errs = append(errs, fmt.Errorf("mcpedge: drain: %w", err))
+	}
+	// 2. The transports stop.
+	if s.tcp != nil {
+		if err := s.tcp.Shutdown(ctx); err != nil {
+			s.log.Warn("tcp shutdown", "err", err)
+			errs = append(errs, fmt.Errorf("mcpedge: tcp shutdown: %w", err))
+		}
+	}
+	if s.http != nil {
+		if err := s.http.Shutdown(ctx); err != nil {
+			s.log.Warn("http shutdown", "err", err)
+			errs = append(errs, fmt.Errorf("mcpedge: http shutdown: %w", err))
+		}
+	}
+	s.mu.Lock()
+	runs := make([]*stdioRun, 0, len(s.stdios))
+	for r := range s.stdios {
+		runs = append(runs, r)
+	}
+	s.mu.Unlock()
+	for _, r := range runs {
+		r.cancel()
+	}
+	for _, r := range runs {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			err := fmt.Errorf("mcpedge: stdio shutdown: %w", ctx.Err())
+			s.log.Warn("stdio shutdown", "err", err)
+			return errors.Join(append(errs, err)...)
+		}
+	}
+	return errors.Join(errs...)
+}
