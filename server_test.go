@@ -120,8 +120,10 @@ func (c *rawConn) read() message {
 
 func TestServeTCPAndHTTP(t *testing.T) {
 	srv, _, _ := newServer(t, mcpedge.Options{
-		TCP:  &mcpedge.TCPOptions{Addr: "127.0.0.1:0", Loops: 1},
-		HTTP: &mcpedge.HTTPOptions{Addr: "127.0.0.1:0"},
+		TCP: &mcpedge.TCPOptions{Addr: "127.0.0.1:0", Loops: 1},
+		// A short write timeout bounds any stream still being written
+		// when Shutdown waits for the connections.
+		HTTP: &mcpedge.HTTPOptions{Addr: "127.0.0.1:0", WriteTimeout: 2 * time.Second},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -142,7 +144,11 @@ func TestServeTCPAndHTTP(t *testing.T) {
 		c.Close()
 	}
 
-	require.NoError(t, srv.Shutdown(ctx))
+	// Shutdown gets a context of its own: on a loaded machine the calls
+	// above may have used much of ctx.
+	sctx, scancel := context.WithTimeout(context.Background(), 3*wait)
+	defer scancel()
+	require.NoError(t, srv.Shutdown(sctx))
 	assert.ErrorIs(t, result(t, served), mcpedge.ErrServerClosed)
 	_, err := net.Dial("tcp", tcpAddr.String())
 	assert.Error(t, err, "the TCP listener is closed")
