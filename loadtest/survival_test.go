@@ -70,11 +70,15 @@ func TestChaosSurvival(t *testing.T) {
 	}
 	before := readState(t)
 
+	// The server's timeouts are 1 s; the clients allow 3 s (and 4 s for an
+	// immediate answer) before they call an episode unexpected, so that a
+	// loaded machine (CI runs packages in parallel) does not make a slow
+	// close look like none.
 	expect := ChaosExpect{
 		MaxMessage:   maxMessage,
-		ReadTimeout:  time.Second,
-		WriteTimeout: time.Second,
-		AnswerWithin: 2 * time.Second,
+		ReadTimeout:  3 * time.Second,
+		WriteTimeout: 3 * time.Second,
+		AnswerWithin: 4 * time.Second,
 		FloodCalls:   200,
 		FloodArgs:    `{"n":5,"delayMs":50}`,
 		MaxAbandoned: 50,
@@ -126,7 +130,7 @@ func TestChaosSurvival(t *testing.T) {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		after = readState(t)
-		settled := after.goroutines <= before.goroutines+4 && after.fds <= before.fds+4 && after.rss <= before.rss+64<<20
+		settled := after.goroutines <= before.goroutines+4 && after.fds <= before.fds+4 && (raceEnabled || after.rss <= before.rss+64<<20)
 		if settled || time.Now().After(deadline) {
 			break
 		}
@@ -139,5 +143,7 @@ func TestChaosSurvival(t *testing.T) {
 	}
 	assert.LessOrEqual(t, after.goroutines, before.goroutines+4, "goroutines back to baseline")
 	assert.LessOrEqual(t, after.fds, before.fds+4, "descriptors back to baseline")
-	assert.LessOrEqual(t, after.rss, before.rss+64<<20, "RSS back within 64 MiB of baseline")
+	if !raceEnabled { // the race detector's shadow memory is not given back
+		assert.LessOrEqual(t, after.rss, before.rss+64<<20, "RSS back within 64 MiB of baseline")
+	}
 }
