@@ -189,9 +189,9 @@ type Server struct {
 
 	// Sessions are indexed by the engine's table alone (eng.Sessions());
 	// the transport keeps counts and the queue that eviction needs.
-	nsess   atomic.Int64 // live sessions, legacy ones included (MaxSessions)
-	perIP   sessionLimits
-	pending pendingQueue // sessions by age, for the init timeout and eviction
+	nsess   atomic.Int64      // live sessions, legacy ones included (MaxSessions)
+	perIP   *netlimit.Limiter // sessions per client address (MaxSessionsPerIP)
+	pending pendingQueue      // sessions by age, for the init timeout and eviction
 
 	calls sync.Pool // *call
 	gzw   sync.Pool // *gzip.Writer
@@ -262,6 +262,7 @@ func New(eng *engine.Server, opts Options) *Server {
 	opts.WriteTimeout = timeoutOr(opts.WriteTimeout, 30*time.Second)
 	opts.IdleTimeout = timeoutOr(opts.IdleTimeout, 2*time.Minute)
 	s := &Server{
+		perIP:   netlimit.New(0, opts.MaxSessionsPerIP),
 		eng:     eng,
 		opts:    opts,
 		log:     eng.Logger(),

@@ -26,29 +26,12 @@ var (
 
 var hdrRetryAfter = []byte("Retry-After")
 
-// sessionLimits counts live sessions by client address when
-// Options.MaxSessionsPerIP is set.
-type sessionLimits struct {
-	mu   sync.Mutex
-	byIP map[netip.Addr]int
-}
-
 // admitSession reserves a session slot for a client at ip: within
 // MaxSessionsPerIP, then within MaxSessions, evicting the oldest session
 // that never completed its initialization when the table is full.
 func (s *Server) admitSession(ip netip.Addr) error {
-	if per := s.opts.MaxSessionsPerIP; per > 0 {
-		l := &s.perIP
-		l.mu.Lock()
-		if l.byIP[ip] >= per {
-			l.mu.Unlock()
-			return errTooManySessionsPerIP
-		}
-		if l.byIP == nil {
-			l.byIP = make(map[netip.Addr]int)
-		}
-		l.byIP[ip]++
-		l.mu.Unlock()
+	if s.perIP.Acquire(ip) != nil {
+		return errTooManySessionsPerIP
 	}
 	for try := 0; ; try++ {
 		if s.nsess.Add(1) <= int64(s.opts.MaxSessions) {
@@ -56,7 +39,7 @@ func (s *Server) admitSession(ip netip.Addr) error {
 		}
 		s.nsess.Add(-1)
 		if try == 3 || !s.evictPending() {
-			s.unlistIP(ip)
+			s.perIP.Release(ip)
 			return errTooManySessions
 		}
 	}
@@ -65,21 +48,7 @@ func (s *Server) admitSession(ip netip.Addr) error {
 // releaseSession frees the slot of a session that ended.
 func (s *Server) releaseSession(ip netip.Addr) {
 	s.nsess.Add(-1)
-	s.unlistIP(ip)
-}
-
-func (s *Server) unlistIP(ip netip.Addr) {
-	if s.opts.MaxSessionsPerIP <= 0 {
-		return
-	}
-	l := &s.perIP
-	l.mu.Lock()
-	if n := l.byIP[ip] - 1; n > 0 {
-		l.byIP[ip] = n
-	} else {
-		delete(l.byIP, ip)
-	}
-	l.mu.Unlock()
+	s.perIP.Release(ip)
 }
 
 // failLimit answers a request refused by a limit: 503 for the server's
