@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -78,8 +79,16 @@ func TestLimiterConcurrent(t *testing.T) {
 }
 
 func TestDefaultMaxConns(t *testing.T) {
-	n := DefaultMaxConns()
-	if n < 0 {
-		t.Fatalf("DefaultMaxConns = %d", n)
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		t.Skip("no finite RLIMIT_NOFILE")
+	}
+	n := int(rl.Cur)
+	want := n - max(n/10, 64)
+	if want < 1 {
+		want = 1
+	}
+	if got := DefaultMaxConns(); got != want {
+		t.Fatalf("DefaultMaxConns = %d with RLIMIT_NOFILE %d, want %d", got, n, want)
 	}
 }
