@@ -119,6 +119,20 @@ func Decode(data []byte, m *Message) error {
 	return m.classify(bytes.IndexByte(data, '\\') >= 0)
 }
 
+// AppendDecodeError appends the answer to a message that Decode rejected
+// with err, m as Decode left it: -32700 for invalid JSON, -32600 echoing
+// the id when it could be read for a message that is not JSON-RPC 2.0.
+// A notification gets no answer: dst is returned as it is.
+func AppendDecodeError(dst []byte, m *Message, err error) []byte {
+	if err == ErrParse {
+		return AppendError(dst, nil, CodeParseError, "parse error: invalid JSON", nil)
+	}
+	if m.Kind == KindNotification {
+		return dst
+	}
+	return AppendError(dst, m.ID, CodeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message", nil)
+}
+
 // decodeFailed sorts a failed decode into ErrParse or ErrInvalidRequest.
 func (m *Message) decodeFailed(data []byte, err error) error {
 	switch err.(type) {

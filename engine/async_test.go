@@ -526,12 +526,12 @@ func TestLogLevel(t *testing.T) {
 	assert.Len(t, logged(8), 4)
 }
 
-func TestServeFrame(t *testing.T) {
+func TestHandleMessage(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	sess := f.srv.Open(newChanSink()).Session()
 	reply := newChanSink()
 	serve := func(ctx context.Context, frame string) codec.Kind {
-		return f.srv.Conn(sess).ServeFrame(ctx, []byte(frame), reply)
+		return serveFrame(ctx, f.srv.Conn(sess), []byte(frame), reply)
 	}
 	assert.Equal(t, codec.KindInvalid, serve(context.Background(), `{bad`))
 	requireError(t, reply.next(t), "null", codec.CodeParseError)
@@ -547,7 +547,7 @@ func TestServeFrame(t *testing.T) {
 	case b := <-reply.ch:
 		assert.Equal(t, "sync", parse(t, b).text(t))
 	default:
-		t.Fatal("ServeFrame returned before answering")
+		t.Fatal("no answer when the request ended")
 	}
 	assert.Equal(t, codec.KindRequest, serve(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"ping"}`))
 	require.Nil(t, reply.next(t).Error)

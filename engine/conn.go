@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"context"
-
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/session"
 )
@@ -36,37 +34,39 @@ func (c Conn) Session() *session.Session { return c.sess }
 // session.Closer (a TCP connection) has its connection closed too.
 func (c Conn) Close(cause error) { c.s.closeSession(c.sess, cause) }
 
-// HandleFrame serves one inbound frame from an event loop, which it never
-// blocks. Answers that need no handler code (errors, ping, initialize,
-// cached lists, log level, subscriptions, static resources, NonBlocking
-// tools) are appended to out, which is returned; everything else is copied
-// once and run on the worker pool, its answer sent to the session's sink.
-// A frame over Options.BigMessage is copied and decoded on the pool too.
-// frame is not retained.
-//
-// A panic on the way is recovered: a request is answered with
-// CodeInternalError; a message that cannot be answered closes the session
-// with ErrPanic.
+// HandleFrame serves one inbound frame from an event loop (TCP, stdio,
+// the legacy SSE transport's POSTs), which it never blocks. It is
+// HandleMessage with the frame decoded here and the session's Out sink as
+// the reply: answers given at once are appended to out, which is
+// returned; a queued request's answer goes to the session's sink. A frame
+// that does not decode is answered with -32700 or -32600
+// (codec.AppendDecodeError). A frame over Options.BigMessage is copied and
+// decoded on the worker pool, so that a large message does not stall the
+// loop. frame is not retained.
 func (c Conn) HandleFrame(frame, out []byte) []byte { return c.s.handleFrame(c.sess, frame, out) }
 
-// ServeFrame serves one inbound frame on the caller's goroutine and
-// returns when it has been answered (for a request) or handled. Every
-// message it produces, the answer included, is sent to reply. ctx, when it
-// ends, cancels the request (a Streamable HTTP client that disconnects).
-// frame must stay valid and unmodified until ServeFrame returns.
+// HandleMessage serves one inbound message, m, which the caller decoded
+// from frame with codec.Decode: the one path every message takes, on
+// every transport. The engine routes it; the transport learns only
+// whether it was answered at once or queued.
 //
-// It reports the decoded message's kind (KindInvalid for an undecodable
-// frame, which is answered with an error). A request refused by a limit is
-// answered with a LimitError, through reply's Refuse when reply is a
-// Refuser. Panics are contained as in HandleFrame.
-func (c Conn) ServeFrame(ctx context.Context, frame []byte, reply session.Sink) codec.Kind {
-	return c.s.serveFrame(ctx, c.sess, frame, reply)
-}
-
-// ServeMessage is ServeFrame for a message the caller has decoded already
-// (with codec.Decode), so that a transport that routes on the message does
-// not decode it twice. m and the bytes it aliases must stay valid and
-// unmodified until ServeMessage returns; m is not retained.
-func (c Conn) ServeMessage(ctx context.Context, m *codec.Message, reply session.Sink) codec.Kind {
-	return c.s.serveMessageSafe(ctx, c.sess, m, reply)
+// Responses and notifications are handled at once (queued is false, out
+// is unchanged). A request is answered at once, its answer appended to out,
+// when the engine answers it itself (ping, initialize, list pages, log
+// level, subscriptions, task queries, static resources, errors), when it
+// calls a NonBlocking tool, and when it is refused by a limit (through
+// reply's Refuse when reply is a Refuser; else the error is appended).
+// Every other request is queued (queued is true): frame is copied once,
+// and a worker of the bounded pool runs the handler. Its messages
+// (progress, logs, server-to-client requests) go to reply, and so does its
+// answer: to reply's Final when reply is a Replier, else with Send. reply
+// nil means the session's Out sink.
+//
+// m and frame are not retained: the caller may reuse them when
+// HandleMessage returns. It never blocks on a handler, so it may be called
+// from an event loop. A panic on the way is recovered: a request is
+// answered with CodeInternalError; a message that cannot be answered
+// closes the session with ErrPanic.
+func (c Conn) HandleMessage(m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
+	return c.s.handleMessage(c.sess, m, frame, out, reply)
 }

@@ -70,50 +70,109 @@ func putRouting(p *routing) {
 }
 
 // handleFrame is Conn.HandleFrame.
-func (s *Server) handleFrame(sess *session.Session, frame []byte, out []byte) (res []byte) {
+func (s *Server) handleFrame(sess *session.Session, frame []byte, out []byte) []byte {
 	if s.opts.BigMessage > 0 && len(frame) > s.opts.BigMessage && s.handleBig(sess, frame) {
 		return out
 	}
 	m := messages.Get().(*codec.Message)
+	defer messages.Put(m)
+	if err := s.decode(sess, frame, m); err != nil {
+		return codec.AppendDecodeError(out, m, err)
+	}
+	out, _ = s.handleMessage(sess, m, frame, out, nil)
+	return out
+}
+
+// decode is codec.Decode with panics contained.
+func (s *Server) decode(sess *session.Session, frame []byte, m *codec.Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.recovered(p, "decode", sess, "")
+			*m = codec.Message{}
+			err = codec.ErrParse
+		}
+	}()
+	return codec.Decode(frame, m)
+}
+
+// handleMessage is Conn.HandleMessage: the one path of every inbound
+// message. m was decoded from frame; reply nil means the session's Out.
+//
+// Responses and notifications are handled at once. A request is answered
+// at once, its answer appended to out, when it needs no handler code or
+// calls a NonBlocking tool, or when it is refused (through reply's Refuse
+// when reply is a Refuser). Any other request is queued: frame is copied
+// once into a pooled request, m rebased onto the copy (with the tools/call
+// fields already scanned), and the worker pool runs its handler (run).
+func (s *Server) handleMessage(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
 	start := len(out)
 	defer func() {
 		if p := recover(); p != nil {
-			s.recovered(p, "HandleFrame", sess, m.Method)
-			res = s.panicAnswer(sess, m, out[:start])
+			s.recovered(p, "HandleMessage", sess, m.Method)
+			res, queued = s.panicAnswer(sess, m, out[:start]), false
 		}
-		messages.Put(m)
 	}()
-	if err := codec.Decode(frame, m); err != nil {
-		return appendDecodeError(out, m, err)
-	}
 	if s.handleNonRequest(sess, m) {
-		return out
+		return out, false
+	}
+	if reply == nil {
+		reply = sess.Out
 	}
 	if e := s.checkRate(sess); e != nil {
-		return e.AppendAnswer(out, m.ID)
+		return refuse(out, reply, m.ID, e), false
 	}
-	if dst, ok := s.fast(sess, m, out); ok {
-		return dst
+	var f toolFields
+	if dst, ok := s.fast(sess, m, out, &f); ok {
+		return dst, false
 	}
-	if !s.adm.admit() {
-		return errShutdown.AppendAnswer(out, m.ID)
-	}
-	ctx, cancel, ok := sess.TrackLimited(m.ID, s.opts.MaxInflight)
-	if !ok {
-		s.adm.done()
-		return errInflight.AppendAnswer(out, m.ID)
-	}
-	r := s.newRequest(sess, sess.Out)
+	r := s.newRequest(sess, reply)
 	r.buf = append(r.buf[:0], frame...)
 	rebase(&r.msg, m, frame, r.buf)
-	r.ctx, r.cancel = ctx, cancel
-	if err := s.pool.Invoke(r); err != nil {
-		s.adm.done()
-		sess.Done(r.msg.ID, r.cancel)
+	r.tool = f.rebase(frame, r.buf)
+	if dst, ok := s.admit(r, out); !ok {
 		s.release(r)
-		return errWorkers.AppendAnswer(out, m.ID)
+		return dst, false
 	}
-	return out
+	if err := s.pool.Invoke(r); err != nil {
+		s.unadmit(r)
+		s.release(r)
+		return refuse(out, reply, m.ID, errWorkers), false
+	}
+	return out, true
+}
+
+// admit takes r, a request about to be served by a handler, into the
+// server's admission (refused while draining) and its session's in-flight
+// set (refused over Options.MaxInflight, or for an id in flight already).
+// On refusal it returns out with the refusal appended, or out as it is
+// when the refusal went to a Refuser.
+func (s *Server) admit(r *request, out []byte) ([]byte, bool) {
+	id := r.msg.ID
+	if !s.adm.admit() {
+		return refuse(out, r.reply, id, errShutdown), false
+	}
+	r.rc.reset(r.sess.Context())
+	r.ctx = &r.rc
+	switch err := r.sess.Track(id, &r.rc, s.opts.MaxInflight); err {
+	case nil:
+		r.tracked = true
+		return out, true
+	case session.ErrInflightLimit:
+		out = refuse(out, r.reply, id, errInflight)
+	case session.ErrDuplicateID:
+		out = codec.AppendError(out, id, codec.CodeInvalidRequest, "invalid request: a request with this id is in flight", nil)
+	default:
+		out = codec.AppendError(out, id, codec.CodeInvalidRequest, "session closed", nil)
+	}
+	s.adm.done()
+	return out, false
+}
+
+// unadmit undoes admit for a request that will not be served.
+func (s *Server) unadmit(r *request) {
+	r.sess.Done(r.msg.ID, &r.rc)
+	r.tracked = false
+	s.adm.done()
 }
 
 // panicAnswer is what HandleFrame returns after recovering a panic while
@@ -141,24 +200,41 @@ func (s *Server) handleBig(sess *session.Session, frame []byte) bool {
 	return true
 }
 
-// serveBig decodes and serves a frame that handleBig handed over, on a
-// worker, as ServeFrame would, every answer going to the session's sink.
+// serveBig decodes and serves, on a worker, a frame that handleBig handed
+// over, as handleMessage would, but running a handler on this worker
+// rather than queueing it again. Every answer goes to the session's sink.
 func (s *Server) serveBig(r *request) {
-	sess, frame := r.sess, r.buf
-	m := &r.msg
+	sess, m := r.sess, &r.msg
+	b := codec.GetBuffer()
 	defer func() {
 		if p := recover(); p != nil {
 			s.recovered(p, "HandleFrame (big frame)", sess, m.Method)
-			s.panicReply(sess, m, sess.Out)
+			b.B = s.panicAnswer(sess, m, b.B[:0])
 		}
-	}()
-	if err := codec.Decode(frame, m); err != nil {
-		b := codec.GetBuffer()
-		b.B = appendDecodeError(b.B, m, err)
 		sendNonEmpty(sess.Out, b)
+	}()
+	if err := s.decode(sess, r.buf, m); err != nil {
+		b.B = codec.AppendDecodeError(b.B, m, err)
 		return
 	}
-	s.serveMessage(sess.Context(), sess, m, sess.Out)
+	if s.handleNonRequest(sess, m) {
+		return
+	}
+	if e := s.checkRate(sess); e != nil {
+		b.B = refuse(b.B, r.reply, m.ID, e)
+		return
+	}
+	var f toolFields
+	if dst, ok := s.fast(sess, m, b.B, &f); ok {
+		b.B = dst
+		return
+	}
+	r.tool = f
+	if dst, ok := s.admit(r, b.B); !ok {
+		b.B = dst
+		return
+	}
+	s.run(r)
 }
 
 // sendNonEmpty sends b to sink, or recycles it when it is empty.
@@ -170,117 +246,42 @@ func sendNonEmpty(sink session.Sink, b *codec.Buffer) {
 	_ = sink.Send(b)
 }
 
-// panicReply answers m on reply after a recovered panic, or closes the
-// session when m gets no answer.
-func (s *Server) panicReply(sess *session.Session, m *codec.Message, reply session.Sink) {
-	b := codec.GetBuffer()
-	b.B = s.panicAnswer(sess, m, b.B)
-	sendNonEmpty(reply, b)
-}
-
-// serveFrame is Conn.ServeFrame.
-func (s *Server) serveFrame(ctx context.Context, sess *session.Session, frame []byte, reply session.Sink) (kind codec.Kind) {
-	m := messages.Get().(*codec.Message)
-	defer func() {
-		if p := recover(); p != nil {
-			s.recovered(p, "ServeFrame", sess, m.Method)
-			s.panicReply(sess, m, reply)
-			kind = m.Kind
-		}
-		messages.Put(m)
-	}()
-	if err := codec.Decode(frame, m); err != nil {
-		b := codec.GetBuffer()
-		b.B = appendDecodeError(b.B, m, err)
-		sendNonEmpty(reply, b)
-		return codec.KindInvalid
-	}
-	return s.serveMessage(ctx, sess, m, reply)
-}
-
-// serveMessageSafe is Conn.ServeMessage: serveMessage with panics contained.
-func (s *Server) serveMessageSafe(ctx context.Context, sess *session.Session, m *codec.Message, reply session.Sink) (kind codec.Kind) {
-	defer func() {
-		if p := recover(); p != nil {
-			s.recovered(p, "ServeMessage", sess, m.Method)
-			s.panicReply(sess, m, reply)
-			kind = m.Kind
-		}
-	}()
-	return s.serveMessage(ctx, sess, m, reply)
-}
-
-func (s *Server) serveMessage(ctx context.Context, sess *session.Session, m *codec.Message, reply session.Sink) codec.Kind {
-	if s.handleNonRequest(sess, m) {
-		return m.Kind
-	}
-	if e := s.checkRate(sess); e != nil {
-		refuse(reply, m.ID, e)
-		return m.Kind
-	}
-	b := codec.GetBuffer()
-	if dst, ok := s.fast(sess, m, b.B); ok {
-		b.B = dst
-		_ = reply.Send(b)
-		return m.Kind
-	}
-	codec.PutBuffer(b)
-	if !s.adm.admit() {
-		refuse(reply, m.ID, errShutdown)
-		return m.Kind
-	}
-	rctx, cancel, ok := sess.TrackLimited(m.ID, s.opts.MaxInflight)
-	if !ok {
-		s.adm.done()
-		refuse(reply, m.ID, errInflight)
-		return m.Kind
-	}
-	r := s.newRequest(sess, reply)
-	defer s.release(r)
-	r.msg = *m
-	r.ctx, r.cancel = rctx, cancel
-	if ctx != nil && ctx.Done() != nil {
-		// The callback holds the request's own cancel, not r: stop does
-		// not wait for a callback already started, which may run after r
-		// is released (zeroed, or serving another request). Calling
-		// cancel late is harmless.
-		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-		defer stop()
-	}
-	s.run(r)
-	return m.Kind
-}
-
 // rebase sets dst to src with every slice that points into old moved to
 // its copy nw (same length, same bytes): the frame is decoded once, on the
-// event loop, and the pool works on the copy. A slice outside old is kept
-// as it is: the decoder made it in memory of its own (it corrects invalid
-// UTF-8 in a copy of the frame, and unescapes strings into new memory), so
-// it stays valid when the frame is reused.
+// transport's goroutine, and the pool works on the copy. A slice outside
+// old is kept as it is: the decoder made it in memory of its own (it
+// corrects invalid UTF-8 in a copy of the frame, and unescapes strings
+// into new memory), so it stays valid when the frame is reused.
 func rebase(dst, src *codec.Message, old, nw []byte) {
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(old)))
-	end := base + uintptr(len(old))
-	inside := func(p uintptr, n int) (uintptr, bool) {
-		return p - base, p >= base && p+uintptr(n) <= end
-	}
-	move := func(b []byte) []byte {
-		if b == nil {
-			return nil
-		}
-		off, ok := inside(uintptr(unsafe.Pointer(unsafe.SliceData(b))), len(b))
-		if !ok {
-			return b
-		}
-		return nw[off : off+uintptr(len(b)) : off+uintptr(len(b))]
-	}
+	mv := mover{old: old, nw: nw}
 	*dst = *src
-	dst.ID, dst.Params, dst.Result, dst.Error = move(src.ID), move(src.Params), move(src.Result), move(src.Error)
+	dst.ID, dst.Params, dst.Result, dst.Error = mv.move(src.ID), mv.move(src.Params), mv.move(src.Result), mv.move(src.Error)
 	if len(src.Method) > 0 {
-		if off, ok := inside(uintptr(unsafe.Pointer(unsafe.StringData(src.Method))), len(src.Method)); ok {
+		if off, ok := mv.inside(unsafe.Pointer(unsafe.StringData(src.Method)), len(src.Method)); ok {
 			dst.Method = unsafe.String(&nw[off], len(src.Method))
 		}
 	}
 	dst.JSONRPC = ""
+}
+
+// mover moves slices of old to the same place in nw.
+type mover struct{ old, nw []byte }
+
+func (mv mover) inside(p unsafe.Pointer, n int) (uintptr, bool) {
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(mv.old)))
+	q := uintptr(p)
+	return q - base, q >= base && q+uintptr(n) <= base+uintptr(len(mv.old))
+}
+
+func (mv mover) move(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	off, ok := mv.inside(unsafe.Pointer(unsafe.SliceData(b)), len(b))
+	if !ok {
+		return b
+	}
+	return mv.nw[off : off+uintptr(len(b)) : off+uintptr(len(b))]
 }
 
 // handleNonRequest records activity on sess and handles m if it is a
@@ -299,31 +300,21 @@ func (s *Server) handleNonRequest(sess *session.Session, m *codec.Message) bool 
 	return false
 }
 
-// appendDecodeError answers a frame that Decode rejected.
-func appendDecodeError(out []byte, m *codec.Message, err error) []byte {
-	switch err {
-	case codec.ErrParse:
-		return codec.AppendError(out, nil, codec.CodeParseError, "parse error: invalid JSON", nil)
-	default:
-		if m.Kind == codec.KindNotification {
-			return out
-		}
-		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message", nil)
-	}
-}
-
 // fast answers the requests that need no handler code, appending the answer
 // to dst, through the receiving middleware when there is some. It reports
 // false for requests that must go to a handler.
-func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte) ([]byte, bool) {
+//
+// For tools/call, it leaves in f the params' fields it scanned, so that a
+// call it does not answer is not scanned again.
+func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte, f *toolFields) ([]byte, bool) {
 	if s.receiveFast != nil && m.Method != mcp.MethodToolsCall && s.answersItself(sess, m) {
 		return s.fastThrough(sess, m, dst), true
 	}
-	return s.fastDirect(sess, m, dst)
+	return s.fastDirect(sess, m, dst, f)
 }
 
 // fastDirect is fast without middleware.
-func (s *Server) fastDirect(sess *session.Session, m *codec.Message, dst []byte) ([]byte, bool) {
+func (s *Server) fastDirect(sess *session.Session, m *codec.Message, dst []byte, f *toolFields) ([]byte, bool) {
 	switch m.Method {
 	case mcp.MethodPing:
 		return codec.AppendResult(dst, m.ID, nil), true
@@ -355,7 +346,7 @@ func (s *Server) fastDirect(sess *session.Session, m *codec.Message, dst []byte)
 	case mcp.MethodResourcesUnsubscribe:
 		return s.unsubscribe(sess, m, dst), true
 	case mcp.MethodToolsCall:
-		return s.inlineTool(sess, m, dst)
+		return s.inlineTool(sess, m, dst, f)
 	case mcp.MethodTasksGet:
 		return s.tasksGet(sess, m, dst), true
 	case mcp.MethodTasksList:
@@ -387,11 +378,10 @@ func (s *Server) staticRead(m *codec.Message) ([]byte, bool) {
 
 // inlineTool runs a tools/call of a NonBlocking tool on the caller's
 // goroutine (the event loop), appending its answer to dst. It reports false
-// for every other tool, and for task-augmented calls.
-func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte) ([]byte, bool) {
-	var f toolFields
+// for every other tool, and for task-augmented calls, leaving in f what it
+// scanned of the params.
+func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte, f *toolFields) ([]byte, bool) {
 	var name string
-	task := false
 	if f.scan(m.Params) {
 		name = bytesconv.B2S(f.name)
 	} else {
@@ -399,14 +389,17 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte)
 		if err != nil {
 			return dst, false
 		}
-		name, task = p.Name, p.Task != nil
 		defer putRouting(p)
+		if p.Task != nil {
+			return dst, false
+		}
+		name = p.Name
 	}
-	if o, ok := s.reg.ToolOptionsOf(name); !ok || !o.NonBlocking || task {
+	if o, ok := s.reg.ToolOptionsOf(name); !ok || !o.NonBlocking {
 		return dst, false
 	}
 	r := s.newRequest(sess, nil)
-	r.tool = f
+	r.tool = *f
 	r.inline = true
 	r.msg = *m
 	r.ctx = sess.Context()
@@ -540,7 +533,7 @@ func (s *Server) handleNotification(sess *session.Session, m *codec.Message) {
 			RequestID codec.RawJSON `json:"requestId"`
 		}
 		if len(m.Params) > 0 && codec.UnmarshalNoCopy(m.Params, &p) == nil && len(p.RequestID) > 0 {
-			sess.CancelRequest(p.RequestID)
+			sess.CancelRequest(p.RequestID, nil)
 		}
 	case mcp.NotificationRootsListChanged:
 		if f := s.opts.OnRootsListChanged; f != nil {

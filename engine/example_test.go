@@ -36,17 +36,17 @@ func (discardSink) Send(b *codec.Buffer) error {
 }
 
 // exampleSession is one initialized session of srv, driven in memory as a
-// transport drives it: each frame is served with ServeFrame, and what is
+// transport drives it: each frame is served with HandleMessage (serveFrame), and what is
 // sent back for it is printed.
 func exampleSession(srv *engine.Server) *session.Session {
 	sess := srv.Open(discardSink{}).Session()
-	srv.Conn(sess).ServeFrame(context.Background(), []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"example","version":"1"}}}`), discardSink{})
-	srv.Conn(sess).ServeFrame(context.Background(), []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), discardSink{})
+	serveFrame(context.Background(), srv.Conn(sess), []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"example","version":"1"}}}`), discardSink{})
+	serveFrame(context.Background(), srv.Conn(sess), []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), discardSink{})
 	return sess
 }
 
 func send(srv *engine.Server, sess *session.Session, frame string) {
-	srv.Conn(sess).ServeFrame(context.Background(), []byte(frame), printSink{})
+	serveFrame(context.Background(), srv.Conn(sess), []byte(frame), printSink{})
 }
 
 type greetArgs struct {
@@ -116,9 +116,9 @@ func ExampleMiddleware_logging() {
 	}
 
 	sess := exampleSession(srv) // logs initialize
-	srv.Conn(sess).ServeFrame(context.Background(), []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`), discardSink{})
-	srv.Conn(sess).ServeFrame(context.Background(), []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"greet","arguments":{"name":"Ada"}}}`), discardSink{})
-	srv.Conn(sess).ServeFrame(context.Background(), []byte(`{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"none"}}`), discardSink{})
+	serveFrame(context.Background(), srv.Conn(sess), []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`), discardSink{})
+	serveFrame(context.Background(), srv.Conn(sess), []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"greet","arguments":{"name":"Ada"}}}`), discardSink{})
+	serveFrame(context.Background(), srv.Conn(sess), []byte(`{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"none"}}`), discardSink{})
 	// Output:
 	// level=INFO msg=request method=initialize id=0
 	// level=INFO msg=request method=ping id=1
@@ -231,7 +231,7 @@ func ExampleMiddleware_metrics() {
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"nope"}}`,
 		`{"jsonrpc":"2.0","id":5,"method":"ping"}`,
 	} {
-		srv.Conn(sess).ServeFrame(context.Background(), []byte(frame), discardSink{})
+		serveFrame(context.Background(), srv.Conn(sess), []byte(frame), discardSink{})
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -137,7 +137,7 @@ func FuzzHandleFrame(f *testing.F) {
 	})
 }
 
-func FuzzServeFrame(f *testing.F) {
+func FuzzHandleMessage(f *testing.F) {
 	for i, seed := range trafficSeeds(f) {
 		f.Add(seed, uint8(i))
 	}
@@ -147,7 +147,7 @@ func FuzzServeFrame(f *testing.F) {
 		sess := sessionIn(srv, state, sink)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		srv.Conn(sess).ServeFrame(ctx, frame, sink)
+		serveFrame(ctx, srv.Conn(sess), frame, sink)
 		settle(t, srv, sess, sink)
 	})
 }

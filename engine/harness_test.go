@@ -120,15 +120,12 @@ func newFixture(t testing.TB, opts engine.Options) *fixture {
 	})
 	r := f.srv.Registry()
 	must := func(err error) { t.Helper(); require.NoError(t, err) }
-	must(r.AddTool(&mcp.Tool{Name: "echo", InputSchema: codec.RawJSON(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)},
-		func(_ context.Context, req *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
-			var in struct {
-				Text string `json:"text"`
-			}
-			if err := codec.Unmarshal(req.Params.Arguments, &in); err != nil {
-				return nil, err
-			}
-			return mcp.TextResult(in.Text), nil
+	// echo is a typed tool written as the engine's zero-allocation path
+	// wants (BenchmarkToolsCallEcho): pooled arguments, the request's own
+	// result.
+	must(handlers.AddTool(r, &mcp.Tool{Name: "echo", InputSchema: codec.RawJSON(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)},
+		func(_ context.Context, req *handlers.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
+			return req.TextResult(in.Text), nil, nil
 		}))
 	must(r.AddTool(&mcp.Tool{Name: "slow", InputSchema: codec.RawJSON(`{"type":"object","properties":{"tag":{"type":"string"}}}`)},
 		func(ctx context.Context, req *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -332,4 +329,69 @@ func requireError(t testing.TB, m msg, id string, code int) {
 	require.Equal(t, code, m.Error.Code, "message %q", m.Error.Message)
 	require.Equal(t, id, string(m.ID))
 	require.Nil(t, m.Result)
+}
+
+// serveFrame serves frame as a transport with a goroutine per request does
+// (Streamable HTTP): it decodes it, hands it to HandleMessage, and waits
+// for a queued request's Final. Every answer and message goes to reply,
+// whose Refuse is used when it is a Refuser. When ctx ends first, the
+// request is cancelled with ctx's cause (a client gone). It returns the
+// message's kind, KindInvalid when the frame does not decode.
+func serveFrame(ctx context.Context, conn engine.Conn, frame []byte, reply session.Sink) codec.Kind {
+	var m codec.Message
+	if err := codec.Decode(frame, &m); err != nil {
+		b := codec.GetBuffer()
+		b.B = codec.AppendDecodeError(b.B, &m, err)
+		if len(b.B) > 0 {
+			_ = reply.Send(b)
+		}
+		return codec.KindInvalid
+	}
+	w := &waiter{Sink: reply, done: make(chan struct{})}
+	var sink session.Sink = w
+	if r, ok := reply.(engine.Refuser); ok {
+		sink = refusingWaiter{w, r}
+	}
+	b := codec.GetBuffer()
+	out, queued := conn.HandleMessage(&m, frame, b.B, sink)
+	b.B = out
+	if len(out) > 0 {
+		_ = reply.Send(b)
+	} else {
+		codec.PutBuffer(b)
+	}
+	if queued {
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			conn.Session().CancelRequest(m.ID, context.Cause(ctx))
+			<-w.done
+		}
+	}
+	return m.Kind
+}
+
+// waiter is a Replier passing everything to its Sink and closing done on
+// Final.
+type waiter struct {
+	session.Sink
+	done chan struct{}
+}
+
+func (w *waiter) Final(b *codec.Buffer) {
+	if b != nil {
+		_ = w.Sink.Send(b)
+	}
+	close(w.done)
+}
+
+type refusingWaiter struct {
+	*waiter
+	r engine.Refuser
+}
+
+func (w refusingWaiter) Refuse(id []byte, err *engine.LimitError) { w.r.Refuse(id, err) }
+
+type echoArgs struct {
+	Text string `json:"text"`
 }

@@ -84,15 +84,14 @@ type Refuser interface {
 	Refuse(id []byte, err *LimitError)
 }
 
-// refuse answers request id on reply with err.
-func refuse(reply session.Sink, id []byte, err *LimitError) {
+// refuse answers request id with err: through reply when it is a
+// Refuser, else appended to out, which it returns.
+func refuse(out []byte, reply session.Sink, id []byte, err *LimitError) []byte {
 	if r, ok := reply.(Refuser); ok {
 		r.Refuse(id, err)
-		return
+		return out
 	}
-	b := codec.GetBuffer()
-	b.B = err.AppendAnswer(b.B, id)
-	_ = reply.Send(b)
+	return err.AppendAnswer(out, id)
 }
 
 // The fixed refusals, shared: they carry no per-request state.

@@ -221,7 +221,8 @@ func (s *Server) fastInner(_ context.Context, req *Request) ([]byte, error) {
 	}
 	m := *req.msg
 	m.Params = req.Params
-	b, ok := s.fastDirect(req.Session, &m, req.scratch.B[:0])
+	var f toolFields
+	b, ok := s.fastDirect(req.Session, &m, req.scratch.B[:0], &f)
 	req.scratch.B = b
 	if !ok { // params rewritten into a request for a handler
 		return nil, errRewritten

@@ -110,11 +110,11 @@ func TestReceiveMiddlewareEveryPath(t *testing.T) {
 	requireError(t, c2.call(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`), "1", codec.CodeInvalidRequest)
 	assert.Empty(t, tr.take())
 
-	// ServeFrame (Streamable HTTP, stdio) goes through the same chain.
+	// HandleMessage with a Replier (Streamable HTTP) goes through the same chain.
 	reply := newChanSink()
-	f.srv.Conn(c.sess).ServeFrame(context.Background(), []byte(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"echo","arguments":{"text":"sync"}}}`), reply)
+	serveFrame(context.Background(), f.srv.Conn(c.sess), []byte(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"echo","arguments":{"text":"sync"}}}`), reply)
 	assert.Equal(t, "sync", reply.next(t).text(t))
-	f.srv.Conn(c.sess).ServeFrame(context.Background(), []byte(`{"jsonrpc":"2.0","id":11,"method":"ping"}`), reply)
+	serveFrame(context.Background(), f.srv.Conn(c.sess), []byte(`{"jsonrpc":"2.0","id":11,"method":"ping"}`), reply)
 	assert.JSONEq(t, `{}`, string(reply.next(t).Result))
 	assert.Len(t, tr.take(), 8)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/bytedance/sonic"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/handlers"
+	"github.com/mcpedge/mcpedge/internal/bytesconv"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 )
@@ -18,18 +19,24 @@ import (
 // request's own stream. It is pooled: a handler must not keep its Peer past
 // its return.
 type request struct {
-	s      *Server
-	sess   *session.Session
-	reply  session.Sink
-	buf    []byte // the frame: an owned copy (HandleFrame) or the caller's (ServeFrame)
-	msg    codec.Message
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	s     *Server
+	sess  *session.Session
+	reply session.Sink
+	buf   []byte // the frame: the request's own copy, which msg aliases
+	msg   codec.Message
+	ctx   context.Context // &rc, but for NonBlocking tools (the session's) and tasks
+	rc    reqCtx
+
+	tracked bool // in the session's in-flight set, under msg.ID
 
 	tokenParsed bool
 	token       []byte // progressToken from params._meta, aliasing buf
 
 	tool toolFields // tools/call params, when already scanned
+
+	// What callTool hands the tool's handler, reused.
+	call   handlers.CallToolRequest
+	params mcp.CallToolParams
 
 	taskID string // set when the request runs as a task
 	inline bool   // a NonBlocking tool run on the event loop: it sends nothing
@@ -74,23 +81,46 @@ func (s *Server) work(arg any) {
 	s.release(r)
 }
 
-// run serves r and sends its answer. The caller has admitted it.
+// Replier is a reply sink that is told which message ends a request the
+// engine queued (Conn.HandleMessage reported queued): its answer comes to
+// Final, not to Send. Streamable HTTP's POSTs are Repliers: the answer
+// decides whether the POST is answered with JSON or ends its SSE stream.
+type Replier interface {
+	session.Sink
+	// Final is called once per queued request, last: after every message
+	// the request sent, and before the engine forgets the request. b is
+	// the answer, which Final takes ownership of, or nil when none is due
+	// (the client cancelled the request, or its session closed). It runs
+	// on the worker that served the request and must not block.
+	Final(b *codec.Buffer)
+}
+
+// run serves r, an admitted request, and delivers its answer: to r.reply's
+// Final when it is a Replier, else with Send.
 func (s *Server) run(r *request) {
 	s.active.Add(1)
-	defer func() {
-		// Out of the session's in-flight set before Active drops, so that
-		// a caller seeing Active()==0 sees the request gone everywhere.
-		r.sess.Done(r.msg.ID, r.cancel)
-		s.active.Add(-1)
-		s.adm.done()
-	}()
 	b := codec.GetBuffer()
 	b.B = s.serve(r, b.B)
+	// Out of the session's in-flight set before the answer is sent: a
+	// client may reuse the id as soon as it has its answer.
+	if r.tracked {
+		r.sess.Done(r.msg.ID, &r.rc)
+		r.tracked = false
+	}
+	r.rc.finish()
 	if len(b.B) == 0 || r.sess.State() == session.StateClosed {
 		codec.PutBuffer(b)
-		return
+		b = nil
 	}
-	_ = r.reply.Send(b)
+	if f, ok := r.reply.(Replier); ok {
+		f.Final(b)
+	} else if b != nil {
+		_ = r.reply.Send(b)
+	}
+	// Active drops after the answer is sent, so that a caller seeing
+	// Active()==0 (Shutdown) sees every answer handed to its transport.
+	s.active.Add(-1)
+	s.adm.done()
 }
 
 // serve runs the handler and appends the answer to dst. It appends nothing
@@ -113,7 +143,7 @@ func (s *Server) serve(r *request, dst []byte) (out []byte) {
 	} else {
 		dst, err = s.serveThrough(r, dst, body)
 	}
-	if errors.Is(context.Cause(r.ctx), session.ErrCancelledByClient) {
+	if errors.Is(r.rc.cause(), session.ErrCancelledByClient) {
 		return dst[:start]
 	}
 	if err != nil {
@@ -177,15 +207,26 @@ func objectOrNull(raw []byte) bool {
 	return raw == nil || raw[0] == '{' || string(raw) == "null"
 }
 
-// fill sets p from the scanned fields, copying them out of the frame.
+// fill sets p from the scanned fields, which it aliases.
 func (f *toolFields) fill(p *mcp.CallToolParams) {
-	p.Name = string(f.name)
+	p.Name = bytesconv.B2S(f.name)
 	if f.args != nil && string(f.args) != "null" {
-		p.Arguments = append(codec.RawJSON(nil), f.args...)
+		p.Arguments = f.args
 	}
 	if f.meta != nil && string(f.meta) != "null" {
-		p.Meta = append(codec.RawJSON(nil), f.meta...)
+		p.Meta = f.meta
 	}
+}
+
+// rebase returns f with its slices of old moved to the same place in nw
+// (see rebase).
+func (f toolFields) rebase(old, nw []byte) toolFields {
+	if !f.ok {
+		return toolFields{}
+	}
+	mv := mover{old: old, nw: nw}
+	f.name, f.args, f.meta = mv.move(f.name), mv.move(f.args), mv.move(f.meta)
+	return f
 }
 
 func decodeParams(r *request, v any) error {
@@ -198,11 +239,14 @@ func decodeParams(r *request, v any) error {
 	return nil
 }
 
+// callTool serves tools/call. Its params alias the request's buffer: the
+// handler borrows them (handlers.CallToolRequest's Lifetime).
 func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
-	var p mcp.CallToolParams
+	p := &r.params
+	*p = mcp.CallToolParams{}
 	if r.tool.ok || r.tool.scan(r.msg.Params) {
-		r.tool.fill(&p)
-	} else if err := decodeParams(r, &p); err != nil {
+		r.tool.fill(p)
+	} else if err := decodeParams(r, p); err != nil {
 		return dst, err
 	}
 	if p.Name == "" {
@@ -221,10 +265,11 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 		case p.Task == nil && support == mcp.TaskRequired:
 			return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" must be called as a task (params.task)")
 		case p.Task != nil:
-			return s.startToolTask(r, &p, dst)
+			return s.startToolTask(r, p, dst)
 		}
 	}
-	res, err := s.reg.CallTool(r.ctx, &handlers.CallToolRequest{Peer: r, Params: &p})
+	r.call = handlers.CallToolRequest{Peer: r, Params: p}
+	res, err := s.reg.CallTool(r.ctx, &r.call)
 	if err != nil {
 		return dst, err
 	}

@@ -39,12 +39,12 @@ func TestInvalidUTF8DoesNotAliasFrame(t *testing.T) {
 	c.echo(5, "still serving")
 }
 
-// The same frames through ServeFrame, the goroutine transports' entry.
-func TestInvalidUTF8ServeFrame(t *testing.T) {
+// The same frames through HandleMessage, as Streamable HTTP serves them.
+func TestInvalidUTF8HandleMessage(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	c := f.ready(t, `{}`)
 	sink := newChanSink()
-	f.srv.Conn(c.sess).ServeFrame(t.Context(), []byte("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/get\",\"params\":{\"name\":\"greet\",\"arguments\":{\"name\":\"a\xffb\"}}}"), sink)
+	serveFrame(t.Context(), f.srv.Conn(c.sess), []byte("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/get\",\"params\":{\"name\":\"greet\",\"arguments\":{\"name\":\"a\xffb\"}}}"), sink)
 	m := sink.next(t)
 	require.Equal(t, "1", string(m.ID))
 	require.Nil(t, m.Error)
@@ -121,12 +121,12 @@ func TestRateLimits(t *testing.T) {
 		requireLimit(t, a2.call(`{"jsonrpc":"2.0","id":2,"method":"ping"}`), "2", engine.LimitRateIP)
 		require.Nil(t, b.call(`{"jsonrpc":"2.0","id":1,"method":"ping"}`).Error)
 	})
-	t.Run("ServeFrame refuses through a Refuser", func(t *testing.T) {
+	t.Run("HandleMessage refuses through a Refuser", func(t *testing.T) {
 		f := newFixture(t, engine.Options{Rate: 0.001, RateBurst: 1})
 		c := f.client(t)
 		c.init(`{}`)
 		r := &refuser{chanSink: newChanSink()}
-		f.srv.Conn(c.sess).ServeFrame(t.Context(), []byte(`{"jsonrpc":"2.0","id":7,"method":"ping"}`), r)
+		serveFrame(t.Context(), f.srv.Conn(c.sess), []byte(`{"jsonrpc":"2.0","id":7,"method":"ping"}`), r)
 		require.Equal(t, "7", string(r.id))
 		require.Equal(t, engine.LimitRate, r.err.Limit)
 		require.Positive(t, r.err.RetryAfter)
@@ -158,10 +158,10 @@ func TestPanicOutsideHandlerClosesOnlyItsSession(t *testing.T) {
 	require.ErrorIs(t, context.Cause(c.sess.Context()), engine.ErrPanic)
 	other.echo(1, "unaffected")
 
-	// Through ServeFrame too.
+	// Through HandleMessage too.
 	c2 := f.ready(t, `{}`)
 	sink := newChanSink()
-	f.srv.Conn(c2.sess).ServeFrame(t.Context(), []byte(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`), sink)
+	serveFrame(t.Context(), f.srv.Conn(c2.sess), []byte(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`), sink)
 	require.Equal(t, uint64(2), f.srv.Panics())
 	require.Equal(t, session.StateClosed, c2.sess.State())
 	other.echo(2, "unaffected")
@@ -171,7 +171,7 @@ func TestHandlerPanicCounted(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	c := f.ready(t, `{}`)
 	sink := newChanSink()
-	f.srv.Conn(c.sess).ServeFrame(t.Context(), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"panic"}}`), sink)
+	serveFrame(t.Context(), f.srv.Conn(c.sess), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"panic"}}`), sink)
 	requireError(t, sink.next(t), "1", codec.CodeInternalError)
 	require.Equal(t, uint64(1), f.srv.Panics())
 	c.echo(2, "session lives on")
@@ -220,7 +220,7 @@ func TestCancelAtReturnDoesNotTouchReleasedRequest(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancels <- cancel
 		sink := newChanSink()
-		f.srv.Conn(c.sess).ServeFrame(ctx, []byte(`{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"tools/call","params":{"name":"cutoff"}}`), sink)
+		serveFrame(ctx, f.srv.Conn(c.sess), []byte(`{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"tools/call","params":{"name":"cutoff"}}`), sink)
 		// Other requests keep reusing the pooled request objects.
 		c.echo(i, "next")
 	}

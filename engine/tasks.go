@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -150,8 +151,8 @@ func (s *Server) startToolTask(r *request, p *mcp.CallToolParams, dst []byte) ([
 	var ctx context.Context
 	ctx, t.cancel = context.WithCancelCause(r.sess.Context())
 	tr.ctx = ctx
-	pc := *p
-	pc.Task = nil
+	// The params alias the request's buffer, which the task outlives.
+	pc := mcp.CallToolParams{Name: strings.Clone(p.Name), Arguments: bytes.Clone(p.Arguments), Meta: bytes.Clone(p.Meta)}
 	if !s.adm.admit() {
 		s.removeTask(t)
 		t.cancel(ErrShuttingDown)

@@ -93,11 +93,37 @@ type Peer interface {
 }
 
 // CallToolRequest is a tools/call served by a ToolHandler. Params.Arguments
-// have been validated against the tool's input schema. Params and its bytes
-// are the handler's own (copied out of transport buffers).
+// have been validated against the tool's input schema.
+//
+// # Lifetime
+//
+// The request, its Params, and the strings and bytes they hold (the name,
+// the raw arguments, the _meta object) are the handler's until it
+// returns, and no longer: the engine serves tools/call without copying
+// the message, and reuses the request and the message's buffer for
+// another call once the answer is written. So are a typed tool's decoded
+// arguments (AddTool's In): their strings alias the message. A handler
+// that keeps any of them past its return (in a map, in a goroutine)
+// copies it first: strings.Clone, bytes.Clone, or a fresh decode of the
+// raw arguments. The result a handler returns is encoded before the
+// request is reused, so it may hold the arguments themselves: echoing
+// in.Text back is safe.
 type CallToolRequest struct {
 	Peer   Peer
 	Params *mcp.CallToolParams
+
+	res     mcp.CallToolResult
+	content [1]mcp.Content
+}
+
+// TextResult returns a result with one text content, text, as
+// mcp.TextResult does, but without allocating: the result belongs to the
+// request, and is reused with it (see the Lifetime section). Return it;
+// do not keep it.
+func (r *CallToolRequest) TextResult(text string) *mcp.CallToolResult {
+	r.content[0] = mcp.Content{Type: mcp.ContentText, Text: text}
+	r.res = mcp.CallToolResult{Content: r.content[:1]}
+	return &r.res
 }
 
 // ToolHandler serves tools/call for one tool. A returned error becomes a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcpedge/mcpedge/codec"
@@ -255,7 +256,8 @@ type ToolHandlerFor[In, Out any] func(ctx context.Context, req *CallToolRequest,
 // keys), since MCP output schemas describe objects. In must be such a type.
 //
 // Arguments are validated against the input schema, then decoded into In
-// with codec.Unmarshal. Arguments that fail either step never reach h: the
+// with codec.UnmarshalNoCopy: In's strings alias the message, valid until h
+// returns (see CallToolRequest's Lifetime section); h copies what it keeps. Arguments that fail either step never reach h: the
 // answer is a result with isError set describing the failure (MCP
 // 2025-11-25, SEP-1303), so the model can correct its call.
 //
@@ -298,12 +300,20 @@ func AddTool[In, Out any](r *Registry, t *mcp.Tool, h ToolHandlerFor[In, Out], o
 	}
 	fillStructured := len(tool.OutputSchema) > 0
 	name := tool.Name
+	// Decoded arguments are pooled: a flat In decodes without allocating,
+	// its strings aliasing the message (see CallToolRequest's Lifetime).
+	ins := sync.Pool{New: func() any { return new(In) }}
 	return r.AddToolWith(&tool, func(ctx context.Context, req *CallToolRequest) (*mcp.CallToolResult, error) {
-		var in In
-		if err := codec.Unmarshal(req.Params.Arguments, &in); err != nil {
+		in := ins.Get().(*In)
+		defer func() {
+			var zero In
+			*in = zero
+			ins.Put(in)
+		}()
+		if err := codec.UnmarshalNoCopy(req.Params.Arguments, in); err != nil {
 			return mcp.ErrorResult("invalid arguments for tool " + name + ": " + err.Error()), nil
 		}
-		res, out, err := h(ctx, req, in)
+		res, out, err := h(ctx, req, *in)
 		if err != nil {
 			return nil, err
 		}

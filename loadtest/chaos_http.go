@@ -148,8 +148,9 @@ func findAnswer(contentType string, body []byte, id string) string {
 }
 
 // httpBadUTF8 POSTs the requests with invalid UTF-8, the ping last, on
-// session sid: each must be answered 200 with its JSON-RPC answer, the
-// ping with a result (the session still works).
+// session sid: each must be answered 200 with its JSON-RPC answer (or
+// refused busy, 503 or 429, when the worker pool is full), the ping with a
+// result (the session still works).
 func (cr *chaosRun) httpBadUTF8(ctx, runCtx context.Context, sid string, rec *kindRec) {
 	for i, r := range badUTF8Requests {
 		a, err := cr.httpCall(ctx, sid, bytes.TrimSuffix(r, []byte("\n")), strconv.Itoa(i+1))
@@ -157,6 +158,11 @@ func (cr *chaosRun) httpBadUTF8(ctx, runCtx context.Context, sid string, rec *ki
 		case err != nil:
 			cr.httpFailed(runCtx, rec, fmt.Errorf("request %d of %d: %w", i+1, len(badUTF8Requests), err))
 			return
+		case (a.status == http.StatusServiceUnavailable || a.status == http.StatusTooManyRequests) && a.answer == "error_-32000":
+			// A server whose workers the floods keep busy refuses the
+			// calls it must queue: a well-formed answer too.
+			rec.answer("busy", 1)
+			continue
 		case a.status != http.StatusOK:
 			rec.record(fmt.Sprintf("status_%d", a.status), unexpected, 0, fmt.Sprintf("request %d of %d: %s", i+1, len(badUTF8Requests), clip(a.body)))
 			return

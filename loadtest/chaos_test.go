@@ -23,7 +23,10 @@ import (
 // keeps the default 1 MiB bound, so there the write timeout ends it).
 func chaosServer(t *testing.T) (tcpSpec, httpSpec string) {
 	t.Helper()
-	srv := testserver.Engine(t, "demo", engine.Options{MaxMessage: 64 << 10, Workers: 32})
+	// Enough workers for the floods to meet their session's in-flight
+	// limit (429 over HTTP) before the pool, which every transport shares,
+	// is full (503).
+	srv := testserver.Engine(t, "demo", engine.Options{MaxMessage: 64 << 10, Workers: 256})
 	tcpAddr, _ := testserver.TCP(t, srv, tcp.Options{Loops: 2, MaxOutbound: 256 << 10})
 	base, _ := testserver.HTTP(t, srv, mcphttp.Options{ReadTimeout: time.Second, WriteTimeout: time.Second, MaxStreamBuffer: 4 << 10})
 	return "tcp://" + tcpAddr, base + "/mcp"

@@ -97,7 +97,7 @@ type Session struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	inflight map[string]context.CancelCauseFunc // guarded by mu; made on first use
+	inflight map[string]Canceler // guarded by mu; made on first use; keys alias the requests' ids
 
 	mu      sync.Mutex
 	subs    map[string]func() // resource URI → unsubscribe from the bus
@@ -248,35 +248,47 @@ func (s *Session) LogEnabled(i int) bool {
 	return min < 0 || int32(i) >= min
 }
 
-// Track registers an in-flight client request so notifications/cancelled
-// (or the session closing) can cancel it. id is the request's raw JSON id.
-// It returns the request's context; call Done when the request ends.
-func (s *Session) Track(id []byte) (context.Context, context.CancelCauseFunc) {
-	ctx, cancel := context.WithCancelCause(s.ctx)
-	s.mu.Lock()
-	if s.inflight == nil {
-		s.inflight = make(map[string]context.CancelCauseFunc)
-	}
-	s.inflight[string(id)] = cancel
-	s.mu.Unlock()
-	return ctx, cancel
+// Canceler is a request in flight as its session sees it: the session
+// cancels it when the client asks (CancelRequest) or the session closes.
+// Cancel is called with the session's lock held: it must not call back
+// into the session.
+type Canceler interface {
+	Cancel(cause error)
 }
 
-// TrackLimited is Track for a session allowed at most max requests in
-// flight (max <= 0: no limit). It reports false, and tracks nothing, when
-// the session already has max; the check and the count are one step.
-func (s *Session) TrackLimited(id []byte, max int) (context.Context, context.CancelCauseFunc, bool) {
+// Errors of Track.
+var (
+	ErrInflightLimit = errors.New("session: too many requests in flight")
+	ErrDuplicateID   = errors.New("session: a request with this id is in flight")
+)
+
+// Track adds a client request, c, to the session's in-flight set under its
+// raw JSON id, so that notifications/cancelled and the session closing
+// reach it; call Done when it ends. The set keys on id without copying it:
+// id must stay valid and unmodified until Done. Track fails, tracking
+// nothing, with ErrInflightLimit when the session has max requests in
+// flight already (max <= 0: no limit), and with ErrDuplicateID when a
+// request with the same id is in flight (JSON-RPC ids are unique among a
+// session's pending requests). A closed session tracks nothing either
+// (ErrClosed). It does not allocate once the set has grown.
+func (s *Session) Track(id []byte, c Canceler, max int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.State() == StateClosed {
+		return ErrClosed
+	}
 	if max > 0 && len(s.inflight) >= max {
-		return nil, nil, false
+		return ErrInflightLimit
+	}
+	key := bytesconv.B2S(id)
+	if _, dup := s.inflight[key]; dup {
+		return ErrDuplicateID
 	}
 	if s.inflight == nil {
-		s.inflight = make(map[string]context.CancelCauseFunc)
+		s.inflight = make(map[string]Canceler)
 	}
-	ctx, cancel := context.WithCancelCause(s.ctx)
-	s.inflight[string(id)] = cancel
-	return ctx, cancel, true
+	s.inflight[key] = c
+	return nil
 }
 
 // SetRateLimit limits the session to r requests per second with bursts of
@@ -308,26 +320,31 @@ func Allow(l *rate.Limiter, now time.Time) (bool, time.Duration) {
 	return false, time.Duration(need / lim * float64(time.Second))
 }
 
-// Done forgets an in-flight request and releases its context.
-func (s *Session) Done(id []byte, cancel context.CancelCauseFunc) {
+// Done removes the request c tracked under id from the in-flight set.
+func (s *Session) Done(id []byte, c Canceler) {
+	key := bytesconv.B2S(id)
 	s.mu.Lock()
-	delete(s.inflight, bytesconv.B2S(id))
+	if s.inflight[key] == c {
+		delete(s.inflight, key)
+	}
 	s.mu.Unlock()
-	cancel(nil)
 }
 
-// ErrCancelledByClient is the cause of a context cancelled by
+// ErrCancelledByClient is the cause of a request cancelled by
 // notifications/cancelled.
 var ErrCancelledByClient = errors.New("session: request cancelled by client")
 
-// CancelRequest cancels the in-flight request with raw JSON id, reporting
-// whether one was found.
-func (s *Session) CancelRequest(id []byte) bool {
+// CancelRequest cancels the in-flight request with raw JSON id with cause
+// (nil means ErrCancelledByClient), reporting whether one was found.
+func (s *Session) CancelRequest(id []byte, cause error) bool {
+	if cause == nil {
+		cause = ErrCancelledByClient
+	}
 	s.mu.Lock()
-	cancel, ok := s.inflight[bytesconv.B2S(id)]
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	c, ok := s.inflight[bytesconv.B2S(id)]
 	if ok {
-		cancel(ErrCancelledByClient)
+		c.Cancel(cause)
 	}
 	return ok
 }
@@ -419,6 +436,11 @@ func (s *Session) Close(cause error) bool {
 	s.subs = nil
 	hooks := s.onClose
 	s.onClose = nil
+	// Under the lock: a request leaves the set (Done) before its
+	// Canceler is reused.
+	for _, c := range s.inflight {
+		c.Cancel(cause)
+	}
 	s.mu.Unlock()
 
 	s.cancel(cause)

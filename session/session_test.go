@@ -168,34 +168,75 @@ func TestTouch(t *testing.T) {
 	})
 }
 
+// cancelRec is a Canceler that records its cause.
+type cancelRec struct{ cause error }
+
+func (c *cancelRec) Cancel(cause error) {
+	if c.cause == nil {
+		c.cause = cause
+	}
+}
+
 func TestTrackCancelRequest(t *testing.T) {
 	s := New(context.Background(), nopSink{})
-	ctx1, cancel1 := s.Track([]byte(`1`))
-	ctx2, cancel2 := s.Track([]byte(`"1"`))
+	var c1, c2, dup cancelRec
+	require.NoError(t, s.Track([]byte(`1`), &c1, 0))
+	require.NoError(t, s.Track([]byte(`"1"`), &c2, 0))
 	assert.Equal(t, 2, s.InFlight())
+	assert.ErrorIs(t, s.Track([]byte(`1`), &dup, 0), ErrDuplicateID)
 
-	assert.True(t, s.CancelRequest([]byte(`"1"`)))
-	<-ctx2.Done()
-	assert.ErrorIs(t, context.Cause(ctx2), ErrCancelledByClient)
-	assert.NoError(t, ctx1.Err(), "the number id 1 and the string id \"1\" are distinct requests")
+	assert.True(t, s.CancelRequest([]byte(`"1"`), nil))
+	assert.ErrorIs(t, c2.cause, ErrCancelledByClient)
+	assert.NoError(t, c1.cause, "the number id 1 and the string id \"1\" are distinct requests")
+	gone := errors.New("client gone")
+	assert.True(t, s.CancelRequest([]byte(`1`), gone))
+	assert.ErrorIs(t, c1.cause, gone)
 
-	assert.False(t, s.CancelRequest([]byte(`2`)), "unknown id")
+	assert.False(t, s.CancelRequest([]byte(`2`), nil), "unknown id")
 
-	s.Done([]byte(`"1"`), cancel2)
-	s.Done([]byte(`1`), cancel1)
+	s.Done([]byte(`1`), &dup) // not the tracked request: nothing happens
+	assert.Equal(t, 2, s.InFlight())
+	s.Done([]byte(`"1"`), &c2)
+	s.Done([]byte(`1`), &c1)
 	assert.Equal(t, 0, s.InFlight())
-	assert.Error(t, ctx1.Err(), "Done releases the request's context")
-	assert.False(t, s.CancelRequest([]byte(`1`)), "a finished request cannot be cancelled")
+	assert.False(t, s.CancelRequest([]byte(`1`), nil), "a finished request cannot be cancelled")
+}
+
+func TestTrackLimit(t *testing.T) {
+	s := New(context.Background(), nopSink{})
+	var a, b, c cancelRec
+	require.NoError(t, s.Track([]byte(`1`), &a, 2))
+	require.NoError(t, s.Track([]byte(`2`), &b, 2))
+	assert.ErrorIs(t, s.Track([]byte(`3`), &c, 2), ErrInflightLimit)
+	s.Done([]byte(`1`), &a)
+	assert.NoError(t, s.Track([]byte(`3`), &c, 2))
+	s.Close(nil)
+	assert.ErrorIs(t, s.Track([]byte(`4`), &a, 0), ErrClosed)
+}
+
+func TestTrackAllocs(t *testing.T) {
+	s := New(context.Background(), nopSink{})
+	var c cancelRec
+	id := []byte(`12345`)
+	require.NoError(t, s.Track(id, &c, 0)) // the set is made
+	s.Done(id, &c)
+	allocs := testing.AllocsPerRun(100, func() {
+		if s.Track(id, &c, 0) != nil {
+			t.Fatal("not tracked")
+		}
+		s.Done(id, &c)
+	})
+	assert.Zero(t, allocs)
 }
 
 func TestCloseCancelsInFlight(t *testing.T) {
 	s := New(context.Background(), nopSink{})
-	ctx, cancel := s.Track([]byte(`7`))
-	defer s.Done([]byte(`7`), cancel)
+	var c cancelRec
+	require.NoError(t, s.Track([]byte(`7`), &c, 0))
+	defer s.Done([]byte(`7`), &c)
 	cause := errors.New("connection reset")
 	require.True(t, s.Close(cause))
-	<-ctx.Done()
-	assert.ErrorIs(t, context.Cause(ctx), cause)
+	assert.ErrorIs(t, c.cause, cause)
 	assert.ErrorIs(t, context.Cause(s.Context()), cause)
 }
 
@@ -276,8 +317,10 @@ func TestCloseConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			s.Subscribe("mem://x", func() {})
-			_, cancel := s.Track([]byte(`1`))
-			s.Done([]byte(`1`), cancel)
+			var c cancelRec
+			if s.Track([]byte(`1`), &c, 0) == nil {
+				s.Done([]byte(`1`), &c)
+			}
 		}()
 	}
 	wg.Wait()

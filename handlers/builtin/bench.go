@@ -53,8 +53,10 @@ type echoIn struct {
 
 // echo and add return their own result and no structured output (Out is
 // any): the answer is exactly what the peer servers answer.
-func echo(_ context.Context, _ *handlers.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
-	return mcp.TextResult(in.Text), nil, nil
+// echo answers with the request's own result, so that a call allocates
+// nothing (handlers.CallToolRequest.TextResult).
+func echo(_ context.Context, req *handlers.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+	return req.TextResult(in.Text), nil, nil
 }
 
 type addIn struct {

@@ -95,21 +95,3 @@ func TestHostNames(t *testing.T) {
 	assert.False(t, loopbackAddr(":7401"))
 	assert.False(t, loopbackAddr("0.0.0.0:7401"))
 }
-
-func TestAnswerKind(t *testing.T) {
-	tests := []struct {
-		msg, id string
-		want    int
-	}{
-		{`{"jsonrpc":"2.0","id":1,"result":{}}`, "1", 1},
-		{`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}`, "1", 2},
-		{`{"jsonrpc":"2.0","id":12,"result":{}}`, "1", 0},
-		{`{"jsonrpc":"2.0","id":"1","result":{}}`, "1", 0},
-		{`{"jsonrpc":"2.0","id":"a\"b","result":{}}`, `"a\"b"`, 1},
-		{`{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage"}`, "1", 0},
-		{`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`, "1", 0},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, answerKind([]byte(tt.msg), []byte(tt.id)), tt.msg)
-	}
-}

@@ -9,10 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bytedance/sonic"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
-	"github.com/mcpedge/mcpedge/internal/bytesconv"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/valyala/fasthttp"
@@ -63,68 +61,60 @@ const (
 	modeSSE              // streaming on c.st
 )
 
-// call is one POSTed message being served. It is the reply sink the engine
-// sends the request's messages to, and it decides how the POST is
-// answered: when the first message is the request's answer, as JSON; when
-// anything comes before it, as an SSE stream that carries everything, the
-// answer last. Calls are pooled.
+// call is one POSTed message being served: the reply sink (an
+// engine.Replier) that the engine sends a queued request's messages to,
+// its answer last through Final. It decides how the POST is answered:
+// when the answer comes first, as JSON; when anything comes before it, as
+// an SSE stream that carries everything, the answer last. Calls are
+// pooled.
 //
-// Requests the engine answers itself and calls of NonBlocking tools run
-// inline on the handler's goroutine. Others run ServeFrame on a goroutine
-// of their own while the handler waits for the first message, since an SSE
-// response can start only once the handler has returned.
+// The engine routes the message (engine.Conn.HandleMessage): what it
+// answers at once comes back to the handler, which writes it; a queued
+// request runs on the engine's bounded worker pool while the handler
+// waits for its first message, since an SSE response can start only once
+// the handler has returned.
 type call struct {
 	s    *Server
 	h    *hsession // nil when stateless
 	sess *session.Session
 
 	msg   codec.Message
-	body  []byte // the message (the worker's own copy)
 	dec   []byte // decompressed request body
 	idBuf []byte
-	id    []byte // the request's raw id
-	probe toolProbe
-
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	inline bool
+	id    []byte // the request's raw id (idBuf)
 
 	mu     sync.Mutex
 	mode   mode
 	final  bool // the answer was sent
-	served bool // ServeFrame returned
+	served bool // the engine is done with the request (Final)
 
 	refused *engine.LimitError // the engine refused the request (Refuse)
-	kind    codec.Kind
 	answer  *codec.Buffer
 	rec     *streamRec // stateful SSE: the stream's record
 	st      *stream    // SSE: the POST's own stream
 
-	wake  chan struct{} // the handler's wake-up: streaming began, or ServeFrame returned
+	wake  chan struct{} // the handler's wake-up: streaming began, or Final came
 	timer *time.Timer
 	refs  atomic.Int32
 }
 
+var _ engine.Replier = (*call)(nil)
+
 func (s *Server) getCall() *call { return s.calls.Get().(*call) }
 
 func (s *Server) putCall(c *call) {
-	if c.cancel != nil {
-		c.cancel(nil)
+	if c.h == nil && c.sess != nil {
+		s.eng.Conn(c.sess).Close(errStateless)
 	}
 	if c.answer != nil {
 		codec.PutBuffer(c.answer)
 	}
-	body, dec, idBuf := c.body[:0], c.dec[:0], c.idBuf[:0]
-	if cap(body) > 64<<10 {
-		body = nil
-	}
+	dec, idBuf := c.dec[:0], c.idBuf[:0]
 	if cap(dec) > 64<<10 {
 		dec = nil
 	}
-	c.probe = toolProbe{}
-	c.h, c.sess, c.msg, c.body, c.dec, c.idBuf, c.id = nil, nil, codec.Message{}, body, dec, idBuf, nil
-	c.ctx, c.cancel, c.inline = nil, nil, false
-	c.mode, c.final, c.served, c.kind, c.answer, c.rec, c.st = modeWait, false, false, 0, nil, nil, nil
+	c.h, c.sess, c.msg, c.dec, c.idBuf, c.id = nil, nil, codec.Message{}, dec, idBuf, nil
+	c.mode, c.final, c.served, c.answer, c.rec, c.st = modeWait, false, false, nil, nil, nil
 	c.refused = nil
 	s.calls.Put(c)
 }
@@ -135,31 +125,17 @@ func (c *call) unref() {
 	}
 }
 
-// answerHead starts every answer the engine encodes.
-var answerHead = []byte(`{"jsonrpc":"2.0","id":`)
-
-// answerKind classifies an outbound message of the request with raw id:
-// 0 not its answer, 1 its result, 2 its error.
-func answerKind(b, id []byte) int {
-	if len(id) == 0 || !bytes.HasPrefix(b, answerHead) {
-		return 0
-	}
-	rest := b[len(answerHead):]
-	if !bytes.HasPrefix(rest, id) {
-		return 0
-	}
-	rest = rest[len(id):]
-	switch {
-	case bytes.HasPrefix(rest, []byte(`,"result":`)):
-		return 1
-	case bytes.HasPrefix(rest, []byte(`,"error":`)):
-		return 2
-	}
-	return 0
+// cancelFunc returns a function that cancels the call's request with a
+// cause (a client gone). It holds the session and a copy of the id, not
+// the pooled call, so that calling it late is harmless.
+func (c *call) cancelFunc() context.CancelCauseFunc {
+	sess, id := c.sess, bytes.Clone(c.id)
+	return func(cause error) { sess.CancelRequest(id, cause) }
 }
 
-// Send implements session.Sink: the engine's messages for the request. It
-// takes ownership of b.
+// Send implements session.Sink: the messages a queued request sends
+// before its answer (progress, logs, server-to-client requests). The
+// first one turns the POST into an SSE stream. It takes ownership of b.
 func (c *call) Send(b *codec.Buffer) error {
 	if len(b.B) == 0 {
 		codec.PutBuffer(b)
@@ -171,45 +147,60 @@ func (c *call) Send(b *codec.Buffer) error {
 		codec.PutBuffer(b) // a handler's goroutine that outlived the request
 		return session.ErrClosed
 	}
-	final := answerKind(b.B, c.id) != 0
 	if c.mode == modeWait {
-		if final {
-			c.answer, c.final = b, true
-			return nil
-		}
-		if c.inline {
-			// Only a handler swapped in after inline chose this goroutine
-			// can get here; it cannot stream from it.
-			c.s.log.Debug("message dropped: request served inline", "session", c.sess.ID())
-			codec.PutBuffer(b)
-			return session.ErrClosed
-		}
 		c.startSSE()
 	}
-	c.final = final
 	c.emit(b)
 	return nil
+}
+
+// Final implements engine.Replier: the request's answer, or nil when none
+// is due. It wakes the waiting handler, or ends the SSE stream.
+func (c *call) Final(b *codec.Buffer) {
+	c.mu.Lock()
+	if b != nil && !c.final && !c.served {
+		c.final = true
+		if c.mode == modeWait {
+			c.answer = b
+		} else {
+			c.emit(b)
+		}
+	} else if b != nil {
+		codec.PutBuffer(b)
+	}
+	c.served = true
+	switch {
+	case c.mode == modeWait:
+		c.wake <- struct{}{}
+	case c.h == nil:
+		c.st.end(false)
+	default:
+		c.h.mu.Lock()
+		if !c.h.closed {
+			c.h.finishLocked(c.rec)
+		}
+		c.h.mu.Unlock()
+	}
+	c.mu.Unlock()
+	if c.h != nil {
+		c.sess.Touch() // the session was in use until now
+	}
+	c.unref()
 }
 
 // Refuse implements engine.Refuser: a request the engine refused for a
 // limit is answered 429 (its session's or address's request rate, or its
 // session's requests in flight) or 503 (the worker pool is full, or the
-// server is draining) with Retry-After, rather than 200 with
-// the JSON-RPC error, which is still the body. On a POST that is already
-// streaming, the error is its stream's last event.
+// server is draining) with Retry-After, rather than 200 with the JSON-RPC
+// error, which is still the body. The engine refuses before it queues a
+// request, so the handler is still there to answer.
 func (c *call) Refuse(id []byte, err *engine.LimitError) {
 	b := codec.GetBuffer()
 	b.B = err.AppendAnswer(b.B, id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.final || c.served {
-		codec.PutBuffer(b)
-		return
-	}
-	if c.mode == modeSSE {
-		c.final = true
-		c.emit(b)
-		return
+	if c.answer != nil {
+		codec.PutBuffer(c.answer)
 	}
 	c.answer, c.final, c.refused = b, true, err
 }
@@ -219,7 +210,7 @@ func (c *call) Refuse(id []byte, err *engine.LimitError) {
 // included, is stored for the client to fetch with GET and Last-Event-ID.
 // Without a session to resume there is nothing to do.
 func (c *call) CloseStream() {
-	if c.inline || c.h == nil {
+	if c.h == nil {
 		return
 	}
 	c.mu.Lock()
@@ -243,13 +234,13 @@ func (c *call) startSSE() {
 		if h.closed {
 			st.end(false)
 		} else {
-			c.rec = h.newRecLocked(c.id, c.cancel)
+			c.rec = h.newRecLocked(c.id, c.cancelFunc())
 			st.prime(c.rec.id, h.seq)
 			h.attachLocked(c.rec, st)
 		}
 		h.mu.Unlock()
 	} else {
-		st.cancel = c.cancel
+		st.cancel = c.cancelFunc()
 	}
 	c.wake <- struct{}{}
 }
@@ -277,37 +268,6 @@ func (c *call) emit(b *codec.Buffer) {
 	h.mu.Unlock()
 }
 
-// done records that ServeFrame returned with kind.
-func (c *call) done(kind codec.Kind) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.served, c.kind = true, kind
-	switch {
-	case c.mode == modeWait:
-		c.wake <- struct{}{}
-	case c.h == nil:
-		c.st.end(false)
-	default:
-		c.h.mu.Lock()
-		if !c.h.closed {
-			c.h.finishLocked(c.rec)
-		}
-		c.h.mu.Unlock()
-	}
-}
-
-// work runs the request on the call's goroutine.
-func (c *call) work() {
-	kind := c.s.eng.Conn(c.sess).ServeFrame(c.ctx, c.body, c)
-	if c.h == nil {
-		c.s.eng.Conn(c.sess).Close(errStateless)
-	} else {
-		c.sess.Touch() // the session was in use until now
-	}
-	c.done(kind)
-	c.unref()
-}
-
 // wait blocks the handler until the call streams or is served. A call
 // that takes long gets its connection watched, so that a client that goes
 // away cancels it.
@@ -323,73 +283,10 @@ func (c *call) wait(conn net.Conn) {
 		return
 	case <-c.timer.C:
 	}
-	cancel := c.cancel
+	cancel := c.cancelFunc()
 	w := watchConn(conn, func() { cancel(ErrClientGone) })
 	<-c.wake
 	w.stop()
-}
-
-// inline reports whether the engine answers m without handler code that
-// may send anything but its answer, so that the handler's goroutine can
-// serve it: every message but requests, the requests the engine answers
-// itself, and tools/call of a tool registered NonBlocking (its handler
-// cannot send to its client). Everything else, methods unknown here
-// included, runs on a goroutine of its own.
-func (s *Server) inline(c *call) bool {
-	m := &c.msg
-	if m.Kind != codec.KindRequest {
-		return true
-	}
-	switch m.Method {
-	case mcp.MethodInitialize, mcp.MethodPing, mcp.MethodToolsList, mcp.MethodResourcesList,
-		mcp.MethodResourcesTemplatesList, mcp.MethodPromptsList, mcp.MethodLoggingSetLevel,
-		mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
-		mcp.MethodTasksGet, mcp.MethodTasksList, mcp.MethodTasksCancel:
-		return true
-	case mcp.MethodToolsCall:
-		if len(m.Params) == 0 {
-			return false
-		}
-		name, task, ok := scanToolProbe(m.Params)
-		if !ok {
-			p := &c.probe
-			*p = toolProbe{}
-			if codec.UnmarshalNoCopy(m.Params, p) != nil {
-				return false
-			}
-			name, task = p.Name, len(p.Task) > 0 && string(p.Task) != "null"
-		}
-		if task {
-			return false
-		}
-		o, ok := s.eng.Registry().ToolOptionsOf(name)
-		return ok && o.NonBlocking
-	}
-	return false
-}
-
-var probeKeys = []string{"name", "task"}
-
-// scanToolProbe reads the tool name and whether a task is asked for with
-// the allocation-free scanner; ok is false when it cannot decide (an
-// escape, a name that is not a string).
-func scanToolProbe(params []byte) (name string, task, ok bool) {
-	var v [2][]byte
-	if codec.ObjectFields(params, probeKeys, v[:]) != nil || v[0] == nil {
-		return "", false, false
-	}
-	b, err := codec.StringValue(v[0])
-	if err != nil {
-		return "", false, false
-	}
-	return bytesconv.B2S(b), v[1] != nil && string(v[1]) != "null", true
-}
-
-// toolProbe is what inline reads of tools/call params when the scanner
-// cannot decide. It aliases the body.
-type toolProbe struct {
-	Name string                 `json:"name"`
-	Task sonic.NoCopyRawMessage `json:"task"`
 }
 
 // post serves POST on the MCP endpoint: one JSON-RPC message.
@@ -451,26 +348,28 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 		defer c.h.posts.Add(-1) // evaluated now: c.h is reset before this runs
 	}
 
-	if s.inline(c) {
-		c.inline, c.id = true, m.ID
-		kind := s.eng.Conn(c.sess).ServeMessage(context.Background(), m, c)
-		if c.h == nil {
-			s.eng.Conn(c.sess).Close(errStateless)
+	kind := m.Kind
+	c.idBuf = append(c.idBuf[:0], m.ID...)
+	c.id = c.idBuf
+	c.refs.Store(2) // the handler's and, once queued, the engine's (Final)
+	out := codec.GetBuffer()
+	var queued bool
+	out.B, queued = s.eng.Conn(c.sess).HandleMessage(m, body, out.B, c)
+	if !queued {
+		if len(out.B) > 0 && c.answer == nil {
+			c.answer, out = out, nil
+		}
+		if out != nil {
+			codec.PutBuffer(out)
 		}
 		s.answer(ctx, c, kind, created)
 		s.putCall(c)
 		return
 	}
-
-	c.body = append(c.body[:0], body...)
-	c.idBuf = append(c.idBuf[:0], m.ID...)
-	c.id = c.idBuf
-	c.ctx, c.cancel = context.WithCancelCause(context.Background())
-	c.refs.Store(2)
-	go c.work()
+	codec.PutBuffer(out)
 	c.wait(ctx.Conn())
 	c.mu.Lock()
-	sse, kind := c.mode == modeSSE, c.kind
+	sse := c.mode == modeSSE
 	c.mu.Unlock()
 	if sse {
 		s.respondSSE(ctx, c.st)
@@ -480,7 +379,8 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 	c.unref()
 }
 
-// answer responds to a POST whose ServeFrame returned without streaming.
+// answer responds to a POST answered without streaming: at once, or by
+// its queued request's Final.
 func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, kind codec.Kind, created bool) {
 	switch {
 	case kind != codec.KindRequest && kind != codec.KindInvalid:
@@ -510,9 +410,9 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, kind codec.Kind, crea
 		s.writeJSON(ctx, fasthttp.StatusBadRequest, c.answer.B)
 	default:
 		if created {
-			if answerKind(c.answer.B, c.id) == 1 {
+			if c.sess.State() != session.StateNew {
 				ctx.Response.Header.SetBytesKV(hdrSessionID, []byte(c.sess.ID()))
-			} else {
+			} else { // initialize failed
 				s.eng.Conn(c.sess).Close(session.ErrNotInitialized)
 			}
 		}
@@ -521,13 +421,11 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, kind codec.Kind, crea
 }
 
 // decodeError answers a body that is not one JSON-RPC message with 400
-// and the JSON-RPC error the engine would give.
+// and the JSON-RPC error the engine gives on other transports.
 func (s *Server) decodeError(ctx *fasthttp.RequestCtx, m *codec.Message, err error) {
 	b := codec.GetBuffer()
-	if err == codec.ErrParse {
-		b.B = codec.AppendError(b.B, nil, codec.CodeParseError, "parse error: invalid JSON (the body must be one JSON-RPC message)", nil)
-	} else {
-		b.B = codec.AppendError(b.B, m.ID, codec.CodeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message", nil)
+	if b.B = codec.AppendDecodeError(b.B, m, err); len(b.B) == 0 { // an invalid notification
+		b.B = codec.AppendError(b.B, nil, codec.CodeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message", nil)
 	}
 	s.writeJSON(ctx, fasthttp.StatusBadRequest, b.B)
 	codec.PutBuffer(b)

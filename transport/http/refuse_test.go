@@ -74,3 +74,40 @@ func TestEngineLimitsAnswer429(t *testing.T) {
 		<-done
 	})
 }
+
+// Blocking handlers run on the engine's bounded worker pool, as on every
+// transport: with one worker busy, a second session's call is refused 503
+// with the limit "workers", and answers the engine gives itself still come.
+func TestWorkerPoolBoundsHTTP(t *testing.T) {
+	e := newEnv(t, envOpts{loopback: true, eng: engine.Options{Workers: 1}})
+	a, b := e.initialize(), e.initialize()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := e.try(ctx, req{sid: a, body: callBody(1, "block", `{}`)}); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-e.tool.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("block did not start")
+	}
+	resp := e.do(t, req{sid: b, body: callBody(1, "block", `{}`)})
+	body2 := body(t, resp)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body2)
+	require.Equal(t, engine.LimitWorkers, limitOf(t, body2))
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	resp = e.do(t, req{sid: b, body: `{"jsonrpc":"2.0","id":2,"method":"ping"}`})
+	require.Equal(t, http.StatusOK, resp.StatusCode, body(t, resp))
+	cancel() // the client goes away: its call is cancelled, the worker freed
+	<-done
+	select {
+	case cause := <-e.tool.causes:
+		require.ErrorIs(t, cause, ErrClientGone)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the blocked call was not cancelled")
+	}
+}

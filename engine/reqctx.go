@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// reqCtx is the context of a request served by a handler. It is part of
+// the pooled request, so that serving a request allocates no context: its
+// done channel is made only when someone asks for it, and a cancelled
+// context carrying the cause only when the request is cancelled.
+//
+// It is not derived from the session's context with context.WithCancel;
+// instead the session cancels every request it tracks when it closes
+// (session.Session.Close), and the client's notifications/cancelled
+// reaches it through session.Session.CancelRequest. Err, Deadline and
+// Value fall back to the session's context (parent).
+//
+// context.Cause works on it: once cancelled, Value delegates to a
+// standard context cancelled with the same cause, which is how
+// context.Cause finds a cause.
+//
+// Like the request, it must not be used after the handler returns: it is
+// reused for another request. A handler that hands work to a goroutine
+// outliving it gives that goroutine a context of its own
+// (context.WithoutCancel, or a fresh one).
+type reqCtx struct {
+	parent context.Context
+
+	mu     sync.Mutex
+	done   chan struct{}   // made on first Done; closedChan once cancelled before that
+	err    error           // set once cancelled or finished
+	caused context.Context // a cancelled context carrying the cause, once cancelled
+}
+
+// closedChan is the Done channel of a context cancelled before anyone
+// asked for it.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// reset prepares c for a request of the session whose context is parent.
+func (c *reqCtx) reset(parent context.Context) {
+	c.parent, c.done, c.err, c.caused = parent, nil, nil, nil
+}
+
+func (c *reqCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+
+func (c *reqCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		if c.err != nil {
+			c.done = closedChan
+		} else {
+			c.done = make(chan struct{})
+		}
+	}
+	return c.done
+}
+
+func (c *reqCtx) Err() error {
+	c.mu.Lock()
+	err := c.err
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.parent.Err()
+}
+
+func (c *reqCtx) Value(key any) any {
+	c.mu.Lock()
+	caused := c.caused
+	c.mu.Unlock()
+	if caused != nil {
+		return caused.Value(key)
+	}
+	return c.parent.Value(key)
+}
+
+// Cancel implements session.Canceler: it cancels the request with cause.
+func (c *reqCtx) Cancel(cause error) {
+	if cause == nil {
+		cause = context.Canceled
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	caused, cancel := context.WithCancelCause(c.parent)
+	cancel(cause)
+	c.err, c.caused = context.Canceled, caused
+	c.closeLocked()
+}
+
+// finish ends the context when its request has been answered, as the
+// standard library's request contexts end: what was started from it stops.
+func (c *reqCtx) finish() {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = context.Canceled
+		c.closeLocked()
+	}
+	c.mu.Unlock()
+}
+
+func (c *reqCtx) closeLocked() {
+	if c.done != nil && c.done != closedChan {
+		close(c.done)
+	}
+}
+
+// cause returns the cause the request was cancelled with, or nil.
+func (c *reqCtx) cause() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.caused == nil {
+		return nil
+	}
+	return context.Cause(c.caused)
+}
+
+// String names the context in logs, as the standard contexts do.
+func (c *reqCtx) String() string { return "mcpedge request context" }
