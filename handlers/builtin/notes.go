@@ -74,7 +74,12 @@ func (c *capped) put(name, text string, maxCount, maxBytes int) string {
 	if c.m == nil {
 		c.m = map[string]string{}
 	}
-	c.m[name] = text
+	// Copies: a tool's arguments alias the request's buffer, which the
+	// engine reuses once the handler returns.
+	if !had {
+		name = strings.Clone(name)
+	}
+	c.m[name] = strings.Clone(text)
 	c.bytes += grow
 	return ""
 }
