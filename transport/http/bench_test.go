@@ -21,7 +21,7 @@ var benchAnswer = []byte(`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"
 
 // benchServer serves the bench handler set on an in-memory listener and
 // returns a keep-alive client for it and a session id.
-func benchServer(b *testing.B, opts Options) (*fasthttp.HostClient, *Server, string) {
+func benchServer(b testing.TB, opts Options) (*fasthttp.HostClient, *Server, string) {
 	b.Helper()
 	eng := engine.New(engine.Options{})
 	if err := builtin.Install("bench", eng.Registry(), builtin.Env{}); err != nil {
@@ -104,34 +104,43 @@ func BenchmarkToolsCall(b *testing.B) {
 	}
 }
 
+// handlerBench is the request handler alone on a parsed request of an
+// initialized session; echo2 is a typed tool not declared NonBlocking,
+// served on the engine's worker pool.
+func handlerBench(tb testing.TB, body string) (fasthttp.RequestHandler, *fasthttp.RequestCtx) {
+	_, srv, sid := benchServer(tb, Options{})
+	if err := handlers.AddTool(srv.eng.Registry(), &mcp.Tool{Name: "echo2", Description: "echo, blocking"},
+		func(_ context.Context, req *handlers.CallToolRequest, in struct {
+			Text string `json:"text"`
+		}) (*mcp.CallToolResult, any, error) {
+			return req.TextResult(in.Text), nil, nil
+		}); err != nil {
+		tb.Fatal(err)
+	}
+	ctx := new(fasthttp.RequestCtx)
+	var req fasthttp.Request
+	benchRequest(&req, sid, body)
+	ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, nil)
+	return srv.Handler(), ctx
+}
+
+var handlerCases = []struct{ name, body string }{
+	{"echo", benchCall},
+	{"ping", `{"jsonrpc":"2.0","id":7,"method":"ping"}`},
+	{"worker", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo2","arguments":{"text":"x"}}}`},
+}
+
 // BenchmarkHandler is the server's side alone: the request handler on a
-// parsed request, tools/call of echo (inline) and of count (on a goroutine
-// of its own, answered as JSON).
+// parsed request, tools/call of echo (inline), ping, and tools/call of a
+// tool served on the worker pool, answered as JSON.
 func BenchmarkHandler(b *testing.B) {
-	for _, tc := range []struct{ name, body string }{
-		{"echo", benchCall},
-		{"ping", `{"jsonrpc":"2.0","id":7,"method":"ping"}`},
-		{"worker", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo2","arguments":{"text":"x"}}}`},
-	} {
+	for _, tc := range handlerCases {
 		b.Run(tc.name, func(b *testing.B) {
-			_, srv, sid := benchServer(b, Options{})
-			// A tool not declared NonBlocking: served on a goroutine of its own.
-			if err := srv.eng.Registry().AddTool(&mcp.Tool{Name: "echo2", Description: "echo, blocking"},
-				func(_ context.Context, req *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
-					return mcp.TextResult(string(req.Params.Arguments)), nil
-				}); err != nil {
-				b.Fatal(err)
-			}
-			h := srv.Handler()
-			var ctx fasthttp.RequestCtx
-			var req fasthttp.Request
-			benchRequest(&req, sid, tc.body)
-			ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, nil)
+			h, ctx := handlerBench(b, tc.body)
 			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
+			for b.Loop() {
 				ctx.Response.Reset()
-				h(&ctx)
+				h(ctx)
 				if ctx.Response.StatusCode() != 200 {
 					b.Fatalf("status %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
 				}

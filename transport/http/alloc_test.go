@@ -1,0 +1,29 @@
+//go:build !race
+
+package http
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestHandlerAllocs holds a POST of an initialized session, from the parsed
+// request to the written answer, at one allocation at most: inline answers
+// and a tools/call served on the worker pool alike.
+func TestHandlerAllocs(t *testing.T) {
+	for _, tc := range handlerCases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, ctx := handlerBench(t, tc.body)
+			serve := func() {
+				ctx.Response.Reset()
+				h(ctx)
+				if ctx.Response.StatusCode() != 200 {
+					t.Fatalf("status %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+				}
+			}
+			serve()
+			assert.LessOrEqual(t, testing.AllocsPerRun(500, serve), 1.0)
+		})
+	}
+}
