@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcpedge/mcpedge/codec"
@@ -303,6 +304,7 @@ func AddTool[In, Out any](r *Registry, t *mcp.Tool, h ToolHandlerFor[In, Out], o
 	// Decoded arguments are pooled: a flat In decodes without allocating,
 	// its strings aliasing the message (see CallToolRequest's Lifetime).
 	ins := sync.Pool{New: func() any { return new(In) }}
+	flat := newFlatDecoder(reflect.TypeFor[In]()) // nil unless In is a flat struct
 	return r.AddToolWith(&tool, func(ctx context.Context, req *CallToolRequest) (*mcp.CallToolResult, error) {
 		in := ins.Get().(*In)
 		defer func() {
@@ -310,8 +312,12 @@ func AddTool[In, Out any](r *Registry, t *mcp.Tool, h ToolHandlerFor[In, Out], o
 			*in = zero
 			ins.Put(in)
 		}()
-		if err := codec.UnmarshalNoCopy(req.Params.Arguments, in); err != nil {
-			return mcp.ErrorResult("invalid arguments for tool " + name + ": " + err.Error()), nil
+		if flat == nil || !flat.decode(req.Params.Arguments, unsafe.Pointer(in)) {
+			var zero In
+			*in = zero
+			if err := codec.UnmarshalNoCopy(req.Params.Arguments, in); err != nil {
+				return mcp.ErrorResult("invalid arguments for tool " + name + ": " + err.Error()), nil
+			}
 		}
 		res, out, err := h(ctx, req, *in)
 		if err != nil {

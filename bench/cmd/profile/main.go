@@ -34,6 +34,7 @@ const loadEnv = "PROFILE_LOAD_TARGET"
 func main() {
 	transport := flag.String("transport", "http", "http or tcp")
 	conns := flag.Int("c", 64, "connections")
+	inflight := flag.Int("inflight", 1, "requests in flight per connection (pipelined)")
 	duration := flag.Duration("duration", 5*time.Second, "profiled load")
 	warmup := flag.Duration("warmup", time.Second, "load before profiling starts")
 	cpuOut := flag.String("cpuprofile", "cpu.pprof", "CPU profile `file`")
@@ -41,7 +42,7 @@ func main() {
 	sessions := flag.Int("sessions", 5000, "idle sessions for -heapprofile")
 	flag.Parse()
 	if t := os.Getenv(loadEnv); t != "" {
-		loadgen(t, *conns, *duration, *warmup, *sessions)
+		loadgen(t, *conns, *inflight, *duration, *warmup, *sessions)
 		return
 	}
 
@@ -79,7 +80,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	args := []string{"-c", strconv.Itoa(*conns), "-duration", duration.String(), "-warmup", warmup.String(), "-sessions", strconv.Itoa(*sessions)}
+	args := []string{"-c", strconv.Itoa(*conns), "-inflight", strconv.Itoa(*inflight), "-duration", duration.String(), "-warmup", warmup.String(), "-sessions", strconv.Itoa(*sessions)}
 	if *heapOut != "" {
 		args = append(args, "-heapprofile", "child")
 	}
@@ -141,7 +142,7 @@ func main() {
 }
 
 // loadgen is the child: it reports phases on stdout as JSON lines.
-func loadgen(spec string, conns int, duration, warmup time.Duration, sessions int) {
+func loadgen(spec string, conns, inflight int, duration, warmup time.Duration, sessions int) {
 	target, err := loadtest.ParseTarget(spec)
 	if err != nil {
 		log.Fatal(err)
@@ -151,7 +152,7 @@ func loadgen(spec string, conns int, duration, warmup time.Duration, sessions in
 		time.Sleep(warmup)
 		_ = enc.Encode(map[string]string{"Phase": "measure"})
 	}()
-	res, err := loadtest.Run(context.Background(), loadtest.Config{Target: target, Connections: conns, Duration: duration, Warmup: warmup})
+	res, err := loadtest.Run(context.Background(), loadtest.Config{Target: target, Connections: conns, InFlight: inflight, Duration: duration, Warmup: warmup})
 	if err != nil {
 		log.Fatal(err)
 	}
