@@ -32,7 +32,11 @@ type reqCtx struct {
 	done   chan struct{}   // made on first Done; closedChan once cancelled before that
 	err    error           // set once cancelled or finished
 	caused context.Context // a cancelled context carrying the cause, once cancelled
+	afters []*afterFunc    // AfterFunc's functions not yet run or stopped
 }
+
+// afterFunc is one function registered with AfterFunc.
+type afterFunc struct{ f func() }
 
 // closedChan is the Done channel of a context cancelled before anyone
 // asked for it.
@@ -40,7 +44,34 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 // reset prepares c for a request of the session whose context is parent.
 func (c *reqCtx) reset(parent context.Context) {
-	c.parent, c.done, c.err, c.caused = parent, nil, nil, nil
+	c.parent, c.done, c.err, c.caused, c.afters = parent, nil, nil, nil, c.afters[:0]
+}
+
+// AfterFunc arranges for f to run in its own goroutine once the context
+// ends, as context.AfterFunc does. The standard library calls it when a
+// context is derived from this one (context.WithTimeout in a handler), so
+// that deriving starts no goroutine to watch this one.
+func (c *reqCtx) AfterFunc(f func()) (stop func() bool) {
+	a := &afterFunc{f: f}
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	c.afters = append(c.afters, a)
+	c.mu.Unlock()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, b := range c.afters {
+			if b == a {
+				c.afters = append(c.afters[:i], c.afters[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
 }
 
 func (c *reqCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
@@ -109,6 +140,11 @@ func (c *reqCtx) closeLocked() {
 	if c.done != nil && c.done != closedChan {
 		close(c.done)
 	}
+	for i, a := range c.afters {
+		go a.f()
+		c.afters[i] = nil
+	}
+	c.afters = c.afters[:0]
 }
 
 // cause returns the cause the request was cancelled with, or nil.
