@@ -82,6 +82,11 @@ type (
 // answered as a result with isError set and the error's text, so that the
 // model sees it. Misuse (an empty name, a nil handler, a schema that cannot
 // be inferred) is an error; registration never panics.
+//
+// h borrows its request: in's strings and the request's params alias the
+// message, valid until h returns; a handler that keeps them copies them
+// (see handlers.CallToolRequest). Returning them in the result is safe.
+// req.TextResult answers with one text content without allocating.
 func AddTool[In, Out any](s *Server, t *Tool, h ToolHandlerFor[In, Out], opts ...ToolOptions) error {
 	return handlers.AddTool(s.Registry(), t, h, opts...)
 }
