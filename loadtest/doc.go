@@ -55,6 +55,7 @@
 //	steps [{name, method, requests, errors, p50_us, p99_us}]
 //	timeline [{t, ok, errors, mean_us}]  one per second of the measured phase
 //	server {pid, cpu_s, cpu_per_request_us, rss_bytes}   with -pid (stdio: the child)
+//	load {cpu_s, cpu_per_request_us}   mcpload's own CPU time (load mode)
 //	sessions {requested, opened, failed, open_s, opened_per_s,
 //	          rss_before_bytes, rss_after_bytes, rss_per_session_bytes, first_error}
 //	fanout {subscribers, subscribed, updates, expected, delivered, lost,

@@ -56,6 +56,7 @@ type Result struct {
 	Timeline    []SecondResult    `json:"timeline,omitempty"`
 
 	Server     *ServerStats     `json:"server,omitempty"`
+	Load       *LoadStats       `json:"load,omitempty"`
 	Sessions   *SessionsResult  `json:"sessions,omitempty"`
 	Fanout     *FanoutResult    `json:"fanout,omitempty"`
 	Soak       *SoakResult      `json:"soak,omitempty"`
@@ -111,6 +112,14 @@ type ServerStats struct {
 	// on a machine where load generator and server share the cores.
 	CPUPerRequestUS float64 `json:"cpu_per_request_us"`
 	RSSBytes        int64   `json:"rss_bytes"` // at the end
+}
+
+// LoadStats is mcpload's own CPU time over the measured phase (load mode),
+// from /proc/self/stat: the load generator's cost, to set beside the
+// server's.
+type LoadStats struct {
+	CPUSeconds      float64 `json:"cpu_s"`
+	CPUPerRequestUS float64 `json:"cpu_per_request_us"`
 }
 
 // ThresholdResult is the outcome of Check.
@@ -310,6 +319,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 	if s := r.Server; s != nil {
 		fmt.Fprintf(&b, "server     pid %d: cpu %.2fs, %.1fµs per request; rss %.1f MiB\n", s.PID, s.CPUSeconds, s.CPUPerRequestUS, float64(s.RSSBytes)/(1<<20))
+	}
+	if l := r.Load; l != nil {
+		fmt.Fprintf(&b, "mcpload    cpu %.2fs, %.2fµs per request\n", l.CPUSeconds, l.CPUPerRequestUS)
 	}
 	r.writeThresholds(&b)
 	_, err := io.WriteString(w, b.String())
