@@ -64,8 +64,9 @@ func main() {
 	if o.jsonOut != "-" {
 		fmt.Printf("refclient %s: %d connections x %d in flight, %.2fs: %d answers (%d errors, %d unmatched), %.0f msgs/s",
 			o.addr, o.conns, o.inflight, res.DurationS, res.Requests, res.Errors, res.Unmatched, res.Throughput)
+		fmt.Printf(", refclient %.2f µs CPU per answer", res.Load.CPUPerRequestUS)
 		if res.Server != nil {
-			fmt.Printf(", server %.2f µs CPU per answer", res.Server.CPUPerRequestUS)
+			fmt.Printf(", server %.2f µs", res.Server.CPUPerRequestUS)
 		}
 		fmt.Println()
 	}
@@ -109,6 +110,12 @@ type result struct {
 	Unmatched   int64        `json:"unmatched"` // answers whose id was not outstanding
 	Throughput  float64      `json:"throughput_rps"`
 	Server      *serverStats `json:"server,omitempty"`
+	Load        *loadStats   `json:"load"` // refclient's own CPU time
+}
+
+type loadStats struct {
+	CPUSeconds      float64 `json:"cpu_s"`
+	CPUPerRequestUS float64 `json:"cpu_per_request_us"`
 }
 
 type serverStats struct {
@@ -194,10 +201,12 @@ func run(o *options) (*result, error) {
 	time.Sleep(o.warmup)
 	a0, e0, u0 := sum()
 	cpu0, cpuErr := procCPU(o.pid)
+	self0, _ := procCPU(os.Getpid())
 	t0 := time.Now()
 	time.Sleep(o.duration)
 	a1, e1, u1 := sum()
 	cpu1, cpuErr1 := procCPU(o.pid)
+	self1, _ := procCPU(os.Getpid())
 	span := time.Since(t0)
 	stopping.Store(true)
 	for _, k := range conns {
@@ -215,6 +224,10 @@ func run(o *options) (*result, error) {
 	}
 	res.OK = res.Requests - res.Errors
 	res.Throughput = float64(res.Requests) / span.Seconds()
+	res.Load = &loadStats{CPUSeconds: (self1 - self0).Seconds()}
+	if res.Requests > 0 {
+		res.Load.CPUPerRequestUS = float64(self1-self0) / float64(time.Microsecond) / float64(res.Requests)
+	}
 	if o.pid > 0 && cpuErr == nil && cpuErr1 == nil {
 		res.Server = &serverStats{PID: o.pid, CPUSeconds: (cpu1 - cpu0).Seconds()}
 		if res.Requests > 0 {
