@@ -414,8 +414,8 @@ func (c *pipeConn) serve(ctx context.Context, s *pipeSession) (finished bool) {
 
 	tick := c.p.tick
 	var deadline, nextSweep time.Time
+	now := time.Now()
 	for {
-		now := time.Now()
 		if ctx.Err() != nil {
 			// The run ended with these calls outstanding: not the
 			// server's failure, so not recorded.
@@ -454,9 +454,10 @@ func (c *pipeConn) serve(ctx context.Context, s *pipeSession) (finished bool) {
 			return false
 		}
 		m, err := s.st.Read(c.buf[c.n:])
+		now = time.Now()
 		if m > 0 {
 			c.n += m
-			if e := c.chunk(ctx, s, time.Now()); e != nil {
+			if e := c.chunk(ctx, s, now); e != nil {
 				c.end(s, e)
 				return false
 			}
@@ -589,7 +590,7 @@ func (c *pipeConn) answer(ctx context.Context, s *pipeSession, line []byte, now 
 		e = rpcError(c.msg.Error)
 	} else {
 		c.want = render(c.want[:0], st.expect, &sl.vars)
-		if !c.vf.quick(step, result, c.want) {
+		if !c.vf.quick(step, st, result, c.want) {
 			if fast {
 				// Not the shape learned: decode it all, as if the fast
 				// path were not there.

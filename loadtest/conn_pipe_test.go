@@ -117,12 +117,12 @@ func TestVerifierShape(t *testing.T) {
 	}
 	require.Nil(t, vf.checkLearn(0, &st, res("mcpload abc 1"), []byte("mcpload abc 1")))
 	require.NotNil(t, vf.shapes[0].prefix)
-	assert.True(t, vf.quick(0, res("mcpload xyz 22"), []byte("mcpload xyz 22")))
-	assert.False(t, vf.quick(0, res("mcpload xyz 22"), []byte("mcpload xyz 23")), "another text")
-	assert.False(t, vf.quick(0, res("mcpload xyz 22"), []byte("mcpload xyz 2")), "a shorter text")
-	assert.False(t, vf.quick(0, []byte(`{"content":[{"type":"text","text":"a"}],"isError":true}`), []byte("a")), "another shape")
-	assert.False(t, vf.quick(0, res(`a\"b`), []byte(`a"b`)), "a text JSON escapes is left to check")
-	assert.False(t, vf.quick(1, res("a"), []byte("a")), "a step not learned")
+	assert.True(t, vf.quick(0, &st, res("mcpload xyz 22"), []byte("mcpload xyz 22")))
+	assert.False(t, vf.quick(0, &st, res("mcpload xyz 22"), []byte("mcpload xyz 23")), "another text")
+	assert.False(t, vf.quick(0, &st, res("mcpload xyz 22"), []byte("mcpload xyz 2")), "a shorter text")
+	assert.False(t, vf.quick(0, &st, []byte(`{"content":[{"type":"text","text":"a"}],"isError":true}`), []byte("a")), "another shape")
+	assert.False(t, vf.quick(0, &st, res(`a\"b`), []byte(`a"b`)), "a text JSON escapes is left to check")
+	assert.False(t, vf.quick(1, &st, res("a"), []byte("a")), "a step not learned")
 
 	// A text that occurs twice gives no prefix: the exact answer is
 	// remembered instead.
@@ -130,20 +130,20 @@ func TestVerifierShape(t *testing.T) {
 	twice := []byte(`{"content":[{"type":"text","text":"dup"}],"meta":"dup"}`)
 	require.Nil(t, vf2.checkLearn(0, &st, twice, []byte("dup")))
 	assert.Nil(t, vf2.shapes[0].prefix)
-	assert.True(t, vf2.quick(0, twice, []byte("dup")))
-	assert.False(t, vf2.quick(0, twice, []byte("dupe")))
+	assert.True(t, vf2.quick(0, &st, twice, []byte("dup")))
+	assert.False(t, vf2.quick(0, &st, twice, []byte("dupe")))
 
 	// A text that is not the checked one is not learned as the shape.
 	var vf3 verifier
 	other := []byte(`{"content":[{"type":"text","text":"hello"},{"type":"text","text":"second"}]}`)
 	st3 := Step{Name: "x", Method: "tools/call", Match: MatchEqual}
 	require.Nil(t, vf3.checkLearn(0, &st3, other, []byte("hello")))
-	assert.False(t, vf3.quick(0, []byte(`{"content":[{"type":"text","text":"hello"},{"type":"text","text":"other"}]}`), []byte("other")))
+	assert.False(t, vf3.quick(0, &st3, []byte(`{"content":[{"type":"text","text":"hello"},{"type":"text","text":"other"}]}`), []byte("other")))
 
 	// A wrong answer is never learned.
 	var vf4 verifier
 	assert.NotNil(t, vf4.checkLearn(0, &st, res("wrong"), []byte("right")))
-	assert.False(t, vf4.quick(0, res("right"), []byte("right")))
+	assert.False(t, vf4.quick(0, &st, res("right"), []byte("right")))
 }
 
 // TestPipelinedAnswerShapes runs the pipelined driver against servers that

@@ -173,6 +173,9 @@ func (r *recorder) result(cfg *Config, span time.Duration) *Result {
 		}
 		s.mu.Unlock()
 	}
+	if len(steps) == 1 {
+		steps[0] = all // recorded in the run's histogram only
+	}
 	for i := range res.Steps {
 		res.Steps[i].P50 = us(steps[i].ValueAtQuantile(50))
 		res.Steps[i].P99 = us(steps[i].ValueAtQuantile(99))

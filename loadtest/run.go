@@ -604,7 +604,9 @@ func (s *shard) recordOK(recs []okRec, now time.Time) {
 		sum += int64(lat)
 		_ = s.hist.RecordValue(int64(lat))
 		st := &s.steps[rec.step]
-		_ = st.hist.RecordValue(int64(lat))
+		if len(s.steps) > 1 {
+			_ = st.hist.RecordValue(int64(lat))
+		}
 		st.ok++
 	}
 	s.mu.Unlock()
@@ -634,7 +636,9 @@ func (s *shard) record(step int, lat time.Duration, err error, now time.Time) {
 		return
 	}
 	_ = s.hist.RecordValue(int64(lat))
-	_ = st.hist.RecordValue(int64(lat))
+	if len(s.steps) > 1 { // one step's latencies are the run's
+		_ = st.hist.RecordValue(int64(lat))
+	}
 	st.ok++
 	s.mu.Unlock()
 	slot.ok.Add(1)
