@@ -25,6 +25,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +43,7 @@ func main() {
 	flag.IntVar(&o.pid, "pid", 0, "server process whose CPU time per answer is read from /proc")
 	flag.StringVar(&o.text, "text", "refclient abcdefgh 12345", "the echo tool's text argument (sent as is: no JSON escaping)")
 	flag.StringVar(&o.jsonOut, "json", "", "write the result as JSON to `file` (- for stdout, replacing the text line)")
+	cpuProfile := flag.String("cpuprofile", "", "write refclient's own CPU profile to `file`")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: refclient [flags] tcp://host:port\n\n")
 		flag.PrintDefaults()
@@ -56,7 +58,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "refclient: -c, -inflight and -duration must be positive")
 		os.Exit(2)
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "refclient:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+	}
 	res, err := run(&o)
+	pprof.StopCPUProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "refclient:", err)
 		os.Exit(1)
