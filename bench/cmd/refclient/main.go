@@ -199,7 +199,8 @@ func run(o *options) (*result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := k.loop(); err != nil && !stopping.Load() {
+			// loop returns when the connection fails, or is closed at the end.
+			if err := k.loop(); !stopping.Load() {
 				loopErr <- err
 			}
 		}()
