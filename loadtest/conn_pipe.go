@@ -205,12 +205,13 @@ type pipeConn struct {
 	w pipeWriter
 }
 
+// pipeWriter is the state of whoever writes, under the session's wmu.
 type pipeWriter struct {
-	rng   rand64
-	seq   uint64
-	gen   []uint64
-	local []int32
-	out   []byte
+	rng    rand64
+	seq    uint64
+	gen    []uint64
+	out    []byte
+	maxReq int // the longest request rendered
 }
 
 // pipeSession is one connection's current session.
@@ -222,6 +223,10 @@ type pipeSession struct {
 	extra []byte      // answers to the server's requests, sent with them
 	werr  error       // why the writer stopped, when a write failed
 	wfail atomic.Bool // werr is set
+
+	wmu      sync.Mutex  // held to write: by the writer, or the reader writing itself
+	wdl      time.Time   // the write deadline set, under wmu
+	hasExtra atomic.Bool // extra holds bytes
 
 	wake    chan struct{} // the writer has work
 	wdone   chan struct{} // the writer has returned
@@ -443,7 +448,7 @@ func (c *pipeConn) serve(ctx context.Context, s *pipeSession) (finished bool) {
 			return false
 		}
 		if !now.Before(nextSweep) {
-			c.sweep(s, now)
+			c.sweep(ctx, s, now)
 			nextSweep = now.Add(tick)
 		}
 		if s.stopped.Load() && c.idle() {
@@ -514,7 +519,9 @@ func (c *pipeConn) chunk(ctx context.Context, s *pipeSession, now time.Time) *Er
 		c.recs = c.recs[:0]
 		c.p.done(now)
 	}
-	c.release(s)
+	if fatal == nil {
+		c.flush(ctx, s, now)
+	}
 	return fatal
 }
 
@@ -571,10 +578,7 @@ func (c *pipeConn) answer(ctx context.Context, s *pipeSession, line []byte, now 
 			s.mu.Lock()
 			s.extra = answerServer(s.extra, &c.msg)
 			s.mu.Unlock()
-			select {
-			case s.wake <- struct{}{}:
-			default:
-			}
+			s.hasExtra.Store(true) // sent with the next requests
 			return nil
 		}
 		var err error
@@ -631,7 +635,7 @@ func (c *pipeConn) answer(ctx context.Context, s *pipeSession, line []byte, now 
 }
 
 // sweep fails the requests outstanding longer than the timeout.
-func (c *pipeConn) sweep(s *pipeSession, now time.Time) {
+func (c *pipeConn) sweep(ctx context.Context, s *pipeSession, now time.Time) {
 	limit := c.p.cfg.Timeout
 	for i := range c.slots {
 		sl := &c.slots[i]
@@ -646,7 +650,7 @@ func (c *pipeConn) sweep(s *pipeSession, now time.Time) {
 			c.p.done(now)
 		}
 	}
-	c.release(s)
+	c.flush(ctx, s, now)
 }
 
 // idle reports whether no request is outstanding.
@@ -706,14 +710,19 @@ func (c *pipeConn) settle(s *pipeSession, cause *Error) {
 	c.n = 0
 }
 
-// write is the session's writer: each time it is woken, it sends a
-// request for every free slot, in one write, until the run has no more for
-// it.
+// inlineWindow bounds the bytes of requests in flight on a connection
+// for its reader to write them itself: a window that small fits the
+// kernel's buffers (a pipe's 64 KiB, a socket's), so the write does not
+// wait on a server that is itself waiting for mcpload to read. Larger
+// windows are written by the session's writer goroutine.
+const inlineWindow = 32 << 10
+
+// write is the session's writer goroutine: it sends the first requests,
+// and the next ones whenever the reader hands it slots instead of writing
+// them itself, until the run has no more for it.
 func (c *pipeConn) write(ctx context.Context, s *pipeSession) {
 	defer close(s.wdone)
-	w := &c.w
-	p := c.p
-	var wdl time.Time // the write deadline set
+	var local []int32
 	for {
 		select {
 		case <-s.wake:
@@ -724,46 +733,57 @@ func (c *pipeConn) write(ctx context.Context, s *pipeSession) {
 		if s.dead.Load() {
 			return
 		}
-		now := time.Now()
-		stop := c.batch(ctx, s, now)
-		if len(w.out) > 0 {
-			if wdl.Sub(now) < p.cfg.Timeout/2 {
-				wdl = now.Add(p.cfg.Timeout)
-				_ = s.st.SetWriteDeadline(wdl)
-			}
-			if _, err := s.st.Write(w.out); err != nil {
-				s.mu.Lock()
-				s.werr = err
-				s.mu.Unlock()
-				s.wfail.Store(true)
-				_ = s.st.SetReadDeadline(time.Unix(1, 0)) // wake the reader
-				return
-			}
-		}
-		if cap(w.out) > 1<<20 {
-			w.out = nil
-		}
-		if stop {
-			s.stopped.Store(true)
-			_ = s.st.SetReadDeadline(time.Unix(1, 0)) // wake the reader
+		s.wmu.Lock()
+		s.mu.Lock()
+		local, s.free = s.free, local[:0]
+		s.mu.Unlock()
+		stop, err := c.send(ctx, s, time.Now(), local)
+		s.wmu.Unlock()
+		if err != nil || stop {
+			// The reader is woken to see why the writer is done.
+			_ = s.st.SetReadDeadline(time.Unix(1, 0))
 			return
 		}
 	}
 }
 
-// batch renders into w.out a request for every free slot (and the answers
-// to the server's requests), and reports whether the run has no more
-// requests for the connection.
-func (c *pipeConn) batch(ctx context.Context, s *pipeSession, now time.Time) (stop bool) {
+// flush sends the requests of the slots the reader freed: itself when the
+// window is small and the writer is not writing, else through the writer.
+func (c *pipeConn) flush(ctx context.Context, s *pipeSession, now time.Time) {
+	if len(c.freed) == 0 && !s.hasExtra.Load() {
+		return
+	}
+	if s.wmu.TryLock() {
+		if c.w.maxReq*int(c.k) <= inlineWindow {
+			_, _ = c.send(ctx, s, now, c.freed) // the reader's loop sees what it set
+			s.wmu.Unlock()
+			c.freed = c.freed[:0]
+			return
+		}
+		s.wmu.Unlock()
+	}
+	c.release(s)
+}
+
+// send writes a request for each of slots, after the answers to the
+// server's requests, all at once, and reports whether the run has no more
+// requests for the connection. A write error is also kept in the session,
+// for the reader. The caller holds s.wmu.
+func (c *pipeConn) send(ctx context.Context, s *pipeSession, now time.Time, slots []int32) (stop bool, err error) {
+	if s.stopped.Load() {
+		return true, nil
+	}
 	w := &c.w
 	p := c.p
-	s.mu.Lock()
-	w.local, s.free = s.free, w.local[:0]
-	w.out = append(w.out[:0], s.extra...)
-	s.extra = s.extra[:0]
-	s.mu.Unlock()
-
-	n := len(w.local)
+	w.out = w.out[:0]
+	if s.hasExtra.Load() {
+		s.mu.Lock()
+		w.out = append(w.out, s.extra...)
+		s.extra = s.extra[:0]
+		s.hasExtra.Store(false)
+		s.mu.Unlock()
+	}
+	n := len(slots)
 	stop = p.finished(ctx, now)
 	measured := !now.Before(p.meas)
 	if stop {
@@ -774,7 +794,7 @@ func (c *pipeConn) batch(ctx context.Context, s *pipeSession, now time.Time) (st
 		}
 	}
 	var maxID uint64
-	for _, i := range w.local[:n] {
+	for _, i := range slots[:n] {
 		sl := &c.slots[i]
 		w.seq++
 		step := p.m.pick(&w.rng)
@@ -784,19 +804,39 @@ func (c *pipeConn) batch(ctx context.Context, s *pipeSession, now time.Time) (st
 		w.gen[i]++
 		id := w.gen[i]*c.k + uint64(i) + 1
 		maxID = max(maxID, id)
+		start := len(w.out)
 		w.out = append(w.out, envelopeHead...)
 		w.out = strconv.AppendUint(w.out, id, 10)
 		w.out = append(w.out, p.heads[step]...)
 		w.out = render(w.out, st.params, &sl.vars)
 		w.out = append(w.out, '}', '\n')
+		w.maxReq = max(w.maxReq, len(w.out)-start)
 	}
 	if maxID > s.maxID.Load() {
 		s.maxID.Store(maxID)
 	}
-	for _, i := range w.local[:n] {
+	for _, i := range slots[:n] {
 		c.slots[i].id.Store(w.gen[i]*c.k + uint64(i) + 1)
 	}
-	return stop
+	if len(w.out) > 0 {
+		if s.wdl.Sub(now) < p.cfg.Timeout/2 {
+			s.wdl = now.Add(p.cfg.Timeout)
+			_ = s.st.SetWriteDeadline(s.wdl)
+		}
+		if _, err = s.st.Write(w.out); err != nil {
+			s.mu.Lock()
+			s.werr = err
+			s.mu.Unlock()
+			s.wfail.Store(true)
+		}
+	}
+	if cap(w.out) > 1<<20 {
+		w.out = nil
+	}
+	if stop {
+		s.stopped.Store(true)
+	}
+	return stop, err
 }
 
 // pipeLoad is the pipelined driver as Run's load.
