@@ -300,7 +300,7 @@ func (r *coresReport) markdown() string {
 		coresHTTPConns, coresTCPConns, coresInFlight, coresTCPConns, coresInFlight, c.rounds)
 	b.WriteString("- **Server CPU/call** is the server process's user+system time from /proc over the measured phase per call answered; **load CPU/call** the load generator's own. Requests/s is the pair's: on few cores the load generator can be what limits it, and CPU per call is the figure that decides.\n\n")
 
-	b.WriteString("| server cores | load cores | HTTP mcpedge req/s | ÷ floor | CPU/call ÷ floor | mcp-go req/s | go-sdk req/s | TCP mcpedge req/s | ÷ floor | CPU/call ÷ floor | mcpload ÷ refclient vs floor | vs mcpedge |\n")
+	b.WriteString("| server cores | load cores | HTTP mcpedge req/s | ÷ floor | CPU/call ÷ floor | mcp-go req/s | go-sdk req/s | TCP mcpedge req/s | ÷ floor | CPU/call ÷ floor | mcpload ÷ refclient, floor | mcpload ÷ refclient, mcpedge |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.ran {
 		he, hf := r.find(s, "http", "mcpedge", "mcpload"), r.find(s, "http", "floor", "mcpload")
