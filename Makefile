@@ -26,7 +26,7 @@ CONFORMANCE_DEPS := $(CONFORMANCE)/node_modules/.package-lock.json
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "Variables: FUZZTIME=$(FUZZTIME) TEST_TIMEOUT=$(TEST_TIMEOUT) GO=$(GO)"
+	@echo "Variables: FUZZTIME=$(FUZZTIME) TEST_TIMEOUT=$(TEST_TIMEOUT) CORES=$(CORES) GO=$(GO)"
 
 build: ## Build bin/mcpedge (and bin/mcpload once cmd/mcpload exists)
 	$(GO) build -o $(MCPEDGE) ./cmd/mcpedge
@@ -59,7 +59,7 @@ lint: ## gofmt, go vet, staticcheck (pinned) and a tidy go.mod, for the module a
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) mod tidy -diff
-	cd bench && $(GO) vet ./... && $(GO) mod tidy -diff
+	cd bench && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) mod tidy -diff
 
 bench: ## Run the Go micro benchmarks (allocations reported)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
@@ -107,9 +107,16 @@ $(CONFORMANCE_DEPS): $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.jso
 clean: ## Remove bin/ and the interop node_modules
 	rm -rf $(BIN) $(INTEROP)/node_modules $(CONFORMANCE)/node_modules
 
-.PHONY: bench-peers
+.PHONY: bench-peers bench-cores
 bench-peers: ## Compare mcpedge with go-sdk, mcp-go and bare fasthttp/gnet floors; writes docs/benchmarks.md (about 15 min)
 	cd bench && $(GO) run ./cmd/benchpeers -root .. -out ../docs/benchmarks.md
+
+# Server core counts for bench-cores; those that leave the load no core
+# are skipped (on 2 CPUs only 1 runs).
+CORES ?= 1,2,4,8
+
+bench-cores: ## Scaling: each server pinned (taskset, GOMAXPROCS) to S of CORES cores, the load to the rest; writes the scaling section of docs/benchmarks.md (about 2 min per S)
+	cd bench && $(GO) run ./cmd/benchpeers -cores $(CORES) -root .. -out ../docs/benchmarks.md
 
 .PHONY: conformance-client
 conformance-client: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suite's client scenarios against cmd/conformance-client (in a loopback-only network namespace)

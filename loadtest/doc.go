@@ -26,10 +26,20 @@
 //
 // By default mcpload uses its own lean connections: a fasthttp HostClient
 // (PipelineClient when more than one request is in flight per connection)
-// for HTTP, whose answers may be JSON or SSE, and for TCP and stdio a
-// stream multiplexed by id with a fixed slot, buffer and timer per
-// in-flight request. Config.Client runs the same load through the client
-// library's Pool instead.
+// for HTTP, whose answers may be JSON or SSE. Over TCP and stdio a closed
+// loop is pipelined (conn_pipe.go): each connection has a reader, which
+// reads answers in large chunks, matches them to their slots by id,
+// verifies them (by a byte comparison against the answer's shape learned
+// from the first one fully decoded, else by decoding), records a chunk at
+// a time and sends the freed slots' next requests in one write, and a
+// writer goroutine for what the reader does not send itself; timeouts are
+// a sweep of the slots, not a timer per request, and no message allocates.
+// It is meant never to be what limits a measurement: bench/cmd/refclient,
+// the least a pipelined client can do, is its yardstick (make
+// bench-cores). Open loop over TCP and stdio uses a stream multiplexed by
+// id with a goroutine, slot and timer per in-flight request.
+// Config.Client runs the same load through the client library's Pool
+// instead.
 //
 // # JSON output
 //
@@ -55,6 +65,7 @@
 //	steps [{name, method, requests, errors, p50_us, p99_us}]
 //	timeline [{t, ok, errors, mean_us}]  one per second of the measured phase
 //	server {pid, cpu_s, cpu_per_request_us, rss_bytes}   with -pid (stdio: the child)
+//	load {cpu_s, cpu_per_request_us}   mcpload's own CPU time (load mode)
 //	sessions {requested, opened, failed, open_s, opened_per_s,
 //	          rss_before_bytes, rss_after_bytes, rss_per_session_bytes, first_error}
 //	fanout {subscribers, subscribed, updates, expected, delivered, lost,

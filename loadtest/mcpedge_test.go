@@ -2,10 +2,11 @@ package loadtest
 
 import (
 	"context"
-	"github.com/mcpedge/mcpedge/internal/testserver"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/mcpedge/mcpedge/internal/testserver"
 
 	"github.com/mcpedge/mcpedge/engine"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
@@ -118,4 +119,5 @@ func TestStdioTarget(t *testing.T) {
 	assert.Equal(t, 4, res.InFlight)
 	require.NotNil(t, res.Server, "the stdio child is measured")
 	assert.Positive(t, res.Server.PID)
+	assert.Positive(t, res.Server.RSSBytes, "the child is read before it is stopped")
 }

@@ -56,6 +56,7 @@ type Result struct {
 	Timeline    []SecondResult    `json:"timeline,omitempty"`
 
 	Server     *ServerStats     `json:"server,omitempty"`
+	Load       *LoadStats       `json:"load,omitempty"`
 	Sessions   *SessionsResult  `json:"sessions,omitempty"`
 	Fanout     *FanoutResult    `json:"fanout,omitempty"`
 	Soak       *SoakResult      `json:"soak,omitempty"`
@@ -113,6 +114,14 @@ type ServerStats struct {
 	RSSBytes        int64   `json:"rss_bytes"` // at the end
 }
 
+// LoadStats is mcpload's own CPU time over the measured phase (load mode),
+// from /proc/self/stat: the load generator's cost, to set beside the
+// server's.
+type LoadStats struct {
+	CPUSeconds      float64 `json:"cpu_s"`
+	CPUPerRequestUS float64 `json:"cpu_per_request_us"`
+}
+
 // ThresholdResult is the outcome of Check.
 type ThresholdResult struct {
 	MaxP99US     float64  `json:"max_p99_us,omitempty"`
@@ -163,6 +172,9 @@ func (r *recorder) result(cfg *Config, span time.Duration) *Result {
 			}
 		}
 		s.mu.Unlock()
+	}
+	if len(steps) == 1 {
+		steps[0] = all // recorded in the run's histogram only
 	}
 	for i := range res.Steps {
 		res.Steps[i].P50 = us(steps[i].ValueAtQuantile(50))
@@ -310,6 +322,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 	if s := r.Server; s != nil {
 		fmt.Fprintf(&b, "server     pid %d: cpu %.2fs, %.1fµs per request; rss %.1f MiB\n", s.PID, s.CPUSeconds, s.CPUPerRequestUS, float64(s.RSSBytes)/(1<<20))
+	}
+	if l := r.Load; l != nil {
+		fmt.Fprintf(&b, "mcpload    cpu %.2fs, %.2fµs per request\n", l.CPUSeconds, l.CPUPerRequestUS)
 	}
 	r.writeThresholds(&b)
 	_, err := io.WriteString(w, b.String())

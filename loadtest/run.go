@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -119,65 +120,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := &sessionOpts{timeout: cfg.Timeout, maxFrame: cfg.MaxMessage}
-	// nHolders connections, perHolder workers on each.
-	nHolders, perHolder := cfg.Connections, cfg.InFlight
-	var d dialer
-	if cfg.Client {
-		nHolders, perHolder = 1, cfg.Connections*cfg.InFlight // one holder: the pool
-		pd, err := newPoolDialer(ctx, cfg.Target, cfg.Connections, cfg.Strategy, opts, cfg.Stderr)
-		if err != nil {
-			return nil, fmt.Errorf("loadtest: no connection to %s: %w", cfg.Target, err)
-		}
-		d = pd
+	var ld load
+	if cfg.pipelined() {
+		ld, err = newPipeLoad(ctx, &cfg, m)
 	} else {
-		d, err = newDialer(cfg.Target, cfg.Connections, cfg.InFlight, opts, cfg.Stderr)
-		if err != nil {
-			return nil, err
-		}
+		ld, err = newWorkerLoad(ctx, &cfg, m)
 	}
-	defer d.close()
-
-	r := newRecorder(m, nHolders*perHolder)
-	holders := make([]*holder, nHolders)
-	var wg sync.WaitGroup
-	var connErr error
-	var mu sync.Mutex
-	for i := range holders {
-		holders[i] = &holder{d: d, inflight: perHolder}
-		wg.Add(1)
-		go func(h *holder) {
-			defer wg.Done()
-			if _, err := h.get(ctx); err != nil {
-				mu.Lock()
-				connErr = err
-				mu.Unlock()
-			}
-		}(holders[i])
+	if err != nil {
+		return nil, err
 	}
-	wg.Wait()
-	alive := 0
-	for _, h := range holders {
-		if h.s != nil {
-			alive++
-		}
-	}
-	defer func() {
-		for _, h := range holders {
-			h.close()
-		}
-	}()
-	if alive == 0 {
-		return nil, fmt.Errorf("loadtest: no connection to %s: %w", cfg.Target, connErr)
-	}
-	r.setupFailures = int64(nHolders - alive)
-	if connErr != nil {
-		r.setupSample = connErr.Error()
-	}
+	defer ld.close()
+	r := ld.recorder()
 
 	pid := cfg.PID
 	if pid == 0 {
-		pid = d.pid()
+		pid = ld.pid()
 	}
 
 	// The run's clock: warm-up from start, measurement from measStart.
@@ -198,8 +155,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		defer c2()
 	}
 
-	var cpu0 time.Duration
-	cpuOK := false
+	var cpu0, self0 time.Duration
+	cpuOK, selfOK := false, false
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
@@ -215,29 +172,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				cpu0, cpuOK = c, true
 			}
 		}
+		if c, err := ProcCPU(os.Getpid()); err == nil {
+			self0, selfOK = c, true
+		}
 	}()
 
-	var tickets atomic.Int64
-	workers := nHolders * perHolder
-	var lastDone atomic.Int64 // unix nanos of the last measured answer
-	wg = sync.WaitGroup{}
-	for w := 0; w < workers; w++ {
-		wk := &worker{
-			id: w, conn: w / perHolder, h: holders[w/perHolder], m: m, r: r,
-			rng:  rand64{s: uint64(start.UnixNano()) ^ uint64(w+1)*0x9e3779b97f4a7c15},
-			cfg:  &cfg,
-			meas: measStart, end: end, tickets: &tickets, lastDone: &lastDone,
-		}
-		if cfg.Rate > 0 {
-			wk.interval = time.Duration(float64(time.Second) * float64(workers) / cfg.Rate)
-			wk.next = start.Add(time.Duration(float64(wk.interval) * float64(w) / float64(workers)))
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wk.run(stopCtx)
-		}()
-	}
+	var wg sync.WaitGroup
+	ld.launch(stopCtx, start, measStart, end, &wg)
 
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -276,10 +217,18 @@ loop:
 	if !end.IsZero() && finish.After(end) {
 		finish = end
 	}
-	if ld := lastDone.Load(); cfg.Requests > 0 && ld > 0 {
+	if ld := ld.lastDone(); cfg.Requests > 0 && ld > 0 {
 		finish = time.Unix(0, ld)
 	}
 	res := r.result(&cfg, finish.Sub(measStart))
+	if c1, err := ProcCPU(os.Getpid()); err == nil && selfOK {
+		// Measured to the end of the run, which finish may precede by the
+		// calls still outstanding at the end: close enough for a cost.
+		res.Load = &LoadStats{CPUSeconds: (c1 - self0).Seconds()}
+		if n := res.Requests; n > 0 {
+			res.Load.CPUPerRequestUS = float64(c1-self0) / float64(time.Microsecond) / float64(n)
+		}
+	}
 	if pid > 0 {
 		res.Server = &ServerStats{PID: pid}
 		if cpuOK {
@@ -295,6 +244,127 @@ loop:
 		}
 	}
 	return res, nil
+}
+
+// pipelined reports whether the run takes the pipelined driver
+// (conn_pipe.go): closed loop over a stream, without the client library.
+func (c *Config) pipelined() bool {
+	return !c.Client && c.Rate == 0 && (c.Target.Transport == "tcp" || c.Target.Transport == "stdio")
+}
+
+// load is how a run puts its load on: workers calling through sessions,
+// or the pipelined connections.
+type load interface {
+	recorder() *recorder
+	// pid is the server process the load started (stdio), or 0.
+	pid() int
+	// launch starts the load's goroutines in wg; they return when the run
+	// has no more for them or ctx ends.
+	launch(ctx context.Context, start, measStart, end time.Time, wg *sync.WaitGroup)
+	// lastDone is the unix nanos of the last measured answer.
+	lastDone() int64
+	close()
+}
+
+// workerLoad is a worker per request in flight, each calling through its
+// connection's session: the path of HTTP, open loop and the client library.
+type workerLoad struct {
+	cfg       *Config
+	m         *mix
+	r         *recorder
+	d         dialer
+	holders   []*holder
+	perHolder int
+	tickets   atomic.Int64
+	last      atomic.Int64
+}
+
+func newWorkerLoad(ctx context.Context, cfg *Config, m *mix) (*workerLoad, error) {
+	opts := &sessionOpts{timeout: cfg.Timeout, maxFrame: cfg.MaxMessage}
+	// nHolders connections, perHolder workers on each.
+	nHolders, perHolder := cfg.Connections, cfg.InFlight
+	var d dialer
+	if cfg.Client {
+		nHolders, perHolder = 1, cfg.Connections*cfg.InFlight // one holder: the pool
+		pd, err := newPoolDialer(ctx, cfg.Target, cfg.Connections, cfg.Strategy, opts, cfg.Stderr)
+		if err != nil {
+			return nil, fmt.Errorf("loadtest: no connection to %s: %w", cfg.Target, err)
+		}
+		d = pd
+	} else {
+		var err error
+		d, err = newDialer(cfg.Target, cfg.Connections, cfg.InFlight, opts, cfg.Stderr)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	wl := &workerLoad{cfg: cfg, m: m, d: d, perHolder: perHolder, r: newRecorder(m, nHolders*perHolder)}
+	wl.holders = make([]*holder, nHolders)
+	var wg sync.WaitGroup
+	var connErr error
+	var mu sync.Mutex
+	for i := range wl.holders {
+		wl.holders[i] = &holder{d: d, inflight: perHolder}
+		wg.Add(1)
+		go func(h *holder) {
+			defer wg.Done()
+			if _, err := h.get(ctx); err != nil {
+				mu.Lock()
+				connErr = err
+				mu.Unlock()
+			}
+		}(wl.holders[i])
+	}
+	wg.Wait()
+	alive := 0
+	for _, h := range wl.holders {
+		if h.s != nil {
+			alive++
+		}
+	}
+	if alive == 0 {
+		wl.close()
+		return nil, fmt.Errorf("loadtest: no connection to %s: %w", cfg.Target, connErr)
+	}
+	wl.r.setupFailures = int64(nHolders - alive)
+	if connErr != nil {
+		wl.r.setupSample = connErr.Error()
+	}
+	return wl, nil
+}
+
+func (wl *workerLoad) recorder() *recorder { return wl.r }
+func (wl *workerLoad) pid() int            { return wl.d.pid() }
+func (wl *workerLoad) lastDone() int64     { return wl.last.Load() }
+
+func (wl *workerLoad) close() {
+	for _, h := range wl.holders {
+		h.close()
+	}
+	wl.d.close()
+}
+
+func (wl *workerLoad) launch(ctx context.Context, start, measStart, end time.Time, wg *sync.WaitGroup) {
+	cfg := wl.cfg
+	workers := len(wl.holders) * wl.perHolder
+	for w := 0; w < workers; w++ {
+		wk := &worker{
+			id: w, conn: w / wl.perHolder, h: wl.holders[w/wl.perHolder], m: wl.m, r: wl.r,
+			rng:  rand64{s: uint64(start.UnixNano()) ^ uint64(w+1)*0x9e3779b97f4a7c15},
+			cfg:  cfg,
+			meas: measStart, end: end, tickets: &wl.tickets, lastDone: &wl.last,
+		}
+		if cfg.Rate > 0 {
+			wk.interval = time.Duration(float64(time.Second) * float64(workers) / cfg.Rate)
+			wk.next = start.Add(time.Duration(float64(wk.interval) * float64(w) / float64(workers)))
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wk.run(ctx)
+		}()
+	}
 }
 
 // holder is a connection's current session, re-dialled when it breaks.
@@ -513,15 +583,42 @@ func (s *shard) sample(k ErrorKind, err error) {
 	}
 }
 
-func (s *shard) record(step int, lat time.Duration, err error, now time.Time) {
-	sec := int(now.Sub(s.r.t0) / time.Second)
+// slotAt returns the timeline's slot of now.
+func (r *recorder) slotAt(now time.Time) *second {
+	sec := int(now.Sub(r.t0) / time.Second)
 	if sec < 0 {
 		sec = 0
 	}
-	if sec >= len(s.r.slots) {
-		sec = len(s.r.slots) - 1
+	if sec >= len(r.slots) {
+		sec = len(r.slots) - 1
 	}
-	slot := &s.r.slots[sec]
+	return &r.slots[sec]
+}
+
+// recordOK records verified answers that came at once, under one lock.
+func (s *shard) recordOK(recs []okRec, now time.Time) {
+	var sum int64
+	s.mu.Lock()
+	for _, rec := range recs {
+		lat := min(rec.lat, maxLatency)
+		sum += int64(lat)
+		_ = s.hist.RecordValue(int64(lat))
+		st := &s.steps[rec.step]
+		if len(s.steps) > 1 {
+			_ = st.hist.RecordValue(int64(lat))
+		}
+		st.ok++
+	}
+	s.mu.Unlock()
+	n := int64(len(recs))
+	s.n.Add(n)
+	slot := s.r.slotAt(now)
+	slot.ok.Add(n)
+	slot.latNS.Add(sum)
+}
+
+func (s *shard) record(step int, lat time.Duration, err error, now time.Time) {
+	slot := s.r.slotAt(now)
 	if lat > maxLatency {
 		lat = maxLatency
 	}
@@ -539,7 +636,9 @@ func (s *shard) record(step int, lat time.Duration, err error, now time.Time) {
 		return
 	}
 	_ = s.hist.RecordValue(int64(lat))
-	_ = st.hist.RecordValue(int64(lat))
+	if len(s.steps) > 1 { // one step's latencies are the run's
+		_ = st.hist.RecordValue(int64(lat))
+	}
 	st.ok++
 	s.mu.Unlock()
 	slot.ok.Add(1)

@@ -44,6 +44,9 @@ type Step struct {
 	Match  Match
 
 	params, expect []part
+	// plainExpect: every rendering of Expect is plain (verify.go), for
+	// the placeholders' values all are.
+	plainExpect bool
 }
 
 // part is a literal or a placeholder of a compiled template.
@@ -296,6 +299,12 @@ func newMix(steps []Step) (*mix, error) {
 		}
 		if st.expect, err = compile(st.Expect); err != nil {
 			return nil, err
+		}
+		st.plainExpect = true
+		for _, p := range st.expect {
+			if p.ph == phNone && !plain([]byte(p.lit)) {
+				st.plainExpect = false
+			}
 		}
 		if st.Params != "" {
 			// A rendering with sample values must be a JSON object.

@@ -45,6 +45,99 @@ func (v *resultView) reset() {
 type verifier struct {
 	view resultView
 	text []byte
+	// shapes learned per step index, for quick.
+	shapes []shape
+	probes uint64
+}
+
+// shape is what a verifier learned of a step's answers from the first one
+// that passed check, so that the answers after it can be verified with a
+// byte comparison instead of a decode.
+//
+// For a step whose checked text must equal the expectation, it is the
+// result around that text: any result that is prefix, the expectation
+// (plain: no byte JSON would escape) and suffix is the learned document
+// with the one string changed, so it passes check exactly when the
+// learned one with that string did, which learn makes sure of with a
+// probe. Otherwise it is the last result that passed and its expectation:
+// check depends on nothing else, so an identical pair passes again.
+type shape struct {
+	prefix, suffix []byte
+	last, lastWant []byte
+	known          bool
+}
+
+// quick reports whether result is certainly right for the request of the
+// step with index step, by the shape learned; false means "decode and
+// check it".
+func (vf *verifier) quick(step int, st *Step, result, want []byte) bool {
+	if step >= len(vf.shapes) {
+		return false
+	}
+	sh := &vf.shapes[step]
+	switch {
+	case !sh.known:
+		return false
+	case sh.prefix != nil:
+		np := len(sh.prefix)
+		return len(result) == np+len(want)+len(sh.suffix) &&
+			string(result[:np]) == string(sh.prefix) &&
+			string(result[np+len(want):]) == string(sh.suffix) &&
+			string(result[np:np+len(want)]) == string(want) &&
+			(st.plainExpect || plain(want))
+	}
+	return string(result) == string(sh.last) && string(want) == string(sh.lastWant)
+}
+
+// checkLearn is check, learning the step's shape from the first answer
+// that passes.
+func (vf *verifier) checkLearn(step int, st *Step, result, want []byte) *Error {
+	e := vf.check(st, result, want)
+	if e != nil {
+		return e
+	}
+	if step >= len(vf.shapes) {
+		vf.shapes = append(vf.shapes, make([]shape, step+1-len(vf.shapes))...)
+	}
+	if sh := &vf.shapes[step]; !sh.known {
+		vf.learn(sh, st, result, want)
+	}
+	return nil
+}
+
+func (vf *verifier) learn(sh *shape, st *Step, result, want []byte) {
+	sh.known = true
+	if st.Match == MatchEqual && len(want) > 0 && plain(want) {
+		q := make([]byte, 0, len(want)+2)
+		q = append(append(append(q, '"'), want...), '"')
+		if i := bytes.Index(result, q); i >= 0 && bytes.LastIndex(result, q) == i {
+			prefix, suffix := result[:i+1], result[i+1+len(want):]
+			// The probe: the same document with another text must pass
+			// with that text expected, and fail with the learned one.
+			vf.probes++
+			probe := strconv.AppendUint([]byte("mcpload-shape-probe-"), vf.probes*0x9e3779b97f4a7c15, 36)
+			doc := append(append(append([]byte(nil), prefix...), probe...), suffix...)
+			if !bytes.Contains(prefix, probe) && !bytes.Contains(suffix, probe) &&
+				vf.check(st, doc, probe) == nil && vf.check(st, doc, want) != nil {
+				sh.prefix = append([]byte(nil), prefix...)
+				sh.suffix = append([]byte(nil), suffix...)
+				return
+			}
+		}
+	}
+	sh.last = append([]byte(nil), result...)
+	sh.lastWant = append([]byte(nil), want...)
+}
+
+// plain reports whether b is printable ASCII that JSON writes as is: no
+// quote, no backslash, no control byte.
+func plain(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // check verifies result, the raw result member of the answer to a request

@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -72,6 +73,8 @@ type options struct {
 	slowConsumerBytes         int
 	failUnexpected            bool
 
+	cpuProfile string // hidden: profiles mcpload itself
+
 	set map[string]bool // the flags given
 }
 
@@ -117,9 +120,20 @@ func parse(args []string, stderr io.Writer) (*options, string, error) {
 	fs.StringVar(&o.floodTool, "flood-tool", "count", "chaos mode: the tool a flood calls")
 	fs.StringVar(&o.floodArgs, "flood-args", `{"n":10,"delayMs":100}`, "chaos mode: its arguments, a JSON template")
 	fs.BoolVar(&o.failUnexpected, "fail-unexpected", false, "chaos mode: exit 1 when a hostile episode is unexpected or the server does not answer after the run")
+	// Hidden from the usage text: for work on mcpload itself.
+	hidden := map[string]bool{"cpuprofile": true}
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write mcpload's own CPU profile to `file`")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mcpload [flags] TARGET\n\nTARGET is tcp://host:port, http://host:port/path or stdio:command args...\n(flags go before TARGET; a stdio command line takes the rest of the arguments).\n\n")
-		fs.PrintDefaults()
+		shown := flag.NewFlagSet("mcpload", flag.ContinueOnError)
+		shown.SetOutput(stderr)
+		fs.VisitAll(func(f *flag.Flag) {
+			if !hidden[f.Name] {
+				shown.Var(f.Value, f.Name, f.Usage)
+				shown.Lookup(f.Name).DefValue = f.DefValue
+			}
+		})
+		shown.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, "", err
@@ -146,6 +160,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpload:", err)
 		return 2
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "mcpload: -cpuprofile:", err)
+			return 2
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			fmt.Fprintln(stderr, "mcpload: -cpuprofile:", err)
+			return 2
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
 	}
 	var bar *progressbar.ProgressBar
 	if tty && !o.quiet && o.jsonOut != "-" {

@@ -7,6 +7,12 @@
 // micro-benchmarks and writes the report.
 //
 //	cd bench && go run ./cmd/benchpeers -root .. -out ../docs/benchmarks.md
+//
+// With -cores it runs the scaling comparison instead (cores.go): each
+// server pinned to S cores, the load to the rest, for each S listed that
+// fits, and writes only its own section of the report.
+//
+//	cd bench && go run ./cmd/benchpeers -cores 1,2,4,8 -root .. -out ../docs/benchmarks.md
 package main
 
 import (
@@ -46,7 +52,7 @@ type config struct {
 
 func main() {
 	var c config
-	var conns, transports string
+	var conns, transports, cores string
 	flag.StringVar(&c.root, "root", "..", "the mcpedge repository root")
 	flag.StringVar(&c.out, "out", "", "write the report to `file` (default ROOT/docs/benchmarks.md)")
 	flag.StringVar(&c.bin, "bin", "", "build into `dir` (default a temporary directory)")
@@ -58,6 +64,7 @@ func main() {
 	flag.BoolVar(&c.micro, "micro", true, "run the Go micro-benchmarks too")
 	flag.StringVar(&c.microTime, "benchtime", "300ms", "-benchtime of the micro-benchmarks")
 	flag.StringVar(&transports, "transports", "http,tcp,stdio", "transports to measure")
+	flag.StringVar(&cores, "cores", "", "run the scaling comparison instead, for these server core counts (e.g. 1,2,4,8): servers pinned with taskset to S cores, the load to the rest; writes only the report's \"Scaling across cores\" section")
 	flag.DurationVar(&c.profile, "profile", 4*time.Second, "profile mcpedge in process (bench/cmd/profile) at 64 connections over HTTP and TCP for this long (0: skip)")
 	flag.Parse()
 	for _, f := range strings.Split(conns, ",") {
@@ -86,6 +93,20 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cores != "" {
+		var counts []int
+		for _, f := range strings.Split(cores, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				log.Fatalf("benchpeers: -cores %q: want server core counts, 1,2,4,8", cores)
+			}
+			counts = append(counts, n)
+		}
+		if err := runCores(ctx, &c, counts); err != nil {
+			log.Fatal("benchpeers: ", err)
+		}
+		return
+	}
 	if err := run(ctx, &c); err != nil {
 		log.Fatal("benchpeers: ", err)
 	}
@@ -139,6 +160,27 @@ func freePort() (string, error) {
 }
 
 func start(p peer, wantHTTP, wantTCP bool) (*server, error) {
+	return startPinned(p, wantHTTP, wantTCP, nil)
+}
+
+// pinning runs a process on some cores only: under taskset -c cpus, with
+// GOMAXPROCS set to their number.
+type pinning struct {
+	cpus  string // taskset's list, "0-3"
+	procs int
+}
+
+// command returns the command running bin with args, pinned if pin is set.
+func (pin *pinning) command(ctx context.Context, bin string, args ...string) *exec.Cmd {
+	if pin == nil {
+		return exec.CommandContext(ctx, bin, args...)
+	}
+	cmd := exec.CommandContext(ctx, "taskset", append([]string{"-c", pin.cpus, bin}, args...)...)
+	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(pin.procs))
+	return cmd
+}
+
+func startPinned(p peer, wantHTTP, wantTCP bool, pin *pinning) (*server, error) {
 	s := &server{p: p}
 	var err error
 	if wantHTTP {
@@ -151,7 +193,8 @@ func start(p peer, wantHTTP, wantTCP bool) (*server, error) {
 			return nil, err
 		}
 	}
-	s.cmd = exec.Command(p.bin, p.args(s.httpAddr, s.tcpAddr)...)
+	// taskset execs the server: the pid is the server's.
+	s.cmd = pin.command(context.Background(), p.bin, p.args(s.httpAddr, s.tcpAddr)...)
 	s.cmd.Stdout, s.cmd.Stderr = nil, nil
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
@@ -225,7 +268,7 @@ func build(ctx context.Context, c *config) error {
 	steps := [][]string{
 		{c.root, "go", "build", "-o", filepath.Join(c.bin, "mcpedge"), "./cmd/mcpedge"},
 		{c.root, "go", "build", "-o", filepath.Join(c.bin, "mcpload"), "./cmd/mcpload"},
-		{filepath.Join(c.root, "bench"), "go", "build", "-o", c.bin + "/", "./cmd/gosdk-server", "./cmd/mcpgo-server", "./cmd/floor-http", "./cmd/floor-tcp", "./cmd/profile"},
+		{filepath.Join(c.root, "bench"), "go", "build", "-o", c.bin + "/", "./cmd/gosdk-server", "./cmd/mcpgo-server", "./cmd/floor-http", "./cmd/floor-tcp", "./cmd/profile", "./cmd/refclient"},
 	}
 	for _, s := range steps {
 		cmd := exec.CommandContext(ctx, s[1], s[2:]...)
@@ -240,14 +283,19 @@ func build(ctx context.Context, c *config) error {
 
 // mcpload runs the load tool and decodes its JSON result.
 func mcpload(ctx context.Context, c *config, args ...string) (*loadtest.Result, error) {
-	args = append([]string{"-q", "-json", "-"}, args...)
-	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "mcpload"), args...)
+	return loadPinned(ctx, nil, filepath.Join(c.bin, "mcpload"), append([]string{"-q", "-json", "-"}, args...)...)
+}
+
+// loadPinned runs a load generator that writes mcpload's JSON result on
+// its standard output (mcpload -json -, refclient -json -) and decodes it.
+func loadPinned(ctx context.Context, pin *pinning, bin string, args ...string) (*loadtest.Result, error) {
+	cmd := pin.command(ctx, bin, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	var res loadtest.Result
 	if jerr := json.Unmarshal(out.Bytes(), &res); jerr != nil {
-		return nil, fmt.Errorf("mcpload %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+		return nil, fmt.Errorf("%s %s: %v: %s", filepath.Base(bin), strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
 	}
 	return &res, nil
 }
@@ -394,6 +442,12 @@ func run(ctx context.Context, c *config) error {
 	}
 	rep.ended = time.Now()
 	doc := rep.markdown()
+	// Keep the scaling section that make bench-cores wrote.
+	if old, err := os.ReadFile(c.out); err == nil {
+		if sec := coresSection(string(old)); sec != "" {
+			doc = spliceCores(doc, sec)
+		}
+	}
 	if err := os.MkdirAll(filepath.Dir(c.out), 0o755); err != nil {
 		return err
 	}

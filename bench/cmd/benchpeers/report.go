@@ -267,6 +267,7 @@ const mcploadNotes = `## Running mcpload yourself
 make build
 bin/mcpedge -handlers bench -tcp 127.0.0.1:7400 -http 127.0.0.1:7401 &
 bin/mcpload -c 64 -duration 10s -pid $! http://127.0.0.1:7401/mcp
+bin/mcpload -c 64 -inflight 16 -pid $! tcp://127.0.0.1:7400
 bin/mcpload -c 64 -rate 20000 -mix echo=70,add=10,read=10,greet=5,tools/list=2,resources/list=1,prompts/list=1,ping=1 tcp://127.0.0.1:7400
 bin/mcpload -c 16 stdio:bin/mcpedge -stdio -handlers bench
 bin/mcpload -mode sessions -sessions 10000 -pid $! http://127.0.0.1:7401/mcp
@@ -276,6 +277,7 @@ bin/mcpedge -handlers demo -tcp 127.0.0.1:7500 -http '' & bin/mcpload -mode fano
 - ` + "`-json FILE`" + ` writes the result in the schema ` + "`mcpload/v1`" + ` (documented in loadtest/doc.go), ` + "`-html FILE`" + ` a page with the latency-percentile and throughput-over-time charts that opens offline; ` + "`-max-p99`" + ` and ` + "`-max-error-rate`" + ` make the exit code 1 when crossed.
 - ` + "`-rate`" + ` runs open loop: latency counts from each request's intended send time, so a stall shows in every request scheduled behind it.
 - Every answer is verified (the id was asked, the content is what the step expects); failures are counted as connect, timeout, closed, transport, protocol, id_mismatch, rpc_error or unexpected.
+- Over TCP and stdio a closed loop is pipelined: ` + "`-inflight N`" + ` keeps N requests in flight on each connection, the freed slots' requests go out in one write, answers are read in large chunks and verified by a byte comparison against the shape learned from the first answer, with no allocation per message. bench/cmd/refclient, the least a pipelined client can do (ids matched, nothing verified), is its yardstick: see the scaling section (` + "`make bench-cores`" + `), where each load generator has cores of its own.
 - ` + "`-client`" + ` drives the same load through the client library's pool (client.NewPool, CallRaw) instead of mcpload's own lean connections. Its HTTP transport is net/http, which costs the load generator about twice the CPU per request of the default fasthttp path, so on a 2-core machine the default is the one that keeps mcpload from being the bottleneck.
 
 `
