@@ -52,8 +52,8 @@ func TestNewFlatDecoder(t *testing.T) {
 		{"text unmarshaler", reflect.TypeFor[struct{ A textName }](), false},
 		{"embedded", reflect.TypeFor[struct{ flatAll }](), false},
 		{"duplicate names", reflect.TypeFor[struct {
-			A int `json:"x"`
-			B int `json:"x"`
+			A int
+			B int `json:"A"`
 		}](), false},
 		{"no fields", reflect.TypeFor[struct{}](), false},
 	} {
