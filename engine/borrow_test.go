@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
+	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/handlers/builtin"
@@ -55,4 +57,39 @@ func TestResultMayHoldArguments(t *testing.T) {
 		require.Nil(t, m.Error)
 		require.Contains(t, string(m.Result), `"structuredContent":{"text":"`+text+`"}`)
 	}
+}
+
+// blockingSink holds each Send until released, reporting it has begun.
+type blockingSink struct {
+	sending chan struct{}
+	release chan struct{}
+}
+
+func (s *blockingSink) Send(b *codec.Buffer) error {
+	s.sending <- struct{}{}
+	<-s.release
+	codec.PutBuffer(b)
+	return nil
+}
+
+// A request counts in its session's InFlight until its answer is handed
+// to the transport, though its id is free for reuse as soon as the handler
+// returns: stdio closes a session whose input ended once InFlight is 0,
+// and an answer still on its way was lost.
+func TestInFlightUntilAnswered(t *testing.T) {
+	f := newFixture(t, engine.Options{})
+	sink := &blockingSink{sending: make(chan struct{}), release: make(chan struct{})}
+	sess := f.srv.Open(sink).Session()
+	conn := f.srv.Conn(sess)
+	require.Nil(t, parse(t, conn.HandleFrame([]byte(fmt.Sprintf(initFrame, `{}`)), nil)).Error)
+	conn.HandleFrame([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), nil)
+	require.Empty(t, conn.HandleFrame([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"a"}}}`), nil))
+	<-sink.sending
+	require.Equal(t, 1, sess.InFlight(), "the answer is not sent yet")
+	// The id is free again: a client may reuse it once it has the answer.
+	require.Empty(t, conn.HandleFrame([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"b"}}}`), nil))
+	sink.release <- struct{}{}
+	<-sink.sending
+	sink.release <- struct{}{}
+	require.Eventually(t, func() bool { return sess.InFlight() == 0 }, wait, time.Millisecond)
 }

@@ -171,6 +171,7 @@ func (s *Server) admit(r *request, out []byte) ([]byte, bool) {
 // unadmit undoes admit for a request that will not be served.
 func (s *Server) unadmit(r *request) {
 	r.sess.Done(r.msg.ID, &r.rc)
+	r.sess.Answered()
 	r.tracked = false
 	s.adm.done()
 }

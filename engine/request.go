@@ -117,6 +117,7 @@ func (s *Server) run(r *request) {
 	} else if b != nil {
 		_ = r.reply.Send(b)
 	}
+	r.sess.Answered()
 	// Active drops after the answer is sent, so that a caller seeing
 	// Active()==0 (Shutdown) sees every answer handed to its transport.
 	s.active.Add(-1)

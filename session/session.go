@@ -97,7 +97,8 @@ type Session struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	inflight map[string]Canceler // guarded by mu; made on first use; keys alias the requests' ids
+	inflight   map[string]Canceler // guarded by mu; made on first use; keys alias the requests' ids
+	unanswered atomic.Int32        // tracked requests not yet Answered
 
 	mu      sync.Mutex
 	subs    map[string]func() // resource URI → unsubscribe from the bus
@@ -264,7 +265,7 @@ var (
 
 // Track adds a client request, c, to the session's in-flight set under its
 // raw JSON id, so that notifications/cancelled and the session closing
-// reach it; call Done when it ends. The set keys on id without copying it:
+// reach it; call Done when it ends, and Answered once its answer is sent. The set keys on id without copying it:
 // id must stay valid and unmodified until Done. Track fails, tracking
 // nothing, with ErrInflightLimit when the session has max requests in
 // flight already (max <= 0: no limit), and with ErrDuplicateID when a
@@ -288,6 +289,7 @@ func (s *Session) Track(id []byte, c Canceler, max int) error {
 		s.inflight = make(map[string]Canceler)
 	}
 	s.inflight[key] = c
+	s.unanswered.Add(1)
 	return nil
 }
 
@@ -349,12 +351,17 @@ func (s *Session) CancelRequest(id []byte, cause error) bool {
 	return ok
 }
 
-// InFlight returns the number of requests being served.
-func (s *Session) InFlight() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.inflight)
-}
+// InFlight returns the number of requests tracked (Track) whose answer
+// has not yet been handed to the transport (Answered): what a transport
+// waits for before it closes a session whose input ended.
+func (s *Session) InFlight() int { return int(s.unanswered.Load()) }
+
+// Answered records that the answer of a request Track accepted has been
+// handed to the transport (or that none will be). A request leaves the
+// in-flight set (Done) before its answer is sent, so that its client may
+// reuse the id as soon as it has the answer; it counts in InFlight until
+// Answered.
+func (s *Session) Answered() { s.unanswered.Add(-1) }
 
 // Subscribe records a resource subscription; unsub is called when the
 // client unsubscribes or the session closes. A repeated subscription keeps

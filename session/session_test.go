@@ -198,6 +198,12 @@ func TestTrackCancelRequest(t *testing.T) {
 	assert.Equal(t, 2, s.InFlight())
 	s.Done([]byte(`"1"`), &c2)
 	s.Done([]byte(`1`), &c1)
+	assert.NoError(t, s.Track([]byte(`1`), &dup, 0), "a finished request's id may be reused")
+	s.Done([]byte(`1`), &dup)
+	assert.Equal(t, 3, s.InFlight(), "counted until answered")
+	s.Answered()
+	s.Answered()
+	s.Answered()
 	assert.Equal(t, 0, s.InFlight())
 	assert.False(t, s.CancelRequest([]byte(`1`), nil), "a finished request cannot be cancelled")
 }
