@@ -167,19 +167,37 @@ wait:
 // readLoop reads and serves until in ends. It stores in since when the
 // partial message now buffered began (0 when none is).
 func readLoop(conn engine.Conn, in io.Reader, f codec.Framer, w *writer, since *atomic.Int64) error {
+	var flush func() error
 	buf := make([]byte, 0, 64<<10)
 	var scratch []byte
+	// The answers given at once to the frames of one read are framed into
+	// out and queued together (flush), as TCP answers a read's frames with
+	// one write: one hand-off to the writer per read, not per message.
+	var out *codec.Buffer
 	serve := func(frame []byte) error {
 		scratch = conn.HandleFrame(frame, scratch[:0])
 		if len(scratch) == 0 {
 			return nil
 		}
-		b := codec.GetBuffer()
-		b.B = append(b.B, scratch...)
+		if out == nil {
+			out = codec.GetBuffer()
+		}
+		out.B = f.AppendFrame(out.B, scratch)
 		if cap(scratch) > 64<<10 {
 			scratch = nil
 		}
-		return w.Send(b)
+		if len(out.B) >= 64<<10 {
+			return flush()
+		}
+		return nil
+	}
+	flush = func() error {
+		if out == nil {
+			return nil
+		}
+		b := out
+		out = nil
+		return w.sendFramed(b)
 	}
 	for {
 		if len(buf) == cap(buf) {
@@ -197,6 +215,7 @@ func readLoop(conn engine.Conn, in io.Reader, f codec.Framer, w *writer, since *
 				if errors.Is(err, codec.ErrTooLarge) {
 					cause, msg = ErrTooLarge, "parse error: message exceeds the size limit"
 				}
+				_ = flush()
 				b := codec.GetBuffer()
 				b.B = codec.AppendError(b.B, nil, codec.CodeParseError, msg, nil)
 				_ = w.Send(b)
@@ -213,6 +232,9 @@ func readLoop(conn engine.Conn, in io.Reader, f codec.Framer, w *writer, since *
 				return err
 			}
 		}
+		if err := flush(); err != nil {
+			return err
+		}
 		buf = buf[:copy(buf, buf[consumed:])]
 		switch {
 		case len(buf) > 0 && (consumed > 0 || since.Load() == 0):
@@ -226,6 +248,9 @@ func readLoop(conn engine.Conn, in io.Reader, f codec.Framer, w *writer, since *
 			}
 			if _, nl := f.(codec.NewlineFramer); nl && len(bytes.TrimSpace(buf)) > 0 {
 				if err := serve(bytes.TrimSpace(buf)); err != nil {
+					return err
+				}
+				if err := flush(); err != nil {
 					return err
 				}
 			}
@@ -242,7 +267,7 @@ type writer struct {
 	max    int64
 
 	mu     sync.Mutex
-	queue  []*codec.Buffer
+	queue  []queued
 	bytes  int64 // queued or being written
 	closed bool
 	wake   chan struct{} // capacity 1: the loop has work, or must stop
@@ -253,8 +278,20 @@ type writer struct {
 	cause    atomic.Pointer[error]
 }
 
+// queued is a message waiting for the writer: one message, or messages
+// already framed (the reader's batch of answers).
+type queued struct {
+	b      *codec.Buffer
+	framed bool
+}
+
 // Send implements session.Sink. It takes ownership of b and never blocks.
-func (w *writer) Send(b *codec.Buffer) error {
+func (w *writer) Send(b *codec.Buffer) error { return w.push(b, false) }
+
+// sendFramed queues b, messages already framed, as Send queues one.
+func (w *writer) sendFramed(b *codec.Buffer) error { return w.push(b, true) }
+
+func (w *writer) push(b *codec.Buffer, framed bool) error {
 	n := int64(len(b.B))
 	w.mu.Lock()
 	if w.closed {
@@ -273,7 +310,7 @@ func (w *writer) Send(b *codec.Buffer) error {
 		w.fail(session.ErrSlowConsumer)
 		return session.ErrSlowConsumer
 	}
-	w.queue = append(w.queue, b)
+	w.queue = append(w.queue, queued{b, framed})
 	w.bytes += n
 	w.mu.Unlock()
 	w.signal()
@@ -291,7 +328,7 @@ func (w *writer) signal() {
 // closed and empty. After a failure it drops what it takes.
 func (w *writer) loop() {
 	defer close(w.done)
-	var batch []*codec.Buffer
+	var batch []queued
 	var frame []byte
 	for {
 		w.mu.Lock()
@@ -307,11 +344,15 @@ func (w *writer) loop() {
 		}
 		frame = frame[:0]
 		var n int64
-		for i, b := range batch {
-			frame = w.framer.AppendFrame(frame, b.B)
-			n += int64(len(b.B))
-			codec.PutBuffer(b)
-			batch[i] = nil
+		for i, q := range batch {
+			if q.framed {
+				frame = append(frame, q.b.B...)
+			} else {
+				frame = w.framer.AppendFrame(frame, q.b.B)
+			}
+			n += int64(len(q.b.B))
+			codec.PutBuffer(q.b)
+			batch[i] = queued{}
 		}
 		if w.err() == nil {
 			if _, err := w.out.Write(frame); err != nil {
