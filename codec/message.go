@@ -113,6 +113,16 @@ func Decode(data []byte, m *Message) error {
 		}
 		return ErrParse
 	}
+	if fastDecode(data, m) {
+		return m.classify(false)
+	}
+	*m = Message{}
+	return engineDecode(data, m)
+}
+
+// engineDecode is Decode with the JSON engine, for the messages fastDecode
+// leaves to it. data starts with an object.
+func engineDecode(data []byte, m *Message) error {
 	if err := decodeNoCopy(data, m); err != nil {
 		return m.decodeFailed(data, err)
 	}

@@ -366,3 +366,52 @@ func FuzzDecode(f *testing.F) {
 		require.Equal(t, m.Method, m2.Method)
 	})
 }
+
+// FuzzFastDecode holds Decode's own scanner to the JSON engine: whenever
+// fastDecode decides, Decode's answer (the message and the error) is the
+// one the engine gives.
+func FuzzFastDecode(f *testing.F) {
+	for _, s := range decodeSeeds {
+		f.Add([]byte(s))
+	}
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"a","params":null}`,
+		`{"jsonrpc":"2.0","id":1,"method":"a","params":[1,2,{"x":[true,false,null]}]}`,
+		`{"jsonrpc":"2.0","id":1,"method":"a","params":5}`,
+		`{"jsonrpc":"2.0","id":1,"result":null}`,
+		`{"jsonrpc":"2.0","id":null,"method":"a"}`,
+		`{"jsonrpc":"2.0","id":true,"method":"a"}`,
+		`{"jsonrpc":"2.0","id":01,"method":"a"}`,
+		`{"jsonrpc":"1.0","id":1,"method":"a"}`,
+		`{"jsonrpc":null,"id":1,"method":"a"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"a","params":{"a":1.}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"a","params":{"a":-}}`,
+		` {"jsonrpc":"2.0","id":1,"method":"a"} `,
+		`{}`,
+		`{"jsonrpc":"2.0","id":1,"method":"a","extra":1}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\",\"params\":{\"s\":\"a\tb\"}}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		i := skipWS(data, 0)
+		if i >= len(data) || data[i] != '{' {
+			return
+		}
+		var fast Message
+		if !fastDecode(data, &fast) {
+			return
+		}
+		fastErr := fast.classify(false)
+		var slow Message
+		slowErr := engineDecode(data, &slow)
+		require.Equal(t, slowErr, fastErr, "%q", data)
+		require.Equal(t, slow.Kind, fast.Kind, "%q", data)
+		require.Equal(t, string(slow.ID), string(fast.ID), "%q", data)
+		require.Equal(t, slow.Method, fast.Method, "%q", data)
+		require.Equal(t, slow.JSONRPC, fast.JSONRPC, "%q", data)
+		require.Equal(t, string(slow.Params), string(fast.Params), "%q", data)
+		require.Equal(t, string(slow.Result), string(fast.Result), "%q", data)
+		require.Equal(t, string(slow.Error), string(fast.Error), "%q", data)
+	})
+}
