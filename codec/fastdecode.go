@@ -176,7 +176,7 @@ func scanValue(b []byte, i, depth int) int {
 			}
 			break
 		}
-		if !validNumber(b[i:j]) {
+		if !ValidNumber(b[i:j]) {
 			return -1
 		}
 		return j

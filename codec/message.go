@@ -245,7 +245,7 @@ func idStatus(raw []byte) int {
 			return idOK
 		}
 	case c == '-' || (c >= '0' && c <= '9'):
-		if validNumber(raw) {
+		if ValidNumber(raw) {
 			return idOK
 		}
 	case c == 'n':
@@ -291,9 +291,9 @@ func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
 }
 
-// validNumber reports whether b is exactly a JSON number:
+// ValidNumber reports whether b is exactly a JSON number:
 // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func validNumber(b []byte) bool {
+func ValidNumber(b []byte) bool {
 	i := 0
 	if i < len(b) && b[i] == '-' {
 		i++

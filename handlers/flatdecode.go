@@ -198,7 +198,7 @@ func (d *flatDecoder) set(f flatField, raw []byte, p unsafe.Pointer) bool {
 			return false
 		}
 	case reflect.Float32, reflect.Float64:
-		if !jsonNumber(raw) {
+		if !codec.ValidNumber(raw) {
 			return false
 		}
 		bits := 64
@@ -231,50 +231,10 @@ func plainString(s []byte) bool {
 	return utf8.Valid(s)
 }
 
-// jsonNumber reports whether raw is a JSON number.
-func jsonNumber(raw []byte) bool {
-	i := 0
-	if i < len(raw) && raw[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(raw) && raw[i] == '0':
-		i++
-	case i < len(raw) && raw[i] >= '1' && raw[i] <= '9':
-		for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
-			i++
-		}
-	default:
-		return false
-	}
-	if i < len(raw) && raw[i] == '.' {
-		i++
-		if i == len(raw) || raw[i] < '0' || raw[i] > '9' {
-			return false
-		}
-		for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(raw) && (raw[i] == 'e' || raw[i] == 'E') {
-		i++
-		if i < len(raw) && (raw[i] == '+' || raw[i] == '-') {
-			i++
-		}
-		if i == len(raw) || raw[i] < '0' || raw[i] > '9' {
-			return false
-		}
-		for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
-			i++
-		}
-	}
-	return i == len(raw)
-}
-
 // jsonInteger reports whether raw is a JSON number without fraction or
 // exponent.
 func jsonInteger(raw []byte) bool {
-	if !jsonNumber(raw) {
+	if !codec.ValidNumber(raw) {
 		return false
 	}
 	for _, c := range raw {
