@@ -22,6 +22,15 @@ type Conn struct {
 // HTTP) and adds it to the session table.
 func (s *Server) Open(out session.Sink) Conn { return Conn{s, s.newSession(out)} }
 
+// OpenStateless returns a Conn for one exchange of the stateless revision
+// (2026-07-28), such as a Streamable HTTP POST: its session
+// (session.NewStateless) is in no table, and every request it carries is
+// served statelessly. out receives what the exchange's requests send when
+// they are given no reply sink. Close it when the exchange ends.
+func (s *Server) OpenStateless(out session.Sink) Conn {
+	return Conn{s, session.NewStateless(s.ctx, out)}
+}
+
 // Conn returns the Conn of a session that Open created.
 func (s *Server) Conn(sess *session.Session) Conn { return Conn{s, sess} }
 

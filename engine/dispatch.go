@@ -115,6 +115,11 @@ func (s *Server) handleMessage(sess *session.Session, m *codec.Message, frame, o
 	if s.handleNonRequest(sess, m) {
 		return out, false
 	}
+	if mayBeModern(sess, m) {
+		if res, queued, ok := s.handleModern(sess, m, frame, out, reply); ok {
+			return res, queued
+		}
+	}
 	if reply == nil {
 		reply = sess.Out
 	}
@@ -125,10 +130,22 @@ func (s *Server) handleMessage(sess *session.Session, m *codec.Message, frame, o
 	if dst, ok := s.fast(sess, m, out, &f); ok {
 		return dst, false
 	}
+	return s.enqueue(sess, m, frame, out, reply, &f, nil)
+}
+
+// enqueue queues the request m for a handler on the worker pool: frame is
+// copied once into a pooled request, and m (with the tools/call fields f
+// scanned, and a stateless request's _meta mm) rebased onto the copy. It
+// appends a refusal to out, or reports queued.
+func (s *Server) enqueue(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink, f *toolFields, mm *modernMeta) ([]byte, bool) {
 	r := s.newRequest(sess, reply)
 	r.buf = append(r.buf[:0], frame...)
 	rebase(&r.msg, m, frame, r.buf)
 	r.tool = f.rebase(frame, r.buf)
+	if mm != nil && mm.on {
+		r.mod = *mm
+		r.mod.rebase(frame, r.buf)
+	}
 	if dst, ok := s.admit(r, out); !ok {
 		s.release(r)
 		return dst, false
@@ -220,6 +237,12 @@ func (s *Server) serveBig(r *request) {
 	}
 	if s.handleNonRequest(sess, m) {
 		return
+	}
+	if mayBeModern(sess, m) {
+		if dst, _, ok := s.handleModern(sess, m, r.buf, b.B, r.reply); ok {
+			b.B = dst
+			return
+		}
 	}
 	if e := s.checkRate(sess); e != nil {
 		b.B = refuse(b.B, r.reply, m.ID, e)
@@ -347,7 +370,7 @@ func (s *Server) fastDirect(sess *session.Session, m *codec.Message, dst []byte,
 	case mcp.MethodResourcesUnsubscribe:
 		return s.unsubscribe(sess, m, dst), true
 	case mcp.MethodToolsCall:
-		return s.inlineTool(sess, m, dst, f)
+		return s.inlineTool(sess, m, dst, f, nil)
 	case mcp.MethodTasksGet:
 		return s.tasksGet(sess, m, dst), true
 	case mcp.MethodTasksList:
@@ -381,7 +404,7 @@ func (s *Server) staticRead(m *codec.Message) ([]byte, bool) {
 // goroutine (the event loop), appending its answer to dst. It reports false
 // for every other tool, and for task-augmented calls, leaving in f what it
 // scanned of the params.
-func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte, f *toolFields) ([]byte, bool) {
+func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte, f *toolFields, mm *modernMeta) ([]byte, bool) {
 	var name string
 	if f.scan(m.Params) {
 		name = bytesconv.B2S(f.name)
@@ -403,6 +426,9 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte,
 	r.tool = *f
 	r.inline = true
 	r.msg = *m
+	if mm != nil {
+		r.mod = *mm
+	}
 	r.ctx = sess.Context()
 	s.active.Add(1)
 	dst = s.serve(r, dst)

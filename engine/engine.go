@@ -113,6 +113,17 @@ type Options struct {
 	// Send[0] is the outermost.
 	Send []SendMiddleware
 
+	// StateKeys sign the requestState of 2026-07-28 multi round-trip
+	// requests (HMAC-SHA256): the first signs, any verifies, so a key
+	// rotates by putting the new one first and dropping the old one once
+	// StateTTL has passed. Give every node of a cluster the same keys.
+	// Empty: a random key of this process.
+	StateKeys [][]byte
+	// StateTTL bounds the age of a requestState; <= 0 means 10 minutes.
+	StateTTL time.Duration
+	// DiscoverCache is the cache hint of server/discover results.
+	DiscoverCache handlers.CacheHint
+
 	// Bus carries resource updates and list changes; nil means an
 	// in-process bus.
 	Bus session.Bus
@@ -150,6 +161,10 @@ type Server struct {
 
 	ipRates *ipRates // nil unless Options.RateIP > 0
 	panics  atomic.Uint64
+
+	stateKey       [][]byte // when Options.StateKeys is empty
+	serverInfoMeta []byte   // {"io.modelcontextprotocol/serverInfo":{...}}
+	listeners      listeners
 
 	// The middleware chains; nil without middleware.
 	receive     MethodHandler // around serveInner
@@ -192,6 +207,9 @@ func New(opts Options) *Server {
 	if opts.BigMessage == 0 {
 		opts.BigMessage = 64 << 10
 	}
+	if opts.StateTTL <= 0 {
+		opts.StateTTL = 10 * time.Minute
+	}
 	if opts.KeepAliveMisses <= 0 {
 		opts.KeepAliveMisses = 3
 	}
@@ -212,6 +230,11 @@ func New(opts Options) *Server {
 		adm:      newAdmission(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if len(opts.StateKeys) == 0 {
+		s.stateKey = newStateKey()
+	}
+	info, _ := codec.Marshal(mcp.Implementation{Name: opts.Name, Title: opts.Title, Version: opts.Version})
+	s.serverInfoMeta = append(append([]byte(`{"`+mcp.MetaServerInfo+`":`), info...), '}')
 	s.buildMiddleware()
 	pool, err := ants.NewPoolWithFunc(opts.Workers, s.work, ants.WithNonblocking(true), ants.WithDisablePurge(false))
 	if err != nil {
@@ -319,6 +342,7 @@ func (s *Server) ShuttingDown() bool { return s.adm.closing() }
 // drop the answers still in flight.
 func (s *Server) Shutdown(ctx context.Context) error {
 	done := s.adm.close()
+	s.endListeners()
 	var err error
 	select {
 	case <-done:
@@ -387,6 +411,7 @@ func (s *Server) broadcastListChanged(k handlers.ListKind) {
 			}
 			return true
 		})
+		s.listeners.each(func(l *listener) { l.listChanged(k) })
 	})
 }
 

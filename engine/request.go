@@ -38,6 +38,15 @@ type request struct {
 	call   handlers.CallToolRequest
 	params mcp.CallToolParams
 
+	// A request of the stateless revision (2026-07-28): its _meta, the
+	// client's declarations decoded when asked for, and its input rounds.
+	mod     modernMeta
+	modCaps *mcp.ClientCapabilities
+	modInfo *mcp.Implementation
+	mrtr    *mrtrState // made on the first input request
+	hint    handlers.CacheHint
+	hintSet bool
+
 	taskID string // set when the request runs as a task
 	inline bool   // a NonBlocking tool run on the event loop: it sends nothing
 	big    bool   // buf holds a big frame, not yet decoded (HandleFrame)
@@ -139,6 +148,11 @@ func (s *Server) serve(r *request, dst []byte) (out []byte) {
 	dst = codec.AppendResultStart(dst, id)
 	body := len(dst)
 	var err error
+	if r.mod.on {
+		if err = r.checkMRTR(); err != nil {
+			return codec.AppendErrorObject(dst[:start], id, codec.AsError(err))
+		}
+	}
 	if s.receive == nil {
 		dst, err = s.dispatch(r, dst)
 	} else {
@@ -147,6 +161,9 @@ func (s *Server) serve(r *request, dst []byte) (out []byte) {
 	if errors.Is(r.rc.cause(), session.ErrCancelledByClient) {
 		return dst[:start]
 	}
+	if r.mod.on {
+		return s.finishModern(r, dst, start, body, err)
+	}
 	if err != nil {
 		return codec.AppendErrorObject(dst[:start], id, codec.AsError(err))
 	}
@@ -154,6 +171,29 @@ func (s *Server) serve(r *request, dst []byte) (out []byte) {
 		dst = append(dst, "{}"...)
 	}
 	return append(dst, '}')
+}
+
+// finishModern completes the answer of a 2026-07-28 request: an
+// InputRequiredResult when its handler asked for input the client has
+// not given yet (whatever the handler returned), else the result with
+// what the revision adds to it (modernTail), or the error.
+func (s *Server) finishModern(r *request, dst []byte, start, body int, err error) []byte {
+	id := r.msg.ID
+	if r.mrtr != nil && len(r.mrtr.pending) > 0 {
+		return s.appendInputRequired(r, dst[:start])
+	}
+	if err != nil {
+		e := codec.AsError(err)
+		if e.Code == mcp.CodeMissingClientCapability || e.Code == mcp.CodeHeaderMismatch {
+			reject(r.reply, e.Code)
+		}
+		return codec.AppendErrorObject(dst[:start], id, e)
+	}
+	if len(dst) == body {
+		dst = append(dst, "{}"...)
+	}
+	dst = append(dst, '}')
+	return s.modernTail(dst, start, r.cacheHint())
 }
 
 // dispatch runs the handler of r's method, appending its result to dst.
@@ -288,8 +328,17 @@ func (s *Server) readResource(r *request, dst []byte) ([]byte, error) {
 	if p.URI == "" {
 		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: resources/read needs a uri")
 	}
+	if r.mod.on {
+		r.hint, r.hintSet = s.reg.ResourceCacheHint(p.URI), true
+	}
 	res, err := s.reg.ReadResource(r.ctx, &handlers.ReadResourceRequest{Peer: r, Params: &p})
 	if err != nil {
+		if r.mod.on {
+			// 2026-07-28: a resource not found is invalid params.
+			if e, ok := errors.AsType[*codec.Error](err); ok && e.Code == codec.CodeResourceNotFound {
+				return dst, &codec.Error{Code: codec.CodeInvalidParams, Message: e.Message, Data: e.Data}
+			}
+		}
 		return dst, err
 	}
 	if res.Contents == nil {
@@ -335,10 +384,66 @@ func appendJSON(dst []byte, v any) ([]byte, error) {
 
 // Peer implementation.
 
-func (r *request) SessionID() string                           { return r.sess.ID() }
-func (r *request) ProtocolVersion() string                     { return r.sess.Version() }
-func (r *request) ClientInfo() mcp.Implementation              { return r.sess.ClientInfo() }
-func (r *request) ClientCapabilities() *mcp.ClientCapabilities { return r.sess.ClientCapabilities() }
+// SessionID implements handlers.Peer: "" for a stateless request.
+func (r *request) SessionID() string {
+	if r.mod.on {
+		return ""
+	}
+	return r.sess.ID()
+}
+
+// ProtocolVersion implements handlers.Peer.
+func (r *request) ProtocolVersion() string {
+	if r.mod.on {
+		return r.mod.version
+	}
+	return r.sess.Version()
+}
+
+// ClientInfo implements handlers.Peer: for a stateless request, what its
+// _meta declares.
+func (r *request) ClientInfo() mcp.Implementation {
+	if !r.mod.on {
+		return r.sess.ClientInfo()
+	}
+	if r.modInfo == nil {
+		r.modInfo = new(mcp.Implementation)
+		if r.mod.info != nil {
+			_ = codec.Unmarshal(r.mod.info, r.modInfo)
+		}
+	}
+	return *r.modInfo
+}
+
+// ClientCapabilities implements handlers.Peer: for a stateless request,
+// what its _meta declares.
+func (r *request) ClientCapabilities() *mcp.ClientCapabilities {
+	if !r.mod.on {
+		return r.sess.ClientCapabilities()
+	}
+	if r.modCaps == nil {
+		r.modCaps = new(mcp.ClientCapabilities)
+		_ = codec.Unmarshal(r.mod.caps, r.modCaps)
+	}
+	return r.modCaps
+}
+
+// logEnabled reports whether a log message at level index i is sent: for
+// a stateless request, only at or above the level its _meta names, and
+// never without one.
+func (r *request) logEnabled(i int) bool {
+	if r.mod.on {
+		return r.mod.level >= 0 && i >= int(r.mod.level)
+	}
+	return r.sess.LogEnabled(i)
+}
+
+// TraceContext implements handlers.Peer: the OpenTelemetry trace context
+// (traceparent, tracestate, baggage) a stateless request's _meta carries.
+// The strings alias the request: copy them to keep them.
+func (r *request) TraceContext() (traceparent, tracestate, baggage string) {
+	return bytesconv.B2S(r.mod.trace[0]), bytesconv.B2S(r.mod.trace[1]), bytesconv.B2S(r.mod.trace[2])
+}
 
 // progressToken returns the request's params._meta.progressToken, raw.
 func (r *request) progressToken() []byte {
@@ -394,7 +499,7 @@ func (r *request) Log(level, logger string, data any) error {
 	if i < 0 {
 		return fmt.Errorf("engine: unknown log level %q", level)
 	}
-	if !r.sess.LogEnabled(i) {
+	if !r.logEnabled(i) {
 		return nil
 	}
 	raw, err := codec.Marshal(data)
@@ -461,17 +566,49 @@ func (r *request) NotifyResourceUpdated(uri string) error {
 var _ handlers.SessionScope = (*request)(nil)
 
 // ErrCapability reports a server-to-client request the client did not
-// declare the capability for.
+// declare the capability for. In a 2026-07-28 request the error also
+// wraps a *codec.Error, MissingRequiredClientCapabilityError (-32021),
+// naming the capability in data.requiredCapabilities: a handler that
+// returns it has its request answered with that error.
 var ErrCapability = errors.New("engine: client lacks capability")
+
+// missingCapability is the error of an input the client did not declare
+// the capability for: required is the ClientCapabilities object needed.
+func (r *request) missingCapability(name, required string) error {
+	if !r.mod.on {
+		return fmt.Errorf("%w: %s", ErrCapability, name)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrCapability, name, MissingCapability(required))
+}
+
+// MissingCapability returns MissingRequiredClientCapabilityError (-32021)
+// for a 2026-07-28 request: required is the raw ClientCapabilities object
+// the request needs, such as {"sampling":{}}. A handler returns it to
+// refuse a request its client cannot serve.
+func MissingCapability(required string) *codec.Error {
+	return &codec.Error{
+		Code:    mcp.CodeMissingClientCapability,
+		Message: "Missing required client capability",
+		Data:    codec.RawJSON(`{"requiredCapabilities":` + required + `}`),
+	}
+}
+
+// cacheHint is the cache hint of r's result, nil when it has none.
+func (r *request) cacheHint() *handlers.CacheHint {
+	if r.msg.Method == mcp.MethodResourcesRead && r.hintSet {
+		return &r.hint
+	}
+	return nil
+}
 
 // CreateMessage implements handlers.Peer.
 func (r *request) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
-	caps := r.sess.ClientCapabilities()
+	caps := r.ClientCapabilities()
 	if caps.Sampling == nil {
-		return nil, fmt.Errorf("%w: sampling", ErrCapability)
+		return nil, r.missingCapability("sampling", `{"sampling":{}}`)
 	}
 	if (len(p.Tools) > 0 || p.ToolChoice != nil) && caps.Sampling.Tools == nil {
-		return nil, fmt.Errorf("%w: sampling.tools", ErrCapability)
+		return nil, r.missingCapability("sampling.tools", `{"sampling":{"tools":{}}}`)
 	}
 	var res mcp.CreateMessageResult
 	if err := r.callClient(ctx, mcp.MethodSamplingCreateMessage, p, &res); err != nil {
@@ -482,15 +619,15 @@ func (r *request) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams)
 
 // Elicit implements handlers.Peer.
 func (r *request) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	caps := r.sess.ClientCapabilities()
+	caps := r.ClientCapabilities()
 	if caps.Elicitation == nil {
-		return nil, fmt.Errorf("%w: elicitation", ErrCapability)
+		return nil, r.missingCapability("elicitation", `{"elicitation":{}}`)
 	}
 	if p.Mode == "url" && caps.Elicitation.URL == nil {
-		return nil, fmt.Errorf("%w: elicitation.url", ErrCapability)
+		return nil, r.missingCapability("elicitation.url", `{"elicitation":{"url":{}}}`)
 	}
 	if p.Mode != "url" && caps.Elicitation.URL != nil && caps.Elicitation.Form == nil {
-		return nil, fmt.Errorf("%w: elicitation.form", ErrCapability)
+		return nil, r.missingCapability("elicitation.form", `{"elicitation":{"form":{}}}`)
 	}
 	var res mcp.ElicitResult
 	if err := r.callClient(ctx, mcp.MethodElicitationCreate, p, &res); err != nil {
@@ -501,8 +638,8 @@ func (r *request) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitR
 
 // ListRoots implements handlers.Peer.
 func (r *request) ListRoots(ctx context.Context) (*mcp.ListRootsResult, error) {
-	if r.sess.ClientCapabilities().Roots == nil {
-		return nil, fmt.Errorf("%w: roots", ErrCapability)
+	if r.ClientCapabilities().Roots == nil {
+		return nil, r.missingCapability("roots", `{"roots":{}}`)
 	}
 	var res mcp.ListRootsResult
 	if err := r.callClient(ctx, mcp.MethodRootsList, nil, &res); err != nil {
@@ -517,6 +654,9 @@ func (r *request) ListRoots(ctx context.Context) (*mcp.ListRootsResult, error) {
 // callClient sends a server-to-client request on the request's stream and
 // waits for the answer, ctx and the configured timeout.
 func (r *request) callClient(ctx context.Context, method string, params, result any) error {
+	if r.mod.on {
+		return r.input(handlers.InputKey(ctx), method, params, result)
+	}
 	if r.inline {
 		return ErrNonBlocking
 	}

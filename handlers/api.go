@@ -173,3 +173,30 @@ const (
 	ListResources
 	ListPrompts
 )
+
+// TraceScope is implemented by the engine's Peer: the OpenTelemetry trace
+// context (traceparent, tracestate, baggage) a 2026-07-28 request carries
+// in its _meta, empty for requests without one. The strings are borrowed
+// as the request is (see CallToolRequest's Lifetime).
+type TraceScope interface {
+	TraceContext() (traceparent, tracestate, baggage string)
+}
+
+type inputKeyCtx struct{}
+
+// WithInputKey names the input a handler asks its client for with ctx
+// (Peer.Elicit, CreateMessage, ListRoots) in a 2026-07-28 request: its key
+// in the InputRequiredResult's inputRequests, which the client's retry
+// answers in inputResponses. Keys must be unique within the request.
+// Without one, the engine names an input by its method and rank
+// ("elicitation-1", "sampling-2"). Sessions of older revisions, where the
+// input is a server-to-client request, ignore it.
+func WithInputKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, inputKeyCtx{}, key)
+}
+
+// InputKey returns the key WithInputKey set on ctx, or "".
+func InputKey(ctx context.Context) string {
+	k, _ := ctx.Value(inputKeyCtx{}).(string)
+	return k
+}

@@ -50,6 +50,8 @@ type Registry struct {
 	snap atomic.Pointer[snapshot]
 
 	onChange atomic.Pointer[[]func(ListKind)] // copy on write under mu
+
+	listHints [4]atomic.Pointer[CacheHint] // by ListName
 }
 
 // snapshot is the immutable state readers see. A change copies the struct,

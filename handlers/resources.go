@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/mcp"
@@ -19,6 +20,7 @@ type resourceEntry struct {
 	h        ResourceHandler
 	contents []mcp.ResourceContents // static only
 	result   []byte                 // static only: {"contents":[...]}
+	hint     atomic.Pointer[CacheHint]
 }
 
 // templateEntry is a registered resource template.
@@ -27,6 +29,7 @@ type templateEntry struct {
 	t    *uritemplate.Template
 	re   *regexp.Regexp // t's regexp, cached: Template.Regexp takes a lock
 	h    ResourceHandler
+	hint atomic.Pointer[CacheHint]
 }
 
 // AddResource registers a resource read by h, replacing (in place) a

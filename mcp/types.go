@@ -95,6 +95,9 @@ type ServerCapabilities struct {
 	Resources    *ResourcesCapability `json:"resources,omitempty"`
 	Tools        *ListChangedCap      `json:"tools,omitempty"`
 	Tasks        *TasksCapability     `json:"tasks,omitempty"`
+	// Extensions (2026-07-28) maps extension identifiers to their
+	// settings objects.
+	Extensions codec.RawJSON `json:"extensions,omitempty"`
 }
 
 // ListChangedCap is a capability that may announce list changes.

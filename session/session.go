@@ -103,7 +103,25 @@ type Session struct {
 	mu      sync.Mutex
 	subs    map[string]func() // resource URI → unsubscribe from the bus
 	onClose []func()
+
+	stateless bool // serves only 2026-07-28 requests (NewStateless)
 }
+
+// NewStateless returns a session for one exchange of the stateless
+// revision (2026-07-28), such as a Streamable HTTP POST carrying
+// MCP-Protocol-Version: 2026-07-28: it has no id, is in no table, and
+// every request it carries is served statelessly, from its own _meta. It
+// shares ctx, which it does not cancel: its requests have contexts of
+// their own. Close it when the exchange ends.
+func NewStateless(ctx context.Context, out Sink) *Session {
+	s := &Session{Out: out, Tracker: NewTracker(), ctx: ctx, stateless: true}
+	s.logLevel.Store(-1)
+	s.state.Store(uint32(StateReady))
+	return s
+}
+
+// Stateless reports whether the session was made by NewStateless.
+func (s *Session) Stateless() bool { return s.stateless }
 
 // New returns a session in StateNew with a fresh random id. parent bounds
 // the session's context, which Close cancels.
@@ -450,7 +468,9 @@ func (s *Session) Close(cause error) bool {
 	}
 	s.mu.Unlock()
 
-	s.cancel(cause)
+	if s.cancel != nil {
+		s.cancel(cause)
+	}
 	s.Tracker.FailAll(cause)
 	for _, unsub := range subs {
 		unsub()

@@ -1,0 +1,333 @@
+package engine
+
+import (
+	"bytes"
+	"slices"
+	"strconv"
+	"unsafe"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/handlers"
+	"github.com/mcpedge/mcpedge/internal/bytesconv"
+	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/mcpedge/mcpedge/session"
+)
+
+// Revision 2026-07-28 ("modern") is chosen per request: a request whose
+// params._meta names io.modelcontextprotocol/protocolVersion, or a
+// server/discover, is served statelessly, with the client's capabilities,
+// info and log level read from that _meta, beside the sessions of the
+// older revisions on the same connection, endpoint or pipe. Its answers
+// take the same path as every other request's (handleMessage, serve);
+// modernTail then adds what the revision requires of a result
+// (resultType, the server's identity in _meta, cache hints).
+
+// modernMeta is what the engine reads of a modern request's _meta. Its
+// slices alias the request's params.
+type modernMeta struct {
+	on      bool
+	version string
+	caps    []byte // clientCapabilities, a raw object
+	info    []byte // clientInfo, a raw object or nil
+	level   int8   // minimum log level index; -1: no notifications/message
+	trace   [3][]byte
+}
+
+var modernKeys = []string{
+	mcp.MetaProtocolVersion, mcp.MetaClientCapabilities, mcp.MetaClientInfo, mcp.MetaLogLevel,
+	mcp.MetaTraceParent, mcp.MetaTraceState, mcp.MetaBaggage,
+}
+
+var versionKey = []byte(mcp.MetaProtocolVersion)
+
+// mayBeModern reports whether the request m on sess may be of the stateless
+// revision, cheaply: parseModern decides.
+func mayBeModern(sess *session.Session, m *codec.Message) bool {
+	return sess.Stateless() || m.Method == mcp.MethodServerDiscover || bytes.Contains(m.Params, versionKey)
+}
+
+// errMeta is the answer to a modern request whose _meta is missing or
+// malformed.
+func errMeta(msg string) *codec.Error {
+	return codec.NewError(codec.CodeInvalidParams, "invalid params: "+msg)
+}
+
+// parseModern reads params._meta into mm. It reports found false when the
+// request names no protocol version (then it is a request of an older
+// revision, unless its session is stateless); a request that names one
+// but whose _meta is malformed, or that names a version not served, gets
+// the error returned.
+func parseModern(params []byte, mm *modernMeta) (found bool, e *codec.Error) {
+	*mm = modernMeta{level: -1}
+	if len(params) == 0 {
+		return false, errMeta("_meta with " + mcp.MetaProtocolVersion + " and " + mcp.MetaClientCapabilities + " is required")
+	}
+	meta, ok, err := codec.ObjectField(params, "_meta")
+	if err != nil {
+		return false, errMeta("params must be an object")
+	}
+	if !ok || string(meta) == "null" {
+		return false, errMeta("_meta with " + mcp.MetaProtocolVersion + " and " + mcp.MetaClientCapabilities + " is required")
+	}
+	if meta[0] != '{' {
+		return false, errMeta("_meta must be an object")
+	}
+	var v [7][]byte
+	if err := codec.ObjectFields(meta, modernKeys, v[:]); err != nil {
+		return false, errMeta("_meta: " + err.Error())
+	}
+	if v[0] == nil {
+		return false, errMeta("_meta." + mcp.MetaProtocolVersion + " is required")
+	}
+	ver, err := codec.StringValue(v[0])
+	if err != nil {
+		return true, errMeta("_meta." + mcp.MetaProtocolVersion + " must be a string")
+	}
+	mm.version = bytesconv.B2S(ver)
+	if !mcp.ModernVersion(mm.version) {
+		return true, unsupportedVersion(mm.version)
+	}
+	if v[1] == nil || v[1][0] != '{' {
+		return true, errMeta("_meta." + mcp.MetaClientCapabilities + " is required and must be an object")
+	}
+	mm.caps = v[1]
+	if v[2] != nil {
+		if v[2][0] != '{' {
+			return true, errMeta("_meta." + mcp.MetaClientInfo + " must be an object")
+		}
+		mm.info = v[2]
+	}
+	if v[3] != nil {
+		lv, err := codec.StringValue(v[3])
+		i := mcp.LogLevelIndex(bytesconv.B2S(lv))
+		if err != nil || i < 0 {
+			return true, errMeta("_meta." + mcp.MetaLogLevel + " must be a log level")
+		}
+		mm.level = int8(i)
+	}
+	for i := range mm.trace {
+		if raw := v[4+i]; raw != nil {
+			s, err := codec.StringValue(raw)
+			if err != nil {
+				return true, errMeta("_meta." + modernKeys[4+i] + " must be a string")
+			}
+			mm.trace[i] = s
+		}
+	}
+	mm.on = true
+	return true, nil
+}
+
+// unsupportedVersion is UnsupportedProtocolVersionError.
+func unsupportedVersion(requested string) *codec.Error {
+	data := make([]byte, 0, 128)
+	data = append(data, `{"supported":[`...)
+	for i, v := range mcp.AllVersions {
+		if i > 0 {
+			data = append(data, ',')
+		}
+		data = codec.AppendString(data, v)
+	}
+	data = append(data, `],"requested":`...)
+	data = codec.AppendString(data, requested)
+	data = append(data, '}')
+	return &codec.Error{Code: mcp.CodeUnsupportedProtocolVersion, Message: "Unsupported protocol version: " + requested, Data: data}
+}
+
+// rebase moves mm's slices of old to the same place in nw (see rebase).
+func (mm *modernMeta) rebase(old, nw []byte) {
+	mv := mover{old: old, nw: nw}
+	if p, ok := mv.inside(unsafe.Pointer(unsafe.StringData(mm.version)), len(mm.version)); ok && len(mm.version) > 0 {
+		mm.version = unsafe.String(&nw[p], len(mm.version))
+	}
+	mm.caps, mm.info = mv.move(mm.caps), mv.move(mm.info)
+	for i := range mm.trace {
+		mm.trace[i] = mv.move(mm.trace[i])
+	}
+}
+
+// A Rejecter is a reply sink told that the answer to a 2026-07-28 request
+// is an error its transport binding answers with a status of its own:
+// Streamable HTTP answers a malformed or unsupported request (-32602 for
+// its _meta, -32020, -32021, -32022) with 400 and an unknown method
+// (-32601) with 404. Reject is called before the answer is appended or
+// handed to Final; it must not block.
+type Rejecter interface {
+	Reject(code int)
+}
+
+func reject(reply session.Sink, code int) {
+	if r, ok := reply.(Rejecter); ok {
+		r.Reject(code)
+	}
+}
+
+// removedInModern reports the methods 2026-07-28 removed.
+func removedInModern(method string) bool {
+	switch method {
+	case mcp.MethodInitialize, mcp.MethodPing, mcp.MethodLoggingSetLevel,
+		mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
+		mcp.MethodTasksResult, mcp.MethodTasksList:
+		return true
+	}
+	return false
+}
+
+// handleModern serves a request that may be of the stateless revision. It
+// reports handled false when the request names no protocol version after
+// all: the caller serves it as a request of its session.
+func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued, handled bool) {
+	var mm modernMeta
+	found, e := parseModern(m.Params, &mm)
+	if !found && e != nil && !sess.Stateless() && m.Method != mcp.MethodServerDiscover {
+		return out, false, false
+	}
+	if reply == nil {
+		reply = sess.Out
+	}
+	if e != nil {
+		reject(reply, e.Code)
+		return codec.AppendErrorObject(out, m.ID, e), false, true
+	}
+	if le := s.checkRate(sess); le != nil {
+		return refuse(out, reply, m.ID, le), false, true
+	}
+	start := len(out)
+	switch m.Method {
+	case mcp.MethodServerDiscover:
+		return s.appendDiscover(out, m.ID), false, true
+	case mcp.MethodToolsList:
+		return s.modernTail(s.listPage(handlers.ListNameTools, m, out), start, s.listHint(handlers.ListNameTools)), false, true
+	case mcp.MethodResourcesList:
+		return s.modernTail(s.listPage(handlers.ListNameResources, m, out), start, s.listHint(handlers.ListNameResources)), false, true
+	case mcp.MethodResourcesTemplatesList:
+		return s.modernTail(s.listPage(handlers.ListNameTemplates, m, out), start, s.listHint(handlers.ListNameTemplates)), false, true
+	case mcp.MethodPromptsList:
+		return s.modernTail(s.listPage(handlers.ListNamePrompts, m, out), start, s.listHint(handlers.ListNamePrompts)), false, true
+	case mcp.MethodSubscriptionsListen:
+		return s.listen(sess, m, &mm, frame, out, reply), true, true
+	case mcp.MethodToolsCall, mcp.MethodResourcesRead, mcp.MethodPromptsGet, mcp.MethodCompletionComplete:
+	default:
+		reject(reply, codec.CodeMethodNotFound)
+		msg := "method not found: " + m.Method
+		if removedInModern(m.Method) {
+			msg += " (removed in " + mcp.Version20260728 + ")"
+		}
+		return codec.AppendError(out, m.ID, codec.CodeMethodNotFound, msg, nil), false, true
+	}
+	var f toolFields
+	if m.Method == mcp.MethodToolsCall {
+		if dst, ok := s.inlineTool(sess, m, out, &f, &mm); ok {
+			return dst, false, true
+		}
+	}
+	out, queued = s.enqueue(sess, m, frame, out, reply, &f, &mm)
+	return out, queued, true
+}
+
+// appendDiscover appends the answer to server/discover.
+func (s *Server) appendDiscover(dst, id []byte) []byte {
+	res := mcp.DiscoverResult{
+		ResultType:        mcp.ResultComplete,
+		SupportedVersions: mcp.AllVersions[:],
+		Capabilities:      s.ModernCapabilities(),
+		Instructions:      s.opts.Instructions,
+		TTLMs:             s.opts.DiscoverCache.TTL.Milliseconds(),
+		CacheScope:        s.opts.DiscoverCache.Scope(),
+		Meta:              s.serverInfoMeta,
+	}
+	body, err := codec.Marshal(&res)
+	if err != nil {
+		return codec.AppendError(dst, id, codec.CodeInternalError, "internal error: "+err.Error(), nil)
+	}
+	return codec.AppendResult(dst, id, body)
+}
+
+// ModernCapabilities returns what the server advertises to 2026-07-28
+// clients (server/discover): Capabilities, with tasks as an extension.
+func (s *Server) ModernCapabilities() mcp.ServerCapabilities {
+	c := s.Capabilities()
+	if c.Tasks != nil {
+		c.Tasks = nil
+		c.Extensions = codec.RawJSON(`{"` + mcp.ExtensionTasks + `":{}}`)
+	}
+	return c
+}
+
+// listHint returns the cache hint of a list's results.
+func (s *Server) listHint(list handlers.ListName) *handlers.CacheHint {
+	h := s.reg.ListCacheHint(list)
+	return &h
+}
+
+// modernTail completes the answer at dst[start:], when it is a result,
+// as 2026-07-28 requires: resultType "complete" unless the result has
+// one, the server's identity in its _meta, and, for hint non-nil (a
+// cacheable result), ttlMs and cacheScope unless present. An error
+// answer is left as it is.
+func (s *Server) modernTail(dst []byte, start int, hint *handlers.CacheHint) []byte {
+	resp := dst[start:]
+	res, found, err := codec.ObjectField(resp, "result")
+	if err != nil || !found || len(res) < 2 || res[0] != '{' {
+		return dst
+	}
+	resOff := start + int(uintptr(unsafe.Pointer(unsafe.SliceData(res)))-uintptr(unsafe.Pointer(unsafe.SliceData(resp))))
+	var v [4][]byte
+	if codec.ObjectFields(res, tailKeys, v[:]) != nil {
+		return dst
+	}
+	var meta []byte
+	if v[1] != nil && len(v[1]) >= 2 && v[1][0] == '{' {
+		meta = v[1]
+	}
+	metaEnd := -1
+	if meta != nil {
+		if _, has, _ := codec.ObjectField(meta, mcp.MetaServerInfo); !has {
+			metaEnd = start + int(uintptr(unsafe.Pointer(unsafe.SliceData(meta)))-uintptr(unsafe.Pointer(unsafe.SliceData(resp)))) + len(meta) - 1
+		}
+	}
+	resEnd := resOff + len(res) - 1 // the result's closing brace
+	var ins [256]byte
+	add := ins[:0]
+	empty := bytes.Equal(bytes.TrimSpace(res[1:len(res)-1]), nil)
+	sep := func() {
+		if !empty || len(add) > 0 {
+			add = append(add, ',')
+		}
+	}
+	if v[0] == nil {
+		sep()
+		add = append(add, `"resultType":"complete"`...)
+	}
+	if hint != nil {
+		if v[2] == nil {
+			sep()
+			add = append(add, `"ttlMs":`...)
+			add = strconv.AppendInt(add, hint.TTL.Milliseconds(), 10)
+		}
+		if v[3] == nil {
+			sep()
+			add = append(add, `"cacheScope":`...)
+			add = codec.AppendString(add, hint.Scope())
+		}
+	}
+	if v[1] == nil {
+		sep()
+		add = append(add, `"_meta":`...)
+		add = append(add, s.serverInfoMeta...)
+	}
+	if len(add) > 0 {
+		dst = slices.Insert(dst, resEnd, add...)
+	}
+	if metaEnd >= 0 {
+		var mi []byte
+		if len(bytes.TrimSpace(meta[1:len(meta)-1])) > 0 {
+			mi = append(mi, ',')
+		}
+		mi = append(mi, s.serverInfoMeta[1:len(s.serverInfoMeta)-1]...)
+		dst = slices.Insert(dst, metaEnd, mi...)
+	}
+	return dst
+}
+
+var tailKeys = []string{"resultType", "_meta", "ttlMs", "cacheScope"}
