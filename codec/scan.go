@@ -35,15 +35,23 @@ func SkipValue(b []byte, i int) int {
 	}
 	switch b[i] {
 	case '"':
-		for j := i + 1; j < len(b); j++ {
-			switch b[j] {
-			case '\\':
-				j++
-			case '"':
+		// The closing quote is the first one not escaped: preceded by an
+		// even number of backslashes. IndexByte skips the string's bytes
+		// many at a time.
+		for j := i + 1; ; j++ {
+			k := bytes.IndexByte(b[j:], '"')
+			if k < 0 {
+				return -1
+			}
+			j += k
+			n := 0
+			for p := j - 1; p > i && b[p] == '\\'; p-- {
+				n++
+			}
+			if n%2 == 0 {
 				return j + 1
 			}
 		}
-		return -1
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(b); j++ {

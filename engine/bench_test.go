@@ -72,3 +72,23 @@ func BenchmarkToolsCallEcho(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkToolsCallEcho2026 is BenchmarkToolsCallEcho in the stateless
+// revision: the same call carrying its version and capabilities in _meta,
+// on a connection that never initialized.
+func BenchmarkToolsCallEcho2026(b *testing.B) {
+	f := newFixture(b, engine.Options{})
+	sink := signalSink{ch: make(chan int, 1)}
+	conn := f.srv.Open(sink)
+	in := []byte(req26(123, "tools/call", `"name":"echo","arguments":{"text":"hello, world"}`, `{}`))
+	var out []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		if out = conn.HandleFrame(in, out[:0]); len(out) > 0 {
+			b.Fatalf("immediate answer: %s", out)
+		}
+		if n := <-sink.ch; n < 50 {
+			b.Fatalf("short answer: %d bytes", n)
+		}
+	}
+}

@@ -406,7 +406,7 @@ func (s *Server) staticRead(m *codec.Message) ([]byte, bool) {
 // scanned of the params.
 func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte, f *toolFields, mm *modernMeta) ([]byte, bool) {
 	var name string
-	if f.scan(m.Params) {
+	if f.ok || f.scan(m.Params) {
 		name = bytesconv.B2S(f.name)
 	} else {
 		p, err := decodeRouting(m.Params)

@@ -411,7 +411,7 @@ func (s *Server) broadcastListChanged(k handlers.ListKind) {
 			}
 			return true
 		})
-		s.listeners.each(func(l *listener) { l.listChanged(k) })
+		s.listeners.each(func(l *listener) { l.listChanged(k, changed) })
 	})
 }
 

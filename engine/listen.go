@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"sync"
+	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/handlers"
@@ -30,6 +31,7 @@ type listener struct {
 	id    []byte // the request's id, owned
 	kinds [4]bool
 	subs  []func() // bus subscriptions, by resource URI
+	since int64    // UnixNano when it opened: older changes are not its
 
 	once sync.Once
 }
@@ -91,7 +93,7 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 	if caps.Resources != nil {
 		agreed.ResourceSubscriptions = p.Notifications.ResourceSubscriptions
 	}
-	l := &listener{s: s, sess: sess, reply: reply, id: bytes.Clone(m.ID)}
+	l := &listener{s: s, sess: sess, reply: reply, id: bytes.Clone(m.ID), since: time.Now().UnixNano()}
 	l.kinds[handlers.ListTools] = agreed.ToolsListChanged
 	l.kinds[handlers.ListPrompts] = agreed.PromptsListChanged
 	l.kinds[handlers.ListResources] = agreed.ResourcesListChanged
@@ -146,10 +148,10 @@ func (l *listener) send(method string, b *codec.Buffer) {
 	}
 }
 
-// listChanged sends a list-changed notice of kind k, if the stream
-// carries it.
-func (l *listener) listChanged(k handlers.ListKind) {
-	if int(k) >= len(l.kinds) || !l.kinds[k] {
+// listChanged sends a list-changed notice of kind k for a change at
+// changed (UnixNano), if the stream carries it and opened before it.
+func (l *listener) listChanged(k handlers.ListKind, changed int64) {
+	if int(k) >= len(l.kinds) || !l.kinds[k] || changed < l.since {
 		return
 	}
 	method := listNotification(k)

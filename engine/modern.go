@@ -38,12 +38,16 @@ var modernKeys = []string{
 	mcp.MetaTraceParent, mcp.MetaTraceState, mcp.MetaBaggage,
 }
 
-var versionKey = []byte(mcp.MetaProtocolVersion)
-
 // mayBeModern reports whether the request m on sess may be of the stateless
-// revision, cheaply: parseModern decides.
+// revision, for parseModern to decide: any request on a stateless
+// session, server/discover, and any request but initialize on a
+// connection that has not initialized. An initialize selects the older
+// revisions for the rest of the connection (a stdio process, a TCP
+// connection), as 2026-07-28's rules for dual-era servers say, so a
+// session's requests pay nothing for the stateless revision.
 func mayBeModern(sess *session.Session, m *codec.Message) bool {
-	return sess.Stateless() || m.Method == mcp.MethodServerDiscover || bytes.Contains(m.Params, versionKey)
+	return sess.Stateless() || m.Method == mcp.MethodServerDiscover ||
+		(m.Method != mcp.MethodInitialize && sess.State() == session.StateNew)
 }
 
 // errMeta is the answer to a modern request whose _meta is missing or
@@ -57,14 +61,19 @@ func errMeta(msg string) *codec.Error {
 // revision, unless its session is stateless); a request that names one
 // but whose _meta is malformed, or that names a version not served, gets
 // the error returned.
-func parseModern(params []byte, mm *modernMeta) (found bool, e *codec.Error) {
+//
+// meta, when not nil, is params' _meta found by an earlier scan (tools/call).
+func parseModern(params, meta []byte, mm *modernMeta) (found bool, e *codec.Error) {
 	*mm = modernMeta{level: -1}
 	if len(params) == 0 {
 		return false, errMeta("_meta with " + mcp.MetaProtocolVersion + " and " + mcp.MetaClientCapabilities + " is required")
 	}
-	meta, ok, err := codec.ObjectField(params, "_meta")
-	if err != nil {
-		return false, errMeta("params must be an object")
+	ok := meta != nil
+	if !ok {
+		var err error
+		if meta, ok, err = codec.ObjectField(params, "_meta"); err != nil {
+			return false, errMeta("params must be an object")
+		}
 	}
 	if !ok || string(meta) == "null" {
 		return false, errMeta("_meta with " + mcp.MetaProtocolVersion + " and " + mcp.MetaClientCapabilities + " is required")
@@ -178,7 +187,12 @@ func removedInModern(method string) bool {
 // all: the caller serves it as a request of its session.
 func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued, handled bool) {
 	var mm modernMeta
-	found, e := parseModern(m.Params, &mm)
+	var f toolFields
+	var meta []byte
+	if m.Method == mcp.MethodToolsCall && f.scan(m.Params) {
+		meta = f.meta // the one scan of the params serves both
+	}
+	found, e := parseModern(m.Params, meta, &mm)
 	if !found && e != nil && !sess.Stateless() && m.Method != mcp.MethodServerDiscover {
 		return out, false, false
 	}
@@ -215,7 +229,6 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 		}
 		return codec.AppendError(out, m.ID, codec.CodeMethodNotFound, msg, nil), false, true
 	}
-	var f toolFields
 	if m.Method == mcp.MethodToolsCall {
 		if dst, ok := s.inlineTool(sess, m, out, &f, &mm); ok {
 			return dst, false, true

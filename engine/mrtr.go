@@ -115,14 +115,23 @@ func (r *request) checkMRTR() error {
 	if !r.mod.on || len(r.msg.Params) == 0 {
 		return nil
 	}
-	if !bytes.Contains(r.msg.Params, []byte(`"requestState"`)) && !bytes.Contains(r.msg.Params, []byte(`"inputResponses"`)) {
-		return nil
+	if r.tool.ok {
+		if !r.tool.retry {
+			return nil
+		}
+	} else {
+		var v [2][]byte
+		if codec.ObjectFields(r.msg.Params, retryKeys, v[:]) == nil && v[0] == nil && v[1] == nil {
+			return nil
+		}
 	}
 	if st := r.loadMRTR(); st.err != nil {
 		return st.err
 	}
 	return nil
 }
+
+var retryKeys = []string{"inputResponses", "requestState"}
 
 // input is a handler's request for client input in a stateless request.
 func (r *request) input(key, method string, params, result any) error {
@@ -230,13 +239,19 @@ func (s *Server) sealState(method, digest string, answers map[string]json.RawMes
 	if err != nil {
 		return "", err
 	}
-	mac := hmac.New(sha256.New, s.stateKeys()[0])
-	mac.Write(payload)
-	tok := base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+	tok := s.signState(payload)
 	if len(tok) > maxStateBytes {
 		return "", fmt.Errorf("engine: requestState %w (%d bytes)", errStateTooBig, len(tok))
 	}
 	return tok, nil
+}
+
+// signState returns the requestState token of payload, signed with the
+// first key.
+func (s *Server) signState(payload []byte) string {
+	mac := hmac.New(sha256.New, s.stateKeys()[0])
+	mac.Write(payload)
+	return base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
 // openState verifies a requestState and returns the answers it carries.

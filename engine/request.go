@@ -46,6 +46,7 @@ type request struct {
 	mrtr    *mrtrState // made on the first input request
 	hint    handlers.CacheHint
 	hintSet bool
+	plain   bool // a CallToolResult without _meta: finishModern need not scan it
 
 	taskID string // set when the request runs as a task
 	inline bool   // a NonBlocking tool run on the event loop: it sends nothing
@@ -189,6 +190,14 @@ func (s *Server) finishModern(r *request, dst []byte, start, body int, err error
 		}
 		return codec.AppendErrorObject(dst[:start], id, e)
 	}
+	if r.plain && len(dst) > body+2 && dst[len(dst)-1] == '}' {
+		// A CallToolResult this engine encoded, without _meta: its
+		// members are known, so the tail goes in without a scan.
+		dst = dst[:len(dst)-1]
+		dst = append(dst, `,"resultType":"complete","_meta":`...)
+		dst = append(dst, s.serverInfoMeta...)
+		return append(dst, "}}"...)
+	}
 	if len(dst) == body {
 		dst = append(dst, "{}"...)
 	}
@@ -222,17 +231,18 @@ func (s *Server) dispatch(r *request, dst []byte) ([]byte, error) {
 // full decoder runs, and reports what is wrong.
 type toolFields struct {
 	ok               bool
+	retry            bool // inputResponses or requestState present (2026-07-28)
 	name, args, meta []byte
 }
 
-var toolKeys = []string{"name", "arguments", "_meta", "task"}
+var toolKeys = []string{"name", "arguments", "_meta", "task", "inputResponses", "requestState"}
 
 func (f *toolFields) scan(params []byte) bool {
 	*f = toolFields{}
 	if len(params) == 0 {
 		return false
 	}
-	var v [4][]byte
+	var v [6][]byte
 	if codec.ObjectFields(params, toolKeys, v[:]) != nil || v[0] == nil || (v[3] != nil && string(v[3]) != "null") {
 		return false
 	}
@@ -241,6 +251,7 @@ func (f *toolFields) scan(params []byte) bool {
 		return false
 	}
 	f.ok, f.name, f.args, f.meta = true, name, v[1], v[2]
+	f.retry = v[4] != nil || v[5] != nil
 	return true
 }
 
@@ -317,6 +328,7 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	if res == nil {
 		res = &mcp.CallToolResult{}
 	}
+	r.plain = r.mod.on && len(res.Meta) == 0
 	return res.AppendJSON(dst)
 }
 
