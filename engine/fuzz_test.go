@@ -32,6 +32,7 @@ const (
 	stateInitializing
 	stateReady
 	stateClosed
+	stateStateless // a stateless exchange (a 2026-07-28 HTTP POST)
 	numStates
 )
 
@@ -56,6 +57,19 @@ func trafficSeeds(f *testing.F) [][]byte {
 	seeds = append(seeds,
 		[]byte("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/get\",\"params\":{\"name\":\"greet\",\"arguments\":{\"name\":\"a\xffb\"}}}"),
 		[]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","argu`),
+	)
+	// The stateless revision (2026-07-28): discovery, a call, a multi
+	// round-trip request and its retry, a listen stream, bad _meta.
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{},"elicitation":{},"roots":{}},"io.modelcontextprotocol/logLevel":"debug","traceparent":"00-1-2-01"}`
+	seeds = append(seeds,
+		[]byte(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`),
+		[]byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_simple_text","arguments":{},`+meta+`}}`),
+		[]byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"test_sampling","arguments":{"prompt":"p"},`+meta+`}}`),
+		[]byte(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"test_sampling","arguments":{"prompt":"p"},"inputResponses":{"sampling-1":{"role":"assistant","content":{"type":"text","text":"x"},"model":"m"}},"requestState":"e30.AAAA",`+meta+`}}`),
+		[]byte(`{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["test://watched-resource"]},`+meta+`}}`),
+		[]byte(`{"jsonrpc":"2.0","id":6,"method":"resources/read","params":{"uri":"test://nope",`+meta+`}}`),
+		[]byte(`{"jsonrpc":"2.0","id":7,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v9"}}}`),
+		[]byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`),
 	)
 	return seeds
 }
@@ -93,6 +107,9 @@ func fuzzServer(f *testing.F) *engine.Server {
 
 // sessionIn returns a session of srv in the lifecycle state st.
 func sessionIn(srv *engine.Server, st uint8, sink session.Sink) *session.Session {
+	if st%numStates == stateStateless {
+		return srv.OpenStateless(sink).Session()
+	}
 	sess := srv.Open(sink).Session()
 	if st%numStates >= stateInitializing {
 		srv.Conn(sess).HandleFrame([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{},"elicitation":{},"roots":{}},"clientInfo":{"name":"fuzz","version":"1"}}}`), nil)

@@ -110,6 +110,9 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 	default:
 		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "session closed", nil)
 	}
+	// A stream is no answer a transport waits for before it closes its
+	// session (session.InFlight): the session's end ends the stream.
+	sess.Answered()
 	// The acknowledgement is the stream's first message.
 	ack, _ := codec.Marshal(&agreed)
 	b := codec.GetBuffer()
@@ -190,7 +193,6 @@ func (l *listener) end(graceful bool) {
 		} else if b != nil {
 			_ = l.reply.Send(b)
 		}
-		l.sess.Answered()
 	})
 }
 
