@@ -422,6 +422,12 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte,
 	if o, ok := s.reg.ToolOptionsOf(name); !ok || !o.NonBlocking {
 		return dst, false
 	}
+	if mm != nil && mm.on {
+		// A tool that supports tasks may become one (modernToolTask).
+		if t, ok := s.reg.Tool(name); ok && t.Execution != nil && t.Execution.TaskSupport != "" && t.Execution.TaskSupport != mcp.TaskForbidden {
+			return dst, false
+		}
+	}
 	r := s.newRequest(sess, nil)
 	r.tool = *f
 	r.inline = true

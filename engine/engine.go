@@ -81,8 +81,18 @@ type Options struct {
 	// TaskTTL is the longest a task and its result are kept (a client may
 	// ask for less); <= 0 means 10 minutes.
 	TaskTTL time.Duration
-	// MaxTasks bounds the tasks one session keeps; <= 0 means 64.
+	// MaxTasks bounds the tasks one session keeps; <= 0 means 64. The
+	// tasks of 2026-07-28 (the tasks extension), which belong to no
+	// session, are bounded by it server-wide: when that many are kept, a
+	// new one evicts the oldest that has ended, and is refused when none
+	// has.
 	MaxTasks int
+	// NodeID names this node of a cluster in the ids of the tasks it
+	// creates for 2026-07-28 requests ("<NodeID>.<random>", see
+	// TaskNode), so that a router can send tasks/get, tasks/update and
+	// tasks/cancel to the node that runs the task. It must not contain a
+	// '.'. Empty: ids are random only.
+	NodeID string
 
 	// KeepAlive, if > 0, pings each initialized session at that interval;
 	// a session that misses KeepAliveMisses answers in a row is closed.
@@ -158,6 +168,7 @@ type Server struct {
 	listChanged [4]atomic.Int64 // UnixNano of the last change, by kind
 	unsubs      []func()
 	tasks       *taskStore
+	mtasks      *modernTaskStore
 
 	ipRates *ipRates // nil unless Options.RateIP > 0
 	panics  atomic.Uint64
@@ -227,6 +238,7 @@ func New(opts Options) *Server {
 		bus:      opts.Bus,
 		log:      log,
 		tasks:    newTaskStore(),
+		mtasks:   newModernTaskStore(),
 		adm:      newAdmission(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

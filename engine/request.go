@@ -48,9 +48,11 @@ type request struct {
 	hintSet bool
 	plain   bool // a CallToolResult without _meta: finishModern need not scan it
 
-	taskID string // set when the request runs as a task
-	inline bool   // a NonBlocking tool run on the event loop: it sends nothing
-	big    bool   // buf holds a big frame, not yet decoded (HandleFrame)
+	taskID string     // set when the request runs as a task
+	mtask  *mtask     // set when the request runs as a task of 2026-07-28
+	inMu   sync.Mutex // serializes the input requests of a stateless request
+	inline bool       // a NonBlocking tool run on the event loop: it sends nothing
+	big    bool       // buf holds a big frame, not yet decoded (HandleFrame)
 
 	// With receiving middleware: the request as it sees it, and the
 	// answer being written, its result starting at outBody.
@@ -304,7 +306,14 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	if p.Name == "" {
 		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: tools/call needs a name")
 	}
-	if r.taskID == "" {
+	if r.mod.on {
+		// 2026-07-28: the server decides (params.task is ignored).
+		if r.mtask == nil {
+			if dst, err, done := s.modernToolTask(r, p, dst); done {
+				return dst, err
+			}
+		}
+	} else if r.taskID == "" {
 		support := mcp.TaskForbidden
 		if t, ok := s.reg.Tool(p.Name); ok && t.Execution != nil && t.Execution.TaskSupport != "" {
 			support = t.Execution.TaskSupport
@@ -418,6 +427,8 @@ func (r *request) ClientInfo() mcp.Implementation {
 	if !r.mod.on {
 		return r.sess.ClientInfo()
 	}
+	r.inMu.Lock()
+	defer r.inMu.Unlock()
 	if r.modInfo == nil {
 		r.modInfo = new(mcp.Implementation)
 		if r.mod.info != nil {
@@ -433,6 +444,8 @@ func (r *request) ClientCapabilities() *mcp.ClientCapabilities {
 	if !r.mod.on {
 		return r.sess.ClientCapabilities()
 	}
+	r.inMu.Lock() // a handler may ask from several goroutines
+	defer r.inMu.Unlock()
 	if r.modCaps == nil {
 		r.modCaps = new(mcp.ClientCapabilities)
 		_ = codec.Unmarshal(r.mod.caps, r.modCaps)
@@ -667,6 +680,11 @@ func (r *request) ListRoots(ctx context.Context) (*mcp.ListRootsResult, error) {
 // waits for the answer, ctx and the configured timeout.
 func (r *request) callClient(ctx context.Context, method string, params, result any) error {
 	if r.mod.on {
+		if r.mtask != nil {
+			return r.mtask.input(ctx, r, handlers.InputKey(ctx), method, params, result)
+		}
+		r.inMu.Lock()
+		defer r.inMu.Unlock()
 		return r.input(handlers.InputKey(ctx), method, params, result)
 	}
 	if r.inline {

@@ -195,6 +195,30 @@ func WithInputKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, inputKeyCtx{}, key)
 }
 
+// A TaskStarter is the Peer of a tools/call that may become a task of
+// the 2026-07-28 tasks extension (see ToolOptions.DeferTask).
+type TaskStarter interface {
+	// StartTask answers the call with a CreateTaskResult and has the
+	// handler, which goes on, run as the task from there: its result is
+	// the task's, and its inputs (Elicit, CreateMessage, ListRoots) park
+	// the task in input_required until the client answers them with
+	// tasks/update. It reports false, and the call goes on as a plain
+	// request, when the call cannot become a task: the client did not
+	// declare the extension, the tool does not support tasks, an input
+	// asked for is still unanswered, or the server keeps too many tasks.
+	// It is idempotent.
+	StartTask() bool
+}
+
+// StartTask calls p's StartTask when p is a TaskStarter; it reports
+// whether the call now runs as a task.
+func StartTask(p Peer) bool {
+	if ts, ok := p.(TaskStarter); ok {
+		return ts.StartTask()
+	}
+	return false
+}
+
 // InputKey returns the key WithInputKey set on ctx, or "".
 func InputKey(ctx context.Context) string {
 	k, _ := ctx.Value(inputKeyCtx{}).(string)

@@ -45,6 +45,16 @@ type ToolOptions struct {
 	// execution means forbidden).
 	TaskSupport string
 
+	// DeferTask, for a tool with TaskSupport optional or required called
+	// in a 2026-07-28 request whose client declared the tasks extension,
+	// has the engine not make the call a task at once: the handler runs
+	// as a plain request, whose inputs are gathered in multi round-trip
+	// rounds (InputRequiredResult), until it calls StartTask; the call is
+	// then answered with a CreateTaskResult and the handler runs on as
+	// the task. A handler that returns without calling StartTask is
+	// answered with its result.
+	DeferTask bool
+
 	// RequiredScopes are the OAuth scopes a caller must hold to call the
 	// tool. The registry only stores them: a receiving middleware (see
 	// engine.Options.Receive) enforces them, reading them with

@@ -61,6 +61,9 @@ func Conformance(r *handlers.Registry, env Env) error {
 			return err
 		}
 	}
+	if err := conformanceTasks(r); err != nil {
+		return err
+	}
 
 	statics := []struct {
 		res      mcp.Resource
