@@ -217,7 +217,7 @@ func (s *Server) runAsTask(r *request, dst []byte, now bool) ([]byte, error) {
 	if err := codec.Decode(tr.buf, &tr.msg); err != nil {
 		return dst, err
 	}
-	if _, e := parseModern(tr.msg.Params, &tr.mod); e != nil {
+	if _, e := parseModern(tr.msg.Params, nil, &tr.mod); e != nil {
 		return dst, e
 	}
 	var p mcp.CallToolParams
