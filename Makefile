@@ -98,7 +98,7 @@ interop: build $(INTEROP_DEPS) ## Run the TypeScript SDK client against bin/mcpe
 $(INTEROP_DEPS): $(INTEROP)/package.json $(INTEROP)/package-lock.json
 	cd $(INTEROP) && npm ci --no-audit --no-fund
 
-conformance: build $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the official MCP conformance suite (all server scenarios) against bin/mcpedge
+conformance: build $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the official MCP conformance suite (all server scenarios; releases 0.1.16 and 0.2.0-alpha.12) against bin/mcpedge
 	MCPEDGE_BIN=$(CURDIR)/$(MCPEDGE) $(CONFORMANCE)/run-server.sh
 
 $(CONFORMANCE_DEPS): $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.json

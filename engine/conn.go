@@ -49,7 +49,11 @@ func (c Conn) Close(cause error) { c.s.closeSession(c.sess, cause) }
 // the reply: answers given at once are appended to out, which is
 // returned; a queued request's answer goes to the session's sink. A frame
 // that does not decode is answered with -32700 or -32600
-// (codec.AppendDecodeError). A frame over Options.BigMessage is copied and
+// (codec.AppendDecodeError); a JSON array is a batch, served as
+// HandleBatch does when the session negotiated 2025-03-26 (its array of
+// answers appended to out, or sent to the session's sink once the last
+// queued request is answered), else refused with -32600. A frame over
+// Options.BigMessage is copied and
 // decoded on the worker pool, so that a large message does not stall the
 // loop. frame is not retained.
 func (c Conn) HandleFrame(frame, out []byte) []byte { return c.s.handleFrame(c.sess, frame, out) }

@@ -71,6 +71,11 @@ func putRouting(p *routing) {
 
 // handleFrame is Conn.HandleFrame.
 func (s *Server) handleFrame(sess *session.Session, frame []byte, out []byte) []byte {
+	if len(frame) > 0 && (frame[0] == '[' || frame[0] <= ' ') { // a batch, maybe (batch.go)
+		if res, ok := s.handleBatchFrame(sess, frame, out); ok {
+			return res
+		}
+	}
 	if s.opts.BigMessage > 0 && len(frame) > s.opts.BigMessage && s.handleBig(sess, frame) {
 		return out
 	}
@@ -518,8 +523,8 @@ func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte)
 	}
 	res := mcp.InitializeResult{
 		ProtocolVersion: version,
-		Capabilities:    s.Capabilities(),
-		ServerInfo:      mcp.Implementation{Name: s.opts.Name, Title: s.opts.Title, Version: s.opts.Version},
+		Capabilities:    s.capabilitiesFor(version),
+		ServerInfo:      implementationFor(mcp.Implementation{Name: s.opts.Name, Title: s.opts.Title, Version: s.opts.Version}, version),
 		Instructions:    s.opts.Instructions,
 	}
 	body, err := codec.Marshal(&res)

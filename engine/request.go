@@ -306,6 +306,9 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	if p.Name == "" {
 		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: tools/call needs a name")
 	}
+	if p.Task != nil && !r.mod.on && !atLeast(r.sess.Version(), mcp.Version20251125) {
+		p.Task = nil // tasks are 2025-11-25's: an older client's call is a plain one
+	}
 	if r.mod.on {
 		// 2026-07-28: the server decides (params.task is ignored).
 		if r.mtask == nil {
@@ -506,7 +509,7 @@ func (r *request) Progress(progress, total float64, message string) error {
 		b.B = append(b.B, `,"total":`...)
 		b.B = codec.AppendFloat(b.B, total)
 	}
-	if message != "" {
+	if message != "" && atLeast(r.ProtocolVersion(), mcp.Version20250326) {
 		b.B = append(b.B, `,"message":`...)
 		b.B = codec.AppendString(b.B, message)
 	}

@@ -31,7 +31,8 @@ var ConformanceInfo = mcp.Implementation{Name: "mcp-conformance-test-server", Ve
 
 // Conformance installs the fixtures the official MCP conformance suite
 // (@modelcontextprotocol/conformance 0.1.16) expects of a server, as
-// specified in shared/conformance/FIXTURES.md.
+// specified in shared/conformance/FIXTURES.md, and those 0.2.0 adds for
+// MCP 2026-07-28 (conformance_2026.go).
 func Conformance(r *handlers.Registry, env Env) error {
 	tools := []struct {
 		name, desc, schema string
@@ -134,7 +135,10 @@ func Conformance(r *handlers.Registry, env Env) error {
 	if err := r.AddPromptCompletion("test_prompt_with_arguments", "arg2", prefixCompletion("testValue2", "other")); err != nil {
 		return err
 	}
-	return r.AddTemplateCompletion("test://template/{id}/data", "id", prefixCompletion("1", "123", "456"))
+	if err := r.AddTemplateCompletion("test://template/{id}/data", "id", prefixCompletion("1", "123", "456")); err != nil {
+		return err
+	}
+	return conformance2026(r, env)
 }
 
 func userText(text string) mcp.PromptMessage {

@@ -21,7 +21,7 @@ const (
 	filenameSchema    = `{"type":"object","properties":{"filename":{"type":"string","description":"The file to delete"}},"required":["filename"]}`
 	confirmSchema     = `{"type":"object","properties":{"confirm":{"type":"boolean","description":"Confirm the deletion"}},"required":["confirm"]}`
 	nameConfirmSchema = `{"type":"object","properties":{"name":{"type":"string","description":"A name"},"confirm":{"type":"boolean","description":"Confirm"}},"required":["name"]}`
-	nameSchema        = `{"type":"object","properties":{"name":{"type":"string","description":"Your name"}},"required":["name"]}`
+	taskNameSchema    = `{"type":"object","properties":{"name":{"type":"string","description":"Your name"}},"required":["name"]}`
 
 	// maxSlowCompute bounds slow_compute's seconds.
 	maxSlowCompute = 10 * time.Minute
@@ -162,7 +162,7 @@ func toolWithTask(ctx context.Context, req *handlers.CallToolRequest) (*mcp.Call
 	var ans struct {
 		Name string `json:"name"`
 	}
-	action, err := elicitForm(handlers.WithInputKey(ctx, "user_name"), req, "What is your name?", nameSchema, &ans)
+	action, err := elicitForm(handlers.WithInputKey(ctx, "user_name"), req, "What is your name?", taskNameSchema, &ans)
 	if err != nil {
 		return mcp.ErrorResult("elicitation failed: " + err.Error()), nil
 	}

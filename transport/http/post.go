@@ -311,6 +311,10 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 	}
 	m := &c.msg
 	if err := codec.Decode(body, m); err != nil {
+		if s.batch(ctx, body) { // a JSON-RPC batch of a 2025-03-26 session (batch.go)
+			s.putCall(c)
+			return
+		}
 		s.decodeError(ctx, m, err)
 		s.putCall(c)
 		return

@@ -480,3 +480,42 @@ func TestReadTimeout(t *testing.T) {
 		assert.Equal(t, 0, eng.Sessions().Len())
 	})
 }
+
+// TestBatch: a session at 2025-03-26 may send a JSON-RPC batch, answered
+// with one array line; later revisions have it refused.
+func TestBatch(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		ok      bool
+	}{{mcp.Version20250326, true}, {mcp.Version20251125, false}} {
+		t.Run(tc.version, func(t *testing.T) {
+			eng := newEngine(t, engine.Options{})
+			p := serve(t, eng, stdio.Options{})
+			p.write(t, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"`+tc.version+`","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+			require.Equal(t, `"init"`, string(p.next(t).ID))
+			p.write(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+			p.write(t, "["+strings.TrimSuffix(call(1, "pecho", `{"text":"a"}`), "\n")+`,{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}},{"jsonrpc":"2.0","id":2,"method":"ping"}]`+"\n")
+			var line []byte
+			select {
+			case line = <-p.lines:
+			case <-time.After(wait):
+				t.Fatal("no output")
+			}
+			if !tc.ok {
+				var m msg
+				require.NoError(t, codec.Unmarshal(line, &m), "line %s", line)
+				require.NotNil(t, m.Error)
+				require.Equal(t, codec.CodeInvalidRequest, m.Error.Code)
+				return
+			}
+			var ms []msg
+			require.NoError(t, codec.Unmarshal(line, &ms), "line %s", line)
+			require.Len(t, ms, 2)
+			ids := map[string]bool{string(ms[0].ID): true, string(ms[1].ID): true}
+			require.Equal(t, map[string]bool{"1": true, "2": true}, ids)
+			// An all-notification batch is not answered: the next line is the ping's.
+			p.write(t, `[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}]`+"\n"+`{"jsonrpc":"2.0","id":3,"method":"ping"}`+"\n")
+			require.Equal(t, "3", string(p.next(t).ID))
+		})
+	}
+}
