@@ -81,7 +81,7 @@ func goSDKConnect(ctx context.Context, t *testing.T, ep *endpoints, hs, era stri
 	}
 	if got.ProtocolVersion != era {
 		if era == v2026 {
-			t.Fatalf("negotiated %q, want %q: server/discover failed and the SDK fell back to initialize (over %s)", got.ProtocolVersion, era, ep.tr)
+			t.Fatalf("negotiated %q, want %q: server/discover failed and the SDK fell back to initialize (over %s)%s", got.ProtocolVersion, era, ep.tr, ep.discoverProbe(hs))
 		}
 		t.Fatalf("negotiated %q, want %q", got.ProtocolVersion, era)
 	}
@@ -100,7 +100,7 @@ func goSDKText(t *testing.T, content []mcp.Content) string {
 	return tc.Text
 }
 
-func goSDKSuite(t *testing.T, tr transport, era string) {
+func goSDKSuite(t *testing.T, tr conn, era string) {
 	ep := newEndpoints(t, tr)
 
 	t.Run("connect", func(t *testing.T) {

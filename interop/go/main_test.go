@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -228,15 +229,15 @@ func untilNotified(ctx context.Context, t *testing.T, notified <-chan struct{}, 
 	}
 }
 
-// transport is how a client reaches the server.
-type transport int
+// conn is how a client reaches the server.
+type conn int
 
 const (
-	overStdio transport = iota // a server subprocess per client, on its stdin/stdout
-	overHTTP                   // Streamable HTTP on 127.0.0.1, a server per handler set per top-level test
+	overStdio conn = iota // a server subprocess per client, on its stdin/stdout
+	overHTTP              // Streamable HTTP on 127.0.0.1, a server per handler set per top-level test
 )
 
-func (tr transport) String() string {
+func (tr conn) String() string {
 	if tr == overHTTP {
 		return "HTTP"
 	}
@@ -247,11 +248,11 @@ func (tr transport) String() string {
 // one server per handler set, started now and stopped when t ends; for
 // stdio, none (each client starts its own).
 type endpoints struct {
-	tr   transport
+	tr   conn
 	urls map[string]string // handler set → Streamable HTTP endpoint
 }
 
-func newEndpoints(t *testing.T, tr transport) *endpoints {
+func newEndpoints(t *testing.T, tr conn) *endpoints {
 	t.Helper()
 	e := &endpoints{tr: tr, urls: map[string]string{}}
 	if tr == overHTTP {
@@ -260,4 +261,33 @@ func newEndpoints(t *testing.T, tr transport) *endpoints {
 		}
 	}
 	return e
+}
+
+// discoverProbe explains a failed 2026-07-28 negotiation over HTTP: it
+// POSTs a server/discover of its own, as the libraries do, and returns the
+// server's status and body ("" over stdio).
+func (e *endpoints) discoverProbe(hs string) string {
+	if e.tr != overHTTP {
+		return ""
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"` + v2026 + `",` +
+		`"io.modelcontextprotocol/clientCapabilities":{},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"mcpedge-interop-probe","version":"1.0.0"}}}}`
+	req, err := http.NewRequest(http.MethodPost, e.urls[hs], strings.NewReader(body))
+	if err != nil {
+		return "; probe: " + err.Error()
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", v2026)
+	req.Header.Set("Mcp-Method", "server/discover")
+	cl := http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return "; probe: " + err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	return fmt.Sprintf("; a server/discover POST with MCP-Protocol-Version: %s gets HTTP %d: %s", v2026, resp.StatusCode, strings.TrimSpace(string(b)))
 }
