@@ -43,7 +43,6 @@ func (h *goSDKHandlers) options() *mcp.ClientOptions {
 			h.elicited.Add(1)
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": elicitUsername, "email": elicitEmail}}, nil
 		},
-		//lint:ignore SA1019 sampling is deprecated from 2026-07-28 but served in both eras; this is the SDK's only sampling hook
 		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			h.sampled.Add(1)
 			return &mcp.CreateMessageResult{Content: &mcp.TextContent{Text: sampledText}, Model: "interop-model", Role: "assistant"}, nil
