@@ -104,7 +104,7 @@ func stdioArgs(hs string) []string {
 // *exec.Cmd. Its stderr goes to the test log.
 func stdioCmd(t *testing.T, hs string) *exec.Cmd {
 	cmd := exec.Command(mcpedgeBin, stdioArgs(hs)...)
-	cmd.Stderr = testWriter{t}
+	cmd.Stderr = testWriter{t, "mcpedge"}
 	return cmd
 }
 
@@ -174,13 +174,16 @@ func startHTTP(t *testing.T, hs string) string {
 	return ""
 }
 
-// testWriter writes a subprocess's output to the test log, until the test
-// ends.
-type testWriter struct{ t *testing.T }
+// testWriter writes output (a subprocess's, a library's log) to the test
+// log, each line after prefix, until the test ends.
+type testWriter struct {
+	t      *testing.T
+	prefix string
+}
 
 func (w testWriter) Write(p []byte) (int, error) {
 	defer func() { _ = recover() }() // a log after the test ended panics
-	w.t.Logf("server: %s", strings.TrimRight(string(p), "\n"))
+	w.t.Logf("%s: %s", w.prefix, strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
 

@@ -66,9 +66,9 @@ func mcpGoConnect(ctx context.Context, t *testing.T, ep *endpoints, hs, era stri
 	var tr transport.Interface
 	switch ep.tr {
 	case overStdio:
-		tr = transport.NewStdioWithOptions(mcpedgeBin, nil, stdioArgs(hs), transport.WithCommandStderrWriter(testWriter{t}))
+		tr = transport.NewStdioWithOptions(mcpedgeBin, nil, stdioArgs(hs), transport.WithCommandStderrWriter(testWriter{t, "mcpedge"}))
 	case overHTTP:
-		opts := []transport.StreamableHTTPCOption{transport.WithHTTPLogger(slog.New(slog.NewTextHandler(testWriter{t}, nil)))}
+		opts := []transport.StreamableHTTPCOption{transport.WithHTTPLogger(slog.New(slog.NewTextHandler(testWriter{t, "mcp-go"}, nil)))}
 		if era == v2025 {
 			opts = append(opts, transport.WithContinuousListening())
 		}
