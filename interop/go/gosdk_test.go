@@ -31,10 +31,39 @@ func TestGoSDK_Stdio_2026(t *testing.T) { goSDKSuite(t, overStdio, v2026) }
 // 2026-07-28 (MCP-Protocol-Version: 2026-07-28 with per-request _meta).
 func TestGoSDK_HTTP_2026(t *testing.T) { goSDKSuite(t, overHTTP, v2026) }
 
-// goSDKHandlers counts the client handlers the server made the SDK call.
+// goSDKHandlers counts the client handlers the server made the SDK call,
+// and the server-to-client requests that reached the client: the SDK's
+// multi round-trip middleware calls the handlers directly, so an input
+// request of a 2026 input_required result is counted in elicited or
+// sampled but not in s2c.
 type goSDKHandlers struct {
 	elicited, sampled atomic.Int32
+	s2c               atomic.Int32 // elicitation/create and sampling/createMessage requests received
 	updated           chan string
+}
+
+// countRequests is receiving middleware that counts the server's
+// elicitation/create and sampling/createMessage requests.
+func (h *goSDKHandlers) countRequests(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "elicitation/create" || method == "sampling/createMessage" {
+			h.s2c.Add(1)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// checkPath checks how the input reached the client handler: in a 2025
+// session as a server-to-client request, in 2026 as an input request of an
+// input_required result (MRTR), which the SDK fulfils and retries.
+func (h *goSDKHandlers) checkPath(t *testing.T, era string) {
+	t.Helper()
+	switch n := h.s2c.Load(); {
+	case era == v2025 && n < 1:
+		t.Errorf("no server-to-client request reached the client in a 2025 session")
+	case era == v2026 && n > 0:
+		t.Errorf("%d server-to-client requests reached the client at 2026-07-28; want input_required results only", n)
+	}
 }
 
 func (h *goSDKHandlers) options() *mcp.ClientOptions {
@@ -62,6 +91,7 @@ func goSDKConnect(ctx context.Context, t *testing.T, ep *endpoints, hs, era stri
 	t.Helper()
 	h := &goSDKHandlers{updated: make(chan string, 16)}
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpedge-interop-gosdk", Version: "1.0.0"}, h.options())
+	client.AddReceivingMiddleware(h.countRequests)
 	var tr mcp.Transport
 	switch ep.tr {
 	case overStdio:
@@ -273,6 +303,7 @@ func goSDKSuite(t *testing.T, tr conn, era string) {
 		if n := h.elicited.Load(); n < 1 {
 			t.Errorf("the elicitation handler was not called")
 		}
+		h.checkPath(t, era)
 		if got := goSDKText(t, res.Content); res.IsError || !wantElicited(got) {
 			t.Errorf("tools/call test_elicitation = %q (isError %v)", got, res.IsError)
 		}
@@ -292,6 +323,7 @@ func goSDKSuite(t *testing.T, tr conn, era string) {
 		if n := h.sampled.Load(); n < 1 {
 			t.Errorf("the sampling handler was not called")
 		}
+		h.checkPath(t, era)
 		if got := goSDKText(t, res.Content); res.IsError || got != "LLM response: "+sampledText {
 			t.Errorf("tools/call test_sampling = %q (isError %v)", got, res.IsError)
 		}
