@@ -73,14 +73,15 @@ type listenParams struct {
 	Notifications *mcp.SubscriptionFilter `json:"notifications"`
 }
 
-// listen opens a subscriptions/listen stream for m on reply. It returns
-// out with an error appended when the request is refused; otherwise the
-// request is open (queued) until it ends.
-func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, _ []byte, out []byte, reply session.Sink) []byte {
+// listen opens a subscriptions/listen stream for m on reply, as
+// handleModern: a request refused is answered at once (queued false: its
+// error appended to out, or handed to reply's Refuse); otherwise the
+// request is open (queued) until it ends, and reply gets its Final.
+func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, _ []byte, out []byte, reply session.Sink) (res []byte, queued, handled bool) {
 	var p listenParams
 	if err := codec.Unmarshal(m.Params, &p); err != nil || p.Notifications == nil {
 		reject(reply, codec.CodeInvalidParams)
-		return codec.AppendError(out, m.ID, codec.CodeInvalidParams, "invalid params: subscriptions/listen needs a notifications filter", nil)
+		return codec.AppendError(out, m.ID, codec.CodeInvalidParams, "invalid params: subscriptions/listen needs a notifications filter", nil), false, true
 	}
 	caps := s.Capabilities()
 	agreed := mcp.SubscriptionFilter{
@@ -96,17 +97,17 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 	l.kinds[handlers.ListPrompts] = agreed.PromptsListChanged
 	l.kinds[handlers.ListResources] = agreed.ResourcesListChanged
 	if !s.adm.admit() {
-		return refuse(out, reply, m.ID, errShutdown)
+		return refuse(out, reply, m.ID, errShutdown), false, true
 	}
 	s.adm.done() // a stream does not hold the drain up: Shutdown ends it
 	switch err := sess.Track(l.id, l, s.opts.MaxInflight); err {
 	case nil:
 	case session.ErrInflightLimit:
-		return refuse(out, reply, m.ID, errInflight)
+		return refuse(out, reply, m.ID, errInflight), false, true
 	case session.ErrDuplicateID:
-		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "invalid request: a request with this id is in flight", nil)
+		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "invalid request: a request with this id is in flight", nil), false, true
 	default:
-		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "session closed", nil)
+		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "session closed", nil), false, true
 	}
 	// The acknowledgement is the stream's first message.
 	ack, _ := codec.Marshal(&agreed)
@@ -116,8 +117,8 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 	b.B = l.appendTag(b.B)
 	b.B = append(b.B, "}}"...)
 	if err := reply.Send(b); err != nil {
-		l.end(false)
-		return out
+		l.end(false) // Final(nil)
+		return out, true, true
 	}
 	for _, uri := range agreed.ResourceSubscriptions {
 		l.subs = append(l.subs, s.bus.Subscribe(session.TopicResourceUpdated+uri, func(_ string, uriJSON []byte) {
@@ -130,7 +131,7 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 		}))
 	}
 	s.listeners.add(l)
-	return out
+	return out, true, true
 }
 
 // appendTag appends ,"_meta":{subscriptionId} inside a params object.
