@@ -212,6 +212,8 @@ type Server struct {
 	stopOne  sync.Once
 	reaperWG sync.WaitGroup
 
+	live liveStateless // stateless POSTs that stream
+
 	lingering atomic.Int32 // refused connections being drained
 	lingerWG  sync.WaitGroup
 }
@@ -423,6 +425,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		return true
 	})
+	s.live.closeAll(s, ErrServerClosed)
 	err := s.srv.ShutdownWithContext(ctx)
 	s.lingerWG.Wait() // bounded by refuseLinger
 	if err != nil {
