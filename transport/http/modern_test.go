@@ -127,6 +127,7 @@ func TestModernHeaders(t *testing.T) {
 		{"unknown method", modernReq("unknown/method", "", modernBody(127, "unknown/method", ""), nil), 404, -32601},
 		{"discover", modernReq("server/discover", "", modernBody(128, "server/discover", ""), nil), 200, 0},
 		{"session id ignored", modernReq("tools/list", "", modernBody(129, "tools/list", ""), map[string]string{"Mcp-Session-Id": "00000000000000000000000000000000"}), 200, 0},
+		{"listen without filter", modernReq("subscriptions/listen", "", modernBody(130, "subscriptions/listen", `"notifications":7`), nil), 400, -32602},
 		// http-custom-header-server-validation
 		{"param base64", modernReq("tools/call", "hdr", call(200, "hdr", hello), map[string]string{"Mcp-Param-Region": "=?base64?SGVsbG8=?="}), 200, 0},
 		{"param bad padding", modernReq("tools/call", "hdr", call(201, "hdr", hello), map[string]string{"Mcp-Param-Region": "=?base64?SGVsbG8?="}), 400, -32020},
