@@ -33,6 +33,10 @@ type listener struct {
 	subs  []func() // bus subscriptions, by resource URI
 	since int64    // UnixNano when it opened: older changes are not its
 
+	// mu orders the stream: the acknowledgement is sent under it, before
+	// any notification, though the stream is registered before it.
+	mu sync.Mutex
+
 	once sync.Once
 }
 
@@ -75,14 +79,15 @@ type listenParams struct {
 	Notifications *mcp.SubscriptionFilter `json:"notifications"`
 }
 
-// listen opens a subscriptions/listen stream for m on reply. It returns
-// out with an error appended when the request is refused; otherwise the
-// request is open (queued) until it ends.
-func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, _ []byte, out []byte, reply session.Sink) []byte {
+// listen opens a subscriptions/listen stream for m on reply, as
+// handleModern: a request refused is answered at once (queued false: its
+// error appended to out, or handed to reply's Refuse); otherwise the
+// request is open (queued) until it ends, and reply gets its Final.
+func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, _ []byte, out []byte, reply session.Sink) (res []byte, queued, handled bool) {
 	var p listenParams
 	if err := codec.Unmarshal(m.Params, &p); err != nil || p.Notifications == nil {
 		reject(reply, codec.CodeInvalidParams)
-		return codec.AppendError(out, m.ID, codec.CodeInvalidParams, "invalid params: subscriptions/listen needs a notifications filter", nil)
+		return codec.AppendError(out, m.ID, codec.CodeInvalidParams, "invalid params: subscriptions/listen needs a notifications filter", nil), false, true
 	}
 	caps := s.Capabilities()
 	agreed := mcp.SubscriptionFilter{
@@ -98,32 +103,26 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 	l.kinds[handlers.ListPrompts] = agreed.PromptsListChanged
 	l.kinds[handlers.ListResources] = agreed.ResourcesListChanged
 	if !s.adm.admit() {
-		return refuse(out, reply, m.ID, errShutdown)
+		return refuse(out, reply, m.ID, errShutdown), false, true
 	}
 	s.adm.done() // a stream does not hold the drain up: Shutdown ends it
 	switch err := sess.Track(l.id, l, s.opts.MaxInflight); err {
 	case nil:
 	case session.ErrInflightLimit:
-		return refuse(out, reply, m.ID, errInflight)
+		return refuse(out, reply, m.ID, errInflight), false, true
 	case session.ErrDuplicateID:
-		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "invalid request: a request with this id is in flight", nil)
+		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "invalid request: a request with this id is in flight", nil), false, true
 	default:
-		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "session closed", nil)
+		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "session closed", nil), false, true
 	}
 	// A stream is no answer a transport waits for before it closes its
 	// session (session.InFlight): the session's end ends the stream.
 	sess.Answered()
-	// The acknowledgement is the stream's first message.
-	ack, _ := codec.Marshal(&agreed)
-	b := codec.GetBuffer()
-	b.B = append(b.B, `{"jsonrpc":"2.0","method":"`+mcp.NotificationSubscriptionsAcked+`","params":{"notifications":`...)
-	b.B = append(b.B, ack...)
-	b.B = l.appendTag(b.B)
-	b.B = append(b.B, "}}"...)
-	if err := reply.Send(b); err != nil {
-		l.end(false)
-		return out
-	}
+	// Registered first, so that no change after the acknowledgement is
+	// missed; the acknowledgement is still the stream's first message, as
+	// notifications wait for l.mu.
+	l.mu.Lock()
+	s.listeners.add(l)
 	for _, uri := range agreed.ResourceSubscriptions {
 		l.subs = append(l.subs, s.bus.Subscribe(session.TopicResourceUpdated+uri, func(_ string, uriJSON []byte) {
 			b := codec.GetBuffer()
@@ -134,8 +133,18 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 			l.send(mcp.NotificationResourceUpdated, b)
 		}))
 	}
-	s.listeners.add(l)
-	return out
+	ack, _ := codec.Marshal(&agreed)
+	b := codec.GetBuffer()
+	b.B = append(b.B, `{"jsonrpc":"2.0","method":"`+mcp.NotificationSubscriptionsAcked+`","params":{"notifications":`...)
+	b.B = append(b.B, ack...)
+	b.B = l.appendTag(b.B)
+	b.B = append(b.B, "}}"...)
+	err := reply.Send(b)
+	l.mu.Unlock()
+	if err != nil {
+		l.end(false) // Final(nil)
+	}
+	return out, true, true
 }
 
 // appendTag appends ,"_meta":{subscriptionId} inside a params object.
@@ -146,6 +155,8 @@ func (l *listener) appendTag(dst []byte) []byte {
 }
 
 func (l *listener) send(method string, b *codec.Buffer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if err := l.s.send(l.sess.Context(), l.sess, l.reply, method, b); err != nil {
 		go l.end(false)
 	}
@@ -176,7 +187,11 @@ func (l *listener) Cancel(error) { go l.end(false) }
 func (l *listener) end(graceful bool) {
 	l.once.Do(func() {
 		l.s.listeners.remove(l)
-		for _, unsub := range l.subs {
+		l.mu.Lock()
+		subs := l.subs
+		l.subs = nil
+		l.mu.Unlock()
+		for _, unsub := range subs {
 			unsub()
 		}
 		l.sess.Done(l.id, l)

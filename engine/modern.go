@@ -219,7 +219,7 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 	case mcp.MethodPromptsList:
 		return s.modernTail(s.listPage(handlers.ListNamePrompts, m, out), start, s.listHint(handlers.ListNamePrompts)), false, true
 	case mcp.MethodSubscriptionsListen:
-		return s.listen(sess, m, &mm, frame, out, reply), true, true
+		return s.listen(sess, m, &mm, frame, out, reply)
 	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
 		return s.modernTaskMethod(m, &mm, out, reply), false, true
 	case mcp.MethodToolsCall, mcp.MethodResourcesRead, mcp.MethodPromptsGet, mcp.MethodCompletionComplete:

@@ -25,6 +25,9 @@ type toolEntry struct {
 	in   *schema
 	out  *schema // nil without an output schema
 	opts ToolOptions
+	// headers are the arguments mirrored into Mcp-Param-* headers
+	// (x-mcp-header), nil when none.
+	headers []HeaderParam
 }
 
 // ToolOptions tune how a tool is run. The zero value suits any handler;
@@ -94,7 +97,8 @@ func oneOption[O any](opts []O) (O, error) {
 // are served to clients as given, less insignificant whitespace.
 //
 // An empty name, a nil handler, a schema that is not a valid JSON Schema
-// object, or invalid options yield an error wrapping ErrInvalidTool, and
+// object, an invalid x-mcp-header annotation in the input schema (see
+// ToolHeaderParams), or invalid options yield an error wrapping ErrInvalidTool, and
 // nothing is registered. The Registry keeps a copy of *t; slices t refers
 // to must not be modified afterwards. Safe for concurrent use.
 func (r *Registry) AddTool(t *mcp.Tool, h ToolHandler, opts ...ToolOptions) error {
@@ -143,6 +147,10 @@ func (r *Registry) AddToolWith(t *mcp.Tool, h ToolHandler, o ToolOptions) error 
 		return fmt.Errorf("%w %q: input schema: %w", ErrInvalidTool, t.Name, err)
 	}
 	tool.InputSchema = in.raw
+	hp, err := headerParams(in.raw)
+	if err != nil {
+		return fmt.Errorf("%w %q: input schema: %w", ErrInvalidTool, t.Name, err)
+	}
 	var out *schema
 	if len(tool.OutputSchema) > 0 {
 		if out, err = compileSchema(tool.OutputSchema); err != nil {
@@ -155,7 +163,7 @@ func (r *Registry) AddToolWith(t *mcp.Tool, h ToolHandler, o ToolOptions) error 
 	if err != nil {
 		return fmt.Errorf("%w %q: %w", ErrInvalidTool, t.Name, err)
 	}
-	e := &toolEntry{tool: &tool, h: h, in: in, out: out, opts: o}
+	e := &toolEntry{tool: &tool, h: h, in: in, out: out, opts: o, headers: hp}
 	r.update(ListTools, func(s *snapshot) bool {
 		s.tools = s.tools.with(tool.Name, enc, e)
 		return true

@@ -27,3 +27,19 @@ func TestHandlerAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestModernHandlerAllocs bounds a stateless 2026-07-28 tools/call
+// (headers checked against the body, a session opened and closed) at the
+// two allocations of its stateless session.
+func TestModernHandlerAllocs(t *testing.T) {
+	h, ctx := modernHandlerBench(t, modernCall)
+	serve := func() {
+		ctx.Response.Reset()
+		h(ctx)
+		if ctx.Response.StatusCode() != 200 {
+			t.Fatalf("status %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+	}
+	serve()
+	assert.LessOrEqual(t, testing.AllocsPerRun(500, serve), 2.0)
+}

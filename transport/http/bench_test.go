@@ -124,6 +124,23 @@ func handlerBench(tb testing.TB, body string) (fasthttp.RequestHandler, *fasthtt
 	return srv.Handler(), ctx
 }
 
+// modernCall is a 2026-07-28 tools/call of echo, with the headers its
+// client sends (modernHeaders).
+const modernCall = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+
+// modernHandlerBench is handlerBench for a stateless 2026-07-28 POST.
+func modernHandlerBench(tb testing.TB, body string) (fasthttp.RequestHandler, *fasthttp.RequestCtx) {
+	_, srv, _ := benchServer(tb, Options{})
+	ctx := new(fasthttp.RequestCtx)
+	var req fasthttp.Request
+	benchRequest(&req, "", body)
+	req.Header.Set("Mcp-Protocol-Version", mcp.Version20260728)
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "echo")
+	ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, nil)
+	return srv.Handler(), ctx
+}
+
 var handlerCases = []struct{ name, body string }{
 	{"echo", benchCall},
 	{"ping", `{"jsonrpc":"2.0","id":7,"method":"ping"}`},
@@ -132,11 +149,17 @@ var handlerCases = []struct{ name, body string }{
 
 // BenchmarkHandler is the server's side alone: the request handler on a
 // parsed request, tools/call of echo (inline), ping, and tools/call of a
-// tool served on the worker pool, answered as JSON.
+// tool served on the worker pool, answered as JSON; and modern-echo, the
+// echo tools/call of a stateless 2026-07-28 client (its headers checked,
+// a stateless session opened and closed).
 func BenchmarkHandler(b *testing.B) {
-	for _, tc := range handlerCases {
+	cases := append(handlerCases[:len(handlerCases):len(handlerCases)], struct{ name, body string }{"modern-echo", modernCall})
+	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			h, ctx := handlerBench(b, tc.body)
+			if tc.body == modernCall {
+				h, ctx = modernHandlerBench(b, tc.body)
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				ctx.Response.Reset()

@@ -85,8 +85,12 @@ func (s *Server) expectPost(ctx *fasthttp.RequestCtx) bool {
 		s.fail(ctx, fasthttp.StatusNotAcceptable, codeTransport, "Not Acceptable: Accept must admit both application/json and text/event-stream")
 		return false
 	}
-	if _, ok := s.protocolVersion(ctx); !ok {
+	switch _, vk := versionOf(ctx.Request.Header.PeekCanonical(hdrVersion)); vk {
+	case verBad:
+		s.badVersion(ctx)
 		return false
+	case verModern:
+		return true // stateless: the body decides the rest
 	}
 	if s.opts.Stateless {
 		return true

@@ -146,6 +146,24 @@ func TestExpectContinueAccepted(t *testing.T) {
 	status, hdr, _ := rawResponse(t, r2)
 	assert.Equal(t, "200 OK", status)
 	assert.NotEmpty(t, hdr.Get("Mcp-Session-Id"))
+
+	// A 2026-07-28 POST is stateless: a session id it carries, unknown
+	// here, is ignored.
+	c3, err := e.dial()
+	require.NoError(t, err)
+	defer c3.Close()
+	require.NoError(t, c3.SetDeadline(time.Now().Add(5*time.Second)))
+	r3 := bufio.NewReader(c3)
+	mb := modernBody(3, "tools/list", "")
+	expectRequest(t, c3, "POST", "/mcp", len(mb), "Mcp-Session-Id: 0123456789abcdef0123456789abcdef",
+		"Mcp-Protocol-Version: 2026-07-28", "Mcp-Method: tools/list")
+	require.Equal(t, "HTTP/1.1 100 Continue\r\n\r\n", readHead(t, r3))
+	_, err = io.WriteString(c3, mb)
+	require.NoError(t, err)
+	status, hdr, b := rawResponse(t, r3)
+	assert.Equal(t, "200 OK", status, b)
+	assert.Empty(t, hdr.Get("Mcp-Session-Id"))
+	assert.Contains(t, b, `"resultType":"complete"`)
 }
 
 // headerValue finds a header in a raw response head.

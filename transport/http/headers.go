@@ -221,16 +221,17 @@ func qZero(params []byte) bool {
 // any session revision mcpedge serves is accepted on any session. It
 // answers 400 and reports false for an unsupported value.
 func (s *Server) protocolVersion(ctx *fasthttp.RequestCtx) (string, bool) {
-	v := ctx.Request.Header.PeekCanonical(hdrVersion)
-	if len(v) == 0 {
-		return mcp.Version20250326, true
+	v, k := versionOf(ctx.Request.Header.PeekCanonical(hdrVersion))
+	if k != verSession {
+		s.badVersion(ctx)
+		return "", false
 	}
-	for _, sv := range mcp.SessionVersions {
-		if string(v) == sv {
-			return sv, true
-		}
-	}
+	return v, true
+}
+
+// badVersion answers 400: MCP-Protocol-Version names no revision served.
+func (s *Server) badVersion(ctx *fasthttp.RequestCtx) {
 	s.fail(ctx, fasthttp.StatusBadRequest, codeTransport,
-		"Bad Request: unsupported MCP-Protocol-Version: "+string(v)+" (supported: "+strings.Join(mcp.SessionVersions[:], ", ")+")")
-	return "", false
+		"Bad Request: unsupported MCP-Protocol-Version: "+string(ctx.Request.Header.PeekCanonical(hdrVersion))+
+			" (supported: "+strings.Join(mcp.AllVersions[:], ", ")+")")
 }

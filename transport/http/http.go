@@ -1,6 +1,6 @@
 // Package http serves MCP over Streamable HTTP, the transport of MCP
-// revision 2025-11-25, and over the legacy HTTP+SSE transport of revision
-// 2024-11-05, on fasthttp.
+// revisions 2025-11-25 and 2026-07-28, and over the legacy HTTP+SSE
+// transport of revision 2024-11-05, on fasthttp.
 //
 // Import it under the name mcphttp, to keep it apart from net/http:
 //
@@ -29,6 +29,20 @@
 // nothing after initialize are reaped sooner (Options.InitTimeout). In
 // stateless mode there are no sessions: each POST is served on its own and
 // GET and DELETE are refused.
+//
+// Revision 2026-07-28 is stateless and shares the endpoint: a POST whose
+// MCP-Protocol-Version names it, or that carries a request whose
+// params._meta names a protocol version and no Mcp-Session-Id, is served
+// on a session of its own that ends with the POST, in either mode, with
+// no session id. Its Mcp-Method, Mcp-Name, MCP-Protocol-Version and
+// Mcp-Param-* headers (the tool's x-mcp-header arguments) must match its
+// body, else it is answered 400 with -32020 (HeaderMismatch); the
+// revision's errors are answered 400 (-32602 for _meta, -32020, -32021,
+// -32022) or 404 (-32601), their JSON-RPC error the body. A
+// subscriptions/listen request is answered with an SSE stream that stays
+// open, with keep-alive comments, until the client closes it (which
+// cancels it) or the server shuts down. GET and DELETE naming the
+// revision are answered 405.
 //
 // Limits: the live sessions (Options.MaxSessions; when the table is full,
 // the oldest session never used after initialize is evicted, else 503),
@@ -211,6 +225,8 @@ type Server struct {
 	stop     chan struct{}
 	stopOne  sync.Once
 	reaperWG sync.WaitGroup
+
+	live liveStateless // stateless POSTs that stream
 
 	lingering atomic.Int32 // refused connections being drained
 	lingerWG  sync.WaitGroup
@@ -423,6 +439,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		return true
 	})
+	s.live.closeAll(s, ErrServerClosed)
 	err := s.srv.ShutdownWithContext(ctx)
 	s.lingerWG.Wait() // bounded by refuseLinger
 	if err != nil {

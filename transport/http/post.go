@@ -88,10 +88,12 @@ type call struct {
 	final  bool // the answer was sent
 	served bool // the engine is done with the request (Final)
 
-	refused *engine.LimitError // the engine refused the request (Refuse)
-	answer  *codec.Buffer
-	rec     *streamRec // stateful SSE: the stream's record
-	st      *stream    // SSE: the POST's own stream
+	refused  *engine.LimitError // the engine refused the request (Refuse)
+	rejected int                // a 2026-07-28 error answered with a status of its own (Reject)
+	tracked  bool               // stateless and streaming: in s.live
+	answer   *codec.Buffer
+	rec      *streamRec // stateful SSE: the stream's record
+	st       *stream    // SSE: the POST's own stream
 
 	wake  chan struct{} // the handler's wake-up: streaming began, or Final came
 	timer *time.Timer
@@ -104,6 +106,9 @@ func (s *Server) getCall() *call { return s.calls.Get().(*call) }
 
 func (s *Server) putCall(c *call) {
 	if c.h == nil && c.sess != nil {
+		if c.tracked {
+			s.live.remove(c.sess)
+		}
 		s.eng.Conn(c.sess).Close(errStateless)
 	}
 	if c.answer != nil {
@@ -115,7 +120,7 @@ func (s *Server) putCall(c *call) {
 	}
 	c.h, c.sess, c.msg, c.dec, c.idBuf, c.id = nil, nil, codec.Message{}, dec, idBuf, nil
 	c.mode, c.final, c.served, c.answer, c.rec, c.st = modeWait, false, false, nil, nil, nil
-	c.refused = nil
+	c.refused, c.rejected, c.tracked = nil, 0, false
 	s.calls.Put(c)
 }
 
@@ -241,6 +246,8 @@ func (c *call) startSSE() {
 		h.mu.Unlock()
 	} else {
 		st.cancel = c.cancelFunc()
+		c.tracked = true
+		c.s.live.add(c.sess)
 	}
 	c.wake <- struct{}{}
 }
@@ -299,8 +306,9 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, fasthttp.StatusNotAcceptable, codeTransport, "Not Acceptable: Accept must admit both application/json and text/event-stream")
 		return
 	}
-	version, ok := s.protocolVersion(ctx)
-	if !ok {
+	version, vk := versionOf(ctx.Request.Header.PeekCanonical(hdrVersion))
+	if vk == verBad {
+		s.badVersion(ctx)
 		return
 	}
 	c := s.getCall()
@@ -321,6 +329,14 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 	}
 	created := false
 	switch {
+	case vk == verModern || (m.Kind == codec.KindRequest && metaVersion(m.Params) != nil &&
+		(s.opts.Stateless || len(ctx.Request.Header.PeekCanonical(hdrSessionID)) == 0)):
+		// 2026-07-28: stateless, whatever the mode; Mcp-Session-Id is ignored.
+		if m.Kind == codec.KindRequest && !s.checkModernHeaders(ctx, m) {
+			s.putCall(c)
+			return
+		}
+		c.sess = s.eng.OpenStateless(discard{}).Session()
 	case s.opts.Stateless:
 		c.sess = s.eng.Open(discard{}).Session()
 		if m.Kind != codec.KindRequest || m.Method != mcp.MethodInitialize {
@@ -410,6 +426,8 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, kind codec.Kind, crea
 		}
 		ctx.Response.Header.SetBytesK(hdrRetryAfter, strconv.FormatInt(secs, 10))
 		s.writeJSON(ctx, status, c.answer.B)
+	case c.rejected != 0:
+		s.writeJSON(ctx, rejectStatus(c.rejected), c.answer.B)
 	case kind == codec.KindInvalid:
 		s.writeJSON(ctx, fasthttp.StatusBadRequest, c.answer.B)
 	default:

@@ -446,7 +446,7 @@ func (h *hsession) resume(st *stream, lastID []byte) (int, int, string) {
 // get serves GET on the MCP endpoint: the standalone stream, or the
 // resumption of a stream with Last-Event-ID.
 func (s *Server) get(ctx *fasthttp.RequestCtx) {
-	if s.opts.Stateless {
+	if s.opts.Stateless || modernHeader(ctx) {
 		s.notAllowed(ctx, allowStateless)
 		return
 	}
@@ -477,7 +477,7 @@ func (s *Server) get(ctx *fasthttp.RequestCtx) {
 
 // del serves DELETE: the client ends its session.
 func (s *Server) del(ctx *fasthttp.RequestCtx) {
-	if s.opts.Stateless {
+	if s.opts.Stateless || modernHeader(ctx) {
 		s.notAllowed(ctx, allowStateless)
 		return
 	}
