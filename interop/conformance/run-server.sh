@@ -8,7 +8,11 @@
 #
 # Needs: bin/mcpedge built, npm ci done in interop/ (Node 22: the 0.2.0
 # suite requires it) and here.
-# Usage: run-server.sh [SUITE...]   SUITE: 0.1.16 | next (default: both)
+# The 0.2.0 suite runs twice: `--suite all` (each scenario at the revision
+# it was introduced in: the older ones through initialize) and
+# `--requirements 2026-07-28` (what that revision requires, every scenario
+# on the stateless wire).
+# Usage: run-server.sh [SUITE...]   SUITE: 0.1.16 | next | next-2026 (default: all)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -21,6 +25,12 @@ trap '[ -n "$pid" ] && { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/nul
 declare -A suites=(
 	[0.1.16]="$here/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 	[next]="$here/node_modules/conformance-next/dist/index.js"
+	[next-2026]="$here/node_modules/conformance-next/dist/index.js"
+)
+declare -A modes=(
+	[0.1.16]="--suite all"
+	[next]="--suite all"
+	[next-2026]="--requirements 2026-07-28"
 )
 
 # run_suite LABEL: starts a fresh server, runs the suite LABEL against it,
@@ -43,7 +53,8 @@ run_suite() {
 
 	echo "conformance: suite $label ($("$node" "$suite" --version 2>/dev/null || echo '?'))"
 	set +e
-	timeout 900 "$node" "$suite" server --url "http://127.0.0.1:$port/mcp" --suite all -o "$dir/results" 2>&1 | tee "$dir/suite.log"
+	# shellcheck disable=SC2086 # the mode is two words
+	timeout 900 "$node" "$suite" server --url "http://127.0.0.1:$port/mcp" ${modes[$label]} -o "$dir/results" 2>&1 | tee "$dir/suite.log"
 	status=${PIPESTATUS[0]}
 	set -e
 	kill "$pid" 2>/dev/null || true
@@ -67,7 +78,7 @@ run_suite() {
 }
 
 labels=("$@")
-[ ${#labels[@]} -gt 0 ] || labels=(0.1.16 next)
+[ ${#labels[@]} -gt 0 ] || labels=(0.1.16 next next-2026)
 failed=0
 for l in "${labels[@]}"; do
 	run_suite "$l" || failed=1
