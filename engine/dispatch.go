@@ -375,7 +375,7 @@ func (s *Server) fastDirect(sess *session.Session, m *codec.Message, dst []byte,
 	case mcp.MethodResourcesUnsubscribe:
 		return s.unsubscribe(sess, m, dst), true
 	case mcp.MethodToolsCall:
-		return s.inlineTool(sess, m, dst, f, nil)
+		return s.inlineTool(sess, m, dst, f, nil, nil)
 	case mcp.MethodTasksGet:
 		return s.tasksGet(sess, m, dst), true
 	case mcp.MethodTasksList:
@@ -409,7 +409,9 @@ func (s *Server) staticRead(m *codec.Message) ([]byte, bool) {
 // goroutine (the event loop), appending its answer to dst. It reports false
 // for every other tool, and for task-augmented calls, leaving in f what it
 // scanned of the params.
-func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte, f *toolFields, mm *modernMeta) ([]byte, bool) {
+// For a 2026-07-28 request, mm is its _meta and reply its reply sink,
+// told of an error its binding answers with a status (Rejecter).
+func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte, f *toolFields, mm *modernMeta, reply session.Sink) ([]byte, bool) {
 	var name string
 	if f.ok || f.scan(m.Params) {
 		name = bytesconv.B2S(f.name)
@@ -438,7 +440,7 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte,
 	r.inline = true
 	r.msg = *m
 	if mm != nil {
-		r.mod = *mm
+		r.mod, r.rej = *mm, reply
 	}
 	r.ctx = sess.Context()
 	s.active.Add(1)

@@ -232,7 +232,7 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 		return codec.AppendError(out, m.ID, codec.CodeMethodNotFound, msg, nil), false, true
 	}
 	if m.Method == mcp.MethodToolsCall {
-		if dst, ok := s.inlineTool(sess, m, out, &f, &mm); ok {
+		if dst, ok := s.inlineTool(sess, m, out, &f, &mm, reply); ok {
 			return dst, false, true
 		}
 	}

@@ -507,3 +507,18 @@ func TestModernStatelessExchangeClose(t *testing.T) {
 		t.Fatal("close hook did not run")
 	}
 }
+
+// TestModernInlineReject tells the reply sink of a NonBlocking tool's
+// -32021, as it does for a pooled one.
+func TestModernInlineReject(t *testing.T) {
+	f := newFixture(t, engine.Options{})
+	require.NoError(t, f.srv.Registry().AddTool(&mcp.Tool{Name: "inline_needs"}, func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, engine.MissingCapability(`{"roots":{}}`)
+	}, handlers.ToolOptions{NonBlocking: true}))
+	sink := &codeSink{chanSink: newChanSink()}
+	conn := f.srv.OpenStateless(sink)
+	defer conn.Close(nil)
+	m := parse(t, conn.HandleFrame([]byte(req26(1, "tools/call", `"name":"inline_needs"`, `{}`)), nil))
+	requireError(t, m, "1", mcp.CodeMissingClientCapability)
+	assert.Equal(t, []int{mcp.CodeMissingClientCapability}, sink.codes)
+}

@@ -46,7 +46,8 @@ type request struct {
 	mrtr    *mrtrState // made on the first input request
 	hint    handlers.CacheHint
 	hintSet bool
-	plain   bool // a CallToolResult without _meta: finishModern need not scan it
+	rej     session.Sink // an inline 2026-07-28 request's reply sink, for Reject only
+	plain   bool         // a CallToolResult without _meta: finishModern need not scan it
 
 	taskID string     // set when the request runs as a task
 	mtask  *mtask     // set when the request runs as a task of 2026-07-28
@@ -188,7 +189,11 @@ func (s *Server) finishModern(r *request, dst []byte, start, body int, err error
 	if err != nil {
 		e := codec.AsError(err)
 		if e.Code == mcp.CodeMissingClientCapability || e.Code == mcp.CodeHeaderMismatch {
-			reject(r.reply, e.Code)
+			if r.reply != nil {
+				reject(r.reply, e.Code)
+			} else {
+				reject(r.rej, e.Code)
+			}
 		}
 		return codec.AppendErrorObject(dst[:start], id, e)
 	}
