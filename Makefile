@@ -120,7 +120,7 @@ $(CONFORMANCE_DEPS): $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.jso
 clean: ## Remove bin/ and the interop node_modules
 	rm -rf $(BIN) $(INTEROP)/node_modules $(CONFORMANCE)/node_modules
 
-.PHONY: bench-peers bench-cores
+.PHONY: bench-peers bench-cores bench-stateless
 bench-peers: ## Compare mcpedge with go-sdk, mcp-go and bare fasthttp/gnet floors; writes docs/benchmarks.md (about 15 min)
 	cd bench && $(GO) run ./cmd/benchpeers -root .. -out ../docs/benchmarks.md
 
@@ -130,6 +130,9 @@ CORES ?= 1,2,4,8
 
 bench-cores: ## Scaling: each server pinned (taskset, GOMAXPROCS) to S of CORES cores, the load to the rest; writes the scaling section of docs/benchmarks.md (about 2 min per S)
 	cd bench && $(GO) run ./cmd/benchpeers -cores $(CORES) -root .. -out ../docs/benchmarks.md
+
+bench-stateless: ## Stateless calls: mcpedge in protocol 2026-07-28 against 2025-11-25 over HTTP and TCP, beside go-sdk's and mcp-go's stateless modes; writes that section of docs/benchmarks.md (about 4 min)
+	cd bench && $(GO) run ./cmd/benchpeers -stateless-only -duration 3s -warmup 1s -rounds 3 -root .. -out ../docs/benchmarks.md
 
 .PHONY: conformance-client
 conformance-client: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suite's client scenarios against cmd/conformance-client (in a loopback-only network namespace)

@@ -33,6 +33,9 @@ type httpSession struct {
 	// initializing is set while the handshake runs, alone on the session:
 	// only then is the session id read from an answer.
 	initializing bool
+	// modern: protocol 2026-07-28, each POST on its own, with the
+	// revision's headers (version is ProtocolStateless) and no session.
+	modern bool
 }
 
 const protocolVersion = "2025-11-25"
@@ -43,6 +46,8 @@ var (
 	hSSE     = []byte("text/event-stream")
 	hSession = "Mcp-Session-Id"
 	hVersion = "Mcp-Protocol-Version"
+	hMethod  = "Mcp-Method"
+	hName    = "Mcp-Name"
 )
 
 func (s *httpSession) broken() *Error { return s.lost.Load() }
@@ -81,6 +86,9 @@ func (s *httpSession) Call(ctx context.Context, method string, params, dst []byt
 	s.prepare(req)
 	b := codec.GetBuffer()
 	defer codec.PutBuffer(b)
+	if s.modern {
+		s.modernHeaders(req, method, params, b)
+	}
 	b.B = codec.AppendRequest(b.B[:0], id, method, params)
 	req.SetBodyRaw(b.B)
 	if err := s.t.client.DoTimeout(req, resp, s.t.opts.timeout); err != nil {
@@ -99,6 +107,17 @@ func (s *httpSession) prepare(req *fasthttp.Request) {
 	}
 	if len(s.version) > 0 {
 		req.Header.SetBytesV(hVersion, s.version)
+	}
+}
+
+// modernHeaders sets the 2026-07-28 headers that name a request's method
+// and, for tools/call, prompts/get and resources/read, its tool, prompt
+// or resource (SEP-2243); b is scratch.
+func (s *httpSession) modernHeaders(req *fasthttp.Request, method string, params []byte, b *codec.Buffer) {
+	req.Header.Set(hMethod, method)
+	var ok bool
+	if b.B, ok = mcpName(b.B[:0], method, params); ok {
+		req.Header.SetBytesV(hName, b.B)
 	}
 }
 
@@ -124,6 +143,9 @@ func (s *httpSession) answer(resp *fasthttp.Response, id, dst []byte) ([]byte, e
 	status := resp.StatusCode()
 	if status != fasthttp.StatusOK {
 		e := &Error{Kind: KindTransport, Code: status, Msg: "HTTP status " + strconv.Itoa(status)}
+		if m := errorBody(resp); m != "" {
+			e.Msg += ": " + m
+		}
 		if status == fasthttp.StatusNotFound && len(s.sid) > 0 {
 			e.Msg += ": session lost"
 			s.lost.CompareAndSwap(nil, e)
@@ -173,6 +195,23 @@ func (s *httpSession) answer(resp *fasthttp.Response, id, dst []byte) ([]byte, e
 		return dst, &Error{Kind: KindProtocol, Msg: "event stream ended without the answer"}
 	}
 	return dst, &Error{Kind: KindTransport, Code: status, Msg: "content type " + strconv.Quote(string(ct))}
+}
+
+// errorBody returns what the body of a refusal says: the JSON-RPC error
+// it carries (2026-07-28 answers some errors with a status of their own),
+// or the start of a text body, or "".
+func errorBody(resp *fasthttp.Response) string {
+	body := bytes.TrimSpace(resp.Body())
+	if len(body) == 0 {
+		return ""
+	}
+	if bytes.HasPrefix(resp.Header.ContentType(), hJSON) {
+		var msg codec.Message
+		if codec.Decode(body, &msg) == nil && msg.Kind == codec.KindError {
+			return rpcError(msg.Error).Error()
+		}
+	}
+	return clip(body)
 }
 
 // result checks that data is the answer to id and appends its result.

@@ -252,13 +252,19 @@ var initRequest = []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params"
 
 var initializedNote = []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
 
-// dial opens a session: the stream and the initialize handshake.
+// dial opens a session: the stream and the initialize handshake (none in
+// protocol 2026-07-28, whose requests carry what initialize said).
 func (c *pipeConn) dial(ctx context.Context) (*pipeSession, error) {
 	st, err := c.p.open(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s := &pipeSession{st: st, wake: make(chan struct{}, 1), wdone: make(chan struct{})}
+	c.n = 0
+	if c.p.cfg.stateless() {
+		// 2026-07-28: no handshake; every request carries its _meta.
+		return s, nil
+	}
 	stop := context.AfterFunc(ctx, func() { _ = st.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 	deadline := time.Now().Add(c.p.cfg.Timeout)
@@ -271,7 +277,6 @@ func (c *pipeConn) dial(ctx context.Context) (*pipeSession, error) {
 	if _, err := st.Write(initRequest); err != nil {
 		return fail(err, "initialize")
 	}
-	c.n = 0
 	for done := false; !done; {
 		line, err := c.readLine(st)
 		if err != nil {

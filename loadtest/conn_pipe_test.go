@@ -23,8 +23,9 @@ func (nopStream) Close() error                     { return nil }
 func (nopStream) SetReadDeadline(time.Time) error  { return nil }
 func (nopStream) SetWriteDeadline(time.Time) error { return nil }
 
-// echoAnswers appends the floor's answer to every echo request in reqs.
-func echoAnswers(dst, reqs []byte) []byte {
+// echoAnswers appends the floor's answer to every echo request in reqs
+// (with "resultType":"complete" for modern, as 2026-07-28 answers).
+func echoAnswers(dst, reqs []byte, modern bool) []byte {
 	for len(reqs) > 0 {
 		i := bytes.IndexByte(reqs, '\n')
 		line := reqs[:i]
@@ -37,6 +38,10 @@ func echoAnswers(dst, reqs []byte) []byte {
 		dst = append(dst, id...)
 		dst = append(dst, `,"result":{"content":[{"type":"text","text":"`...)
 		dst = append(dst, text...)
+		if modern {
+			dst = append(dst, "\"}],\"resultType\":\"complete\"}}\n"...)
+			continue
+		}
 		dst = append(dst, "\"}]}}\n"...)
 	}
 	return dst
@@ -46,22 +51,26 @@ func echoAnswers(dst, reqs []byte) []byte {
 // round renders a request for every slot, answers them all as the floor
 // would, and reads the answers back.
 type pipeBench struct {
-	c   *pipeConn
-	s   *pipeSession
-	r   *recorder
-	ans []byte
-	ctx context.Context
+	modern bool
+	c      *pipeConn
+	s      *pipeSession
+	r      *recorder
+	ans    []byte
+	ctx    context.Context
 }
 
-func newPipeBench(t testing.TB, inflight int) *pipeBench {
+func newPipeBench(t testing.TB, inflight int, protocol string) *pipeBench {
+	cfg := &Config{Timeout: time.Minute, MaxMessage: 1 << 20, Connections: 1, InFlight: inflight, Protocol: protocol}
 	m, err := newMix(echoStep())
 	require.NoError(t, err)
-	cfg := &Config{Timeout: time.Minute, MaxMessage: 1 << 20, Connections: 1, InFlight: inflight}
+	if cfg.stateless() {
+		require.NoError(t, m.modernize())
+	}
 	r := newRecorder(m, 1)
 	r.start(time.Now(), time.Minute)
 	c := newPipeConn(newPipeRun(cfg, m, r), 0, inflight, 1)
 	s := &pipeSession{st: nopStream{}, wake: make(chan struct{}, 1), wdone: make(chan struct{})}
-	pb := &pipeBench{c: c, s: s, r: r, ctx: context.Background()}
+	pb := &pipeBench{modern: cfg.stateless(), c: c, s: s, r: r, ctx: context.Background()}
 	var all []int32
 	for i := range c.slots {
 		all = append(all, int32(i))
@@ -76,7 +85,7 @@ func newPipeBench(t testing.TB, inflight int) *pipeBench {
 // round answers the requests last sent; the reader sends the next ones
 // itself, as it does when the window is small.
 func (b *pipeBench) round() {
-	b.ans = echoAnswers(b.ans[:0], b.c.w.out)
+	b.ans = echoAnswers(b.ans[:0], b.c.w.out, b.modern)
 	b.c.n = copy(b.c.buf, b.ans)
 	if e := b.c.chunk(b.ctx, b.s, time.Now()); e != nil {
 		panic(e)
@@ -87,17 +96,23 @@ func (b *pipeBench) round() {
 }
 
 // TestPipelineNoAllocs holds the pipelined driver's per-message path,
-// request and answer, to no allocation once the answers' shape is learned.
+// request and answer, to no allocation once the answers' shape is learned,
+// in both protocol revisions (2026-07-28's _meta is part of the
+// pre-encoded template).
 func TestPipelineNoAllocs(t *testing.T) {
-	pb := newPipeBench(t, 16)
-	pb.round() // learns the shape
-	allocs := testing.AllocsPerRun(200, pb.round)
-	assert.Zero(t, allocs, "allocations per 16 messages")
-	n, bad := pb.r.counts()
-	assert.Equal(t, int64((1+200+1)*16), n) // AllocsPerRun runs it once more to warm up
-	assert.Zero(t, bad)
-	for _, sh := range pb.c.vf.shapes {
-		assert.NotNil(t, sh.prefix, "the echo answers' shape is learned")
+	for _, protocol := range Protocols() {
+		t.Run(protocol, func(t *testing.T) {
+			pb := newPipeBench(t, 16, protocol)
+			pb.round() // learns the shape
+			allocs := testing.AllocsPerRun(200, pb.round)
+			assert.Zero(t, allocs, "allocations per 16 messages")
+			n, bad := pb.r.counts()
+			assert.Equal(t, int64((1+200+1)*16), n) // AllocsPerRun runs it once more to warm up
+			assert.Zero(t, bad)
+			for _, sh := range pb.c.vf.shapes {
+				assert.NotNil(t, sh.prefix, "the echo answers' shape is learned")
+			}
+		})
 	}
 }
 
@@ -105,12 +120,16 @@ func TestPipelineNoAllocs(t *testing.T) {
 // pipelined driver, without the system calls: render, match, verify,
 // record.
 func BenchmarkPipelineMessage(b *testing.B) {
-	pb := newPipeBench(b, 16)
-	pb.round()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i += 16 {
-		pb.round()
+	for _, protocol := range Protocols() {
+		b.Run(protocol, func(b *testing.B) {
+			pb := newPipeBench(b, 16, protocol)
+			pb.round()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += 16 {
+				pb.round()
+			}
+		})
 	}
 }
 

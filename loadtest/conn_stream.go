@@ -40,6 +40,8 @@ type sessionOpts struct {
 	timeout  time.Duration
 	maxFrame int
 	onNote   func(method string, params []byte)
+	// stateless: protocol 2026-07-28, no handshake and no session.
+	stateless bool
 }
 
 // slot is one in-flight call. id is the call's id while it waits for its

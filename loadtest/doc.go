@@ -41,6 +41,17 @@
 // Config.Client runs the same load through the client library's Pool
 // instead.
 //
+// Config.Protocol picks the revision: ProtocolSession (2025-11-25, the
+// default: initialize, then a session per connection) or ProtocolStateless
+// (2026-07-28: no initialize and no session; every request's params carry
+// the revision's _meta, pre-encoded into the step's template so that the
+// pipelined driver still allocates nothing per message; over HTTP each POST
+// also carries MCP-Protocol-Version, Mcp-Method and, for tools/call,
+// prompts/get and resources/read, Mcp-Name, and no Mcp-Session-Id). In
+// 2026-07-28 a result must also say "resultType":"complete"; a step whose
+// method the revision removed (ping, initialize, logging/setLevel,
+// resources/subscribe and unsubscribe) is refused before the run.
+//
 // # JSON output
 //
 // Result is written as JSON by mcpload -json; its schema is named by the
@@ -50,6 +61,7 @@
 //	schema            "mcpload/v1"
 //	mode              "closed" | "open" | "sessions" | "fanout" | "soak" | "chaos"
 //	target, transport the target spec; "tcp" | "http" | "stdio"
+//	protocol          the revision spoken (load mode): "2025-11-25" | "2026-07-28"
 //	started           RFC 3339 time the measured phase began
 //	connections, in_flight, rate, mix ["name=weight", ...]
 //	warmup_s, duration_s          warm-up asked; measured phase as run

@@ -20,11 +20,14 @@ const SchemaVersion = "mcpload/v1"
 // every duration is in microseconds (fields ending _us), rates per second,
 // memory in bytes. Fields that do not apply to a mode are omitted.
 type Result struct {
-	Schema    string    `json:"schema"`    // SchemaVersion
-	Mode      string    `json:"mode"`      // "closed", "open", "sessions", "fanout", "soak" or "chaos"
-	Target    string    `json:"target"`    // the target spec
-	Transport string    `json:"transport"` // "tcp", "http" or "stdio"
-	Started   time.Time `json:"started"`   // when the measured phase began
+	Schema    string `json:"schema"`    // SchemaVersion
+	Mode      string `json:"mode"`      // "closed", "open", "sessions", "fanout", "soak" or "chaos"
+	Target    string `json:"target"`    // the target spec
+	Transport string `json:"transport"` // "tcp", "http" or "stdio"
+	// Protocol is the revision the load spoke (load mode): ProtocolSession
+	// or ProtocolStateless.
+	Protocol string    `json:"protocol,omitempty"`
+	Started  time.Time `json:"started"` // when the measured phase began
 
 	Connections int      `json:"connections,omitempty"`
 	InFlight    int      `json:"in_flight,omitempty"` // per connection
@@ -138,7 +141,7 @@ func us(ns int64) float64 { return float64(ns) / 1e3 }
 func (r *recorder) result(cfg *Config, span time.Duration) *Result {
 	res := &Result{
 		Schema: SchemaVersion, Mode: "closed", Target: cfg.Target.String(), Transport: cfg.Target.Transport,
-		Started: r.t0, Connections: cfg.Connections, InFlight: cfg.InFlight, Rate: cfg.Rate,
+		Protocol: cfg.Protocol, Started: r.t0, Connections: cfg.Connections, InFlight: cfg.InFlight, Rate: cfg.Rate,
 		WarmupS: cfg.Warmup.Seconds(), DurationS: span.Seconds(),
 		ErrorsByKind: map[string]int64{}, ErrorSamples: map[string]string{},
 	}
@@ -307,7 +310,11 @@ func (r *Result) WriteText(w io.Writer) error {
 	if r.Rate > 0 {
 		fmt.Fprintf(&b, ", %.0f req/s asked", r.Rate)
 	}
-	fmt.Fprintf(&b, "; mix %s\n", strings.Join(r.Mix, ","))
+	fmt.Fprintf(&b, "; mix %s", strings.Join(r.Mix, ","))
+	if r.Protocol == ProtocolStateless {
+		fmt.Fprintf(&b, "; protocol %s (stateless)", r.Protocol)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "duration   %.2fs measured after %.2fs warm-up\n", r.DurationS, r.WarmupS)
 	fmt.Fprintf(&b, "requests   %d, %d ok, %d errors (%.3f%%)\n", r.Requests, r.OK, r.Errors, 100*r.ErrorRate)
 	fmt.Fprintf(&b, "throughput %.0f req/s\n", r.Throughput)

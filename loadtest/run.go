@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,11 @@ type Config struct {
 	// CPU is not measured (the pool owns the process).
 	Client   bool
 	Strategy client.Strategy
+	// Protocol is the revision spoken: ProtocolSession (the default,
+	// initialize and a session per connection) or ProtocolStateless
+	// (2026-07-28: no initialize, every request carries its _meta, over
+	// HTTP its headers, and no session). Not with Client.
+	Protocol string
 }
 
 // Progress is a run's state as Config.Progress sees it.
@@ -104,8 +110,22 @@ func (c *Config) defaults() error {
 	if c.Stderr == nil {
 		c.Stderr = io.Discard
 	}
+	switch c.Protocol {
+	case "":
+		c.Protocol = ProtocolSession
+	case ProtocolSession:
+	case ProtocolStateless:
+		if c.Client {
+			return fmt.Errorf("%w: protocol %s: the client library speaks the session revision only", ErrConfig, c.Protocol)
+		}
+	default:
+		return fmt.Errorf("%w: protocol %q: want %s", ErrConfig, c.Protocol, strings.Join(Protocols(), " or "))
+	}
 	return nil
 }
+
+// stateless reports whether the run speaks 2026-07-28.
+func (c *Config) stateless() bool { return c.Protocol == ProtocolStateless }
 
 // Run drives load as cfg says and returns what it measured. It returns an
 // error only when the run could not start (a bad configuration, no
@@ -119,6 +139,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	m, err := newMix(cfg.Steps)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.stateless() {
+		if err := m.modernize(); err != nil {
+			return nil, err
+		}
 	}
 	var ld load
 	if cfg.pipelined() {
@@ -280,7 +305,7 @@ type workerLoad struct {
 }
 
 func newWorkerLoad(ctx context.Context, cfg *Config, m *mix) (*workerLoad, error) {
-	opts := &sessionOpts{timeout: cfg.Timeout, maxFrame: cfg.MaxMessage}
+	opts := &sessionOpts{timeout: cfg.Timeout, maxFrame: cfg.MaxMessage, stateless: cfg.stateless()}
 	// nHolders connections, perHolder workers on each.
 	nHolders, perHolder := cfg.Connections, cfg.InFlight
 	var d dialer

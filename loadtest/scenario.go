@@ -47,6 +47,9 @@ type Step struct {
 	// plainExpect: every rendering of Expect is plain (verify.go), for
 	// the placeholders' values all are.
 	plainExpect bool
+	// modern: the step is sent in protocol 2026-07-28 (params carry its
+	// _meta, the result must be complete).
+	modern bool
 }
 
 // part is a literal or a placeholder of a compiled template.

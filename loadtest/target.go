@@ -127,6 +127,9 @@ func (d *tcpDialer) dial(ctx context.Context, inflight int) (session, error) {
 		return nil, &Error{Kind: KindConnect, Err: err}
 	}
 	s := newStreamSession(c, c, c, inflight, d.opts)
+	if d.opts.stateless {
+		return s, nil
+	}
 	if _, err := handshake(ctx, s); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -193,6 +196,9 @@ func (d *stdioDialer) dial(ctx context.Context, inflight int) (session, error) {
 	d.proc = cmd
 	d.mu.Unlock()
 	s := newStreamSession(stdin, stdout, &stdioCloser{stdin: stdin, cmd: cmd}, inflight, d.opts)
+	if d.opts.stateless {
+		return s, nil
+	}
 	if _, err := handshake(ctx, s); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -255,6 +261,10 @@ func newHTTPTarget(rawURL string, conns, inflight int, opts *sessionOpts) *httpT
 }
 
 func (t *httpTarget) dial(ctx context.Context, _ int) (session, error) {
+	if t.opts.stateless {
+		// 2026-07-28: no initialize, no session id; each POST stands alone.
+		return &httpSession{t: t, modern: true, version: []byte(ProtocolStateless)}, nil
+	}
 	s := &httpSession{t: t, initializing: true}
 	version, err := handshake(ctx, s)
 	s.initializing = false

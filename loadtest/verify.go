@@ -146,6 +146,11 @@ func (vf *verifier) check(st *Step, result, want []byte) *Error {
 	if len(result) == 0 || result[0] != '{' {
 		return &Error{Kind: KindUnexpected, Msg: "result is not an object"}
 	}
+	if st.modern {
+		if e := complete(result); e != nil {
+			return e
+		}
+	}
 	if st.Match == MatchNone && st.Method != "tools/call" {
 		if !sonic.Valid(result) {
 			return &Error{Kind: KindProtocol, Msg: "result is not JSON"}
@@ -215,6 +220,31 @@ func (vf *verifier) check(st *Step, result, want []byte) *Error {
 		if !bytes.Contains(text, want) {
 			return &Error{Kind: KindUnexpected, Msg: "got " + clip(text) + ", want it to contain " + strconv.Quote(string(want))}
 		}
+	}
+	return nil
+}
+
+// complete checks that a 2026-07-28 result says "resultType":"complete":
+// input_required is no answer to a load's calls, and a server that leaves
+// resultType out does not speak the revision.
+func complete(result []byte) *Error {
+	raw, found, err := codec.ObjectField(result, "resultType")
+	if err == codec.ErrEscaped {
+		// A key with an escape might spell resultType: decode.
+		var r struct {
+			ResultType codec.RawJSON `json:"resultType"`
+		}
+		err = codec.Unmarshal(result, &r)
+		raw, found = r.ResultType, r.ResultType != nil
+	}
+	if err != nil {
+		return &Error{Kind: KindProtocol, Msg: "result is not a JSON object", Err: err}
+	}
+	if !found {
+		return &Error{Kind: KindUnexpected, Msg: `result without resultType (protocol ` + ProtocolStateless + `)`}
+	}
+	if s, err := codec.StringValue(raw); err != nil || string(s) != "complete" {
+		return &Error{Kind: KindUnexpected, Msg: "resultType " + clip(raw) + `, want "complete"`}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@
 //
 //	mcpload -c 64 -duration 10s http://127.0.0.1:7401/mcp
 //	mcpload -c 16 -rate 20000 -mix echo=8,read=1,ping=1 tcp://127.0.0.1:7400
+//	mcpload -c 16 -inflight 16 -protocol 2026-07-28 tcp://127.0.0.1:7400
 //	mcpload -c 4 stdio:bin/mcpedge -stdio -handlers bench
 //	mcpload -mode sessions -sessions 10000 -pid 1234 http://127.0.0.1:7401/mcp
 //	mcpload -mode fanout -subscribers 200 -updates 100 tcp://127.0.0.1:7400
@@ -55,6 +56,7 @@ type options struct {
 	quiet, childStderr        bool
 	viaClient                 bool
 	strategy                  string
+	protocol                  string
 
 	sessions, concurrency int
 	subscribers, updates  int
@@ -99,6 +101,7 @@ func parse(args []string, stderr io.Writer) (*options, string, error) {
 	fs.Float64Var(&o.maxErrRate, "max-error-rate", 0, "fail (exit 1) when the share of failed requests is above this (0.01 = 1%)")
 	fs.BoolVar(&o.viaClient, "client", false, "drive the load through the client library's pool (client.NewPool, CallRaw) instead of mcpload's own lean transports")
 	fs.StringVar(&o.strategy, "strategy", "round-robin", "with -client: the pool's strategy, round-robin, random or least-busy")
+	fs.StringVar(&o.protocol, "protocol", loadtest.ProtocolSession, "protocol revision: "+loadtest.ProtocolSession+" (initialize, then a session per connection) or "+loadtest.ProtocolStateless+" (stateless: no initialize, every request carries its _meta, over HTTP the revision's headers and no session); load mode only, not with -client")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bar")
 	fs.BoolVar(&o.childStderr, "stdio-stderr", false, "pass a stdio server's standard error through")
 	fs.IntVar(&o.sessions, "sessions", 1000, "sessions mode: sessions to open")
@@ -177,6 +180,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			_ = f.Close()
 		}()
 	}
+	if o.mode != "load" && o.protocol != loadtest.ProtocolSession {
+		fmt.Fprintf(stderr, "mcpload: -protocol %s: only in load mode (-mode %s speaks the session revision)\n", o.protocol, o.mode)
+		return 2
+	}
 	var bar *progressbar.ProgressBar
 	if tty && !o.quiet && o.jsonOut != "-" {
 		bar = newBar(o, stdout)
@@ -199,7 +206,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		cfg := loadtest.Config{
 			Target: target, Connections: o.conns, InFlight: o.inflight, Rate: o.rate,
 			Duration: o.duration, Requests: o.requests, Warmup: o.warmup, Steps: steps,
-			Timeout: o.timeout, PID: o.pid, Client: o.viaClient, Strategy: strategy,
+			Timeout: o.timeout, PID: o.pid, Client: o.viaClient, Strategy: strategy, Protocol: o.protocol,
 		}
 		if o.childStderr {
 			cfg.Stderr = stderr

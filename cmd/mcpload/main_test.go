@@ -33,6 +33,10 @@ func TestUsage(t *testing.T) {
 		{"-mode", "other", "tcp://127.0.0.1:1"},
 		{"-mix", "nope", "tcp://127.0.0.1:1"},
 		{"-client", "-strategy", "nope", "tcp://127.0.0.1:1"},
+		{"-protocol", "2099-01-01", "tcp://127.0.0.1:1"},
+		{"-protocol", "2026-07-28", "-client", "tcp://127.0.0.1:1"},
+		{"-protocol", "2026-07-28", "-mix", "echo,ping", "tcp://127.0.0.1:1"},
+		{"-protocol", "2026-07-28", "-mode", "sessions", "tcp://127.0.0.1:1"},
 	} {
 		var out, errb bytes.Buffer
 		assert.Equal(t, 2, run(context.Background(), args, &out, &errb, false), "%v: %s", args, errb.String())
@@ -163,4 +167,17 @@ func TestChaosMode(t *testing.T) {
 	var errOut bytes.Buffer
 	assert.Equal(t, 2, run(context.Background(), []string{"-mode", "chaos", "-hostile", "nope=1", target}, &out, &errOut, false))
 	assert.Contains(t, errOut.String(), "nope")
+}
+
+func TestRunStateless(t *testing.T) {
+	target := serve(t)
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"-n", "400", "-warmup", "0", "-c", "2", "-inflight", "4", "-protocol", "2026-07-28",
+		"-mix", "echo=2,add=1,tools/list=1", "-json", "-", "-max-error-rate", "0", target}, &out, &errb, false)
+	require.Equal(t, 0, code, "%s%s", out.String(), errb.String())
+	var res loadtest.Result
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res))
+	assert.Equal(t, "2026-07-28", res.Protocol)
+	assert.Equal(t, int64(400), res.OK)
+	assert.Zero(t, res.Errors)
 }

@@ -8,6 +8,13 @@
 //
 //	cd bench && go run ./cmd/benchpeers -root .. -out ../docs/benchmarks.md
 //
+// With -stateless-only it runs only the stateless comparison
+// (stateless.go: mcpedge in protocol 2026-07-28 against 2025-11-25, beside
+// the peers' stateless modes) and writes only its section; the full run
+// measures it too unless -stateless=false.
+//
+//	cd bench && go run ./cmd/benchpeers -stateless-only -duration 4s -root .. -out ../docs/benchmarks.md
+//
 // With -cores it runs the scaling comparison instead (cores.go): each
 // server pinned to S cores, the load to the rest, for each S listed that
 // fits, and writes only its own section of the report.
@@ -48,6 +55,7 @@ type config struct {
 	microTime      string
 	profile        time.Duration
 	transports     []string
+	stateless      bool
 }
 
 func main() {
@@ -65,6 +73,8 @@ func main() {
 	flag.StringVar(&c.microTime, "benchtime", "300ms", "-benchtime of the micro-benchmarks")
 	flag.StringVar(&transports, "transports", "http,tcp,stdio", "transports to measure")
 	flag.StringVar(&cores, "cores", "", "run the scaling comparison instead, for these server core counts (e.g. 1,2,4,8): servers pinned with taskset to S cores, the load to the rest; writes only the report's \"Scaling across cores\" section")
+	flag.BoolVar(&c.stateless, "stateless", true, "measure the stateless section too (mcpedge in protocol 2026-07-28 against 2025-11-25 over HTTP and TCP, beside the peers' stateless modes); false keeps the section the report has")
+	statelessOnly := flag.Bool("stateless-only", false, "run only the stateless comparison; writes only the report's \"Stateless calls\" section")
 	flag.DurationVar(&c.profile, "profile", 4*time.Second, "profile mcpedge in process (bench/cmd/profile) at 64 connections over HTTP and TCP for this long (0: skip)")
 	flag.Parse()
 	for _, f := range strings.Split(conns, ",") {
@@ -93,6 +103,21 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *statelessOnly {
+		if cores != "" {
+			log.Fatal("benchpeers: -cores and -stateless-only are separate runs")
+		}
+		began := time.Now()
+		log.Printf("building into %s", c.bin)
+		if err := build(ctx, &c); err != nil {
+			log.Fatal("benchpeers: ", err)
+		}
+		if err := writeStateless(ctx, &c); err != nil {
+			log.Fatal("benchpeers: ", err)
+		}
+		log.Printf("wrote the stateless section of %s in %s", c.out, time.Since(began).Round(time.Second))
+		return
+	}
 	if cores != "" {
 		var counts []int
 		for _, f := range strings.Split(cores, ",") {
@@ -385,6 +410,17 @@ func run(ctx context.Context, c *config) error {
 		stopAll()
 	}
 
+	// The stateless section: its own servers, after the others stopped.
+	var statelessSec string
+	if c.stateless {
+		log.Printf("the stateless comparison")
+		sec, err := runStateless(ctx, c)
+		if err != nil {
+			return err
+		}
+		statelessSec = sec
+	}
+
 	// Idle sessions, each on a fresh server.
 	for _, tr := range []string{"http", "tcp"} {
 		if !slices.Contains(c.transports, tr) {
@@ -442,11 +478,17 @@ func run(ctx context.Context, c *config) error {
 	}
 	rep.ended = time.Now()
 	doc := rep.markdown()
-	// Keep the scaling section that make bench-cores wrote.
-	if old, err := os.ReadFile(c.out); err == nil {
-		if sec := coresSection(string(old)); sec != "" {
-			doc = spliceCores(doc, sec)
-		}
+	// Keep the sections make bench-cores wrote, and make bench-stateless
+	// when this run did not measure it.
+	old, _ := os.ReadFile(c.out)
+	if statelessSec == "" {
+		statelessSec = statelessSection(string(old))
+	}
+	if statelessSec != "" {
+		doc = spliceStateless(doc, statelessSec)
+	}
+	if sec := coresSection(string(old)); sec != "" {
+		doc = spliceCores(doc, sec)
 	}
 	if err := os.MkdirAll(filepath.Dir(c.out), 0o755); err != nil {
 		return err

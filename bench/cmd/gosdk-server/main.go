@@ -2,7 +2,9 @@
 // resource mem://hello, the prompt greet) with the official MCP Go SDK,
 // github.com/modelcontextprotocol/go-sdk, over Streamable HTTP or stdio, with
 // the SDK's ordinary production settings: stateful sessions, SSE answers,
-// input validated against each tool's schema.
+// input validated against each tool's schema. With -stateless it serves
+// Streamable HTTP in the SDK's stateless mode, the one in which it serves
+// protocol 2026-07-28 (and the session revisions without a session).
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 func main() {
 	httpAddr := flag.String("http", "", "serve Streamable HTTP on `addr` at /mcp")
 	stdio := flag.Bool("stdio", false, "serve on stdin/stdout")
+	stateless := flag.Bool("stateless", false, "HTTP: the SDK's stateless mode (StreamableHTTPOptions.Stateless), in which it also serves protocol 2026-07-28: no sessions, a temporary one per POST")
 	flag.Parse()
 	if (*httpAddr == "") == !*stdio {
 		fmt.Fprintln(os.Stderr, "gosdk-server: give exactly one of -http ADDR or -stdio")
@@ -39,9 +42,11 @@ func main() {
 		return
 	}
 	srv := newServer()
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
-		SessionTimeout: 30 * time.Minute,
-	})
+	opts := &mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute}
+	if *stateless {
+		opts = &mcp.StreamableHTTPOptions{Stateless: true}
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	hs := &http.Server{Addr: *httpAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}

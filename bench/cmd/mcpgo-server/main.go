@@ -2,7 +2,9 @@
 // resource mem://hello, the prompt greet) with github.com/mark3labs/mcp-go
 // over Streamable HTTP or stdio, with that library's ordinary production
 // settings: its default session handling, panic recovery, the capabilities
-// declared.
+// declared. It serves protocol 2026-07-28 per request beside the session
+// revisions; -stateless turns on the library's stateless mode
+// (WithStateLess) for the session revisions too.
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 func main() {
 	httpAddr := flag.String("http", "", "serve Streamable HTTP on `addr` at /mcp")
 	stdio := flag.Bool("stdio", false, "serve on stdin/stdout")
+	stateless := flag.Bool("stateless", false, "HTTP: the library's stateless mode (WithStateLess): no session ids in the session revisions; protocol 2026-07-28 is served per request in either mode")
 	flag.Parse()
 	if (*httpAddr == "") == !*stdio {
 		fmt.Fprintln(os.Stderr, "mcpgo-server: give exactly one of -http ADDR or -stdio")
@@ -39,7 +42,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	h := server.NewStreamableHTTPServer(s, server.WithSessionIdleTTL(30*time.Minute))
+	opts := []server.StreamableHTTPOption{server.WithSessionIdleTTL(30 * time.Minute)}
+	if *stateless {
+		opts = []server.StreamableHTTPOption{server.WithStateLess(true)}
+	}
+	h := server.NewStreamableHTTPServer(s, opts...)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	hs := &http.Server{Addr: *httpAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}

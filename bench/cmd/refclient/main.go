@@ -11,6 +11,10 @@
 //
 //	refclient -c 64 -inflight 16 -duration 10s -pid $(pgrep floor-tcp) tcp://127.0.0.1:7400
 //
+// -protocol 2026-07-28 speaks the stateless revision: no initialize, and
+// every request carries the revision's _meta (pre-encoded, as the rest of
+// the request).
+//
 // -json writes the result with the field names of mcpload's JSON
 // (throughput_rps, server.cpu_per_request_us, ...), so one decoder reads
 // both.
@@ -43,6 +47,7 @@ func main() {
 	flag.IntVar(&o.pid, "pid", 0, "server process whose CPU time per answer is read from /proc")
 	flag.StringVar(&o.text, "text", "refclient abcdefgh 12345", "the echo tool's text argument (sent as is: no JSON escaping)")
 	flag.StringVar(&o.jsonOut, "json", "", "write the result as JSON to `file` (- for stdout, replacing the text line)")
+	flag.StringVar(&o.protocol, "protocol", protocolSession, "protocol revision: "+protocolSession+" (initialize first) or "+protocolStateless+" (stateless: no initialize, every request carries the revision's _meta)")
 	cpuProfile := flag.String("cpuprofile", "", "write refclient's own CPU profile to `file`")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: refclient [flags] tcp://host:port\n\n")
@@ -54,6 +59,10 @@ func main() {
 		os.Exit(2)
 	}
 	o.addr = strings.TrimPrefix(flag.Arg(0), "tcp://")
+	if o.protocol != protocolSession && o.protocol != protocolStateless {
+		fmt.Fprintf(os.Stderr, "refclient: -protocol %q: want %s or %s\n", o.protocol, protocolSession, protocolStateless)
+		os.Exit(2)
+	}
 	if o.conns < 1 || o.inflight < 1 || o.duration <= 0 {
 		fmt.Fprintln(os.Stderr, "refclient: -c, -inflight and -duration must be positive")
 		os.Exit(2)
@@ -106,7 +115,7 @@ type options struct {
 	addr                      string
 	conns, inflight, pid      int
 	duration, warmup, timeout time.Duration
-	text, jsonOut             string
+	text, jsonOut, protocol   string
 }
 
 // result has the names of mcpload's JSON fields where they mean the same.
@@ -114,6 +123,7 @@ type result struct {
 	Schema      string       `json:"schema"` // "refclient/v1"
 	Target      string       `json:"target"`
 	Transport   string       `json:"transport"`
+	Protocol    string       `json:"protocol"`
 	Connections int          `json:"connections"`
 	InFlight    int          `json:"in_flight"`
 	WarmupS     float64      `json:"warmup_s"`
@@ -155,8 +165,28 @@ type conn struct {
 	_                        [64]byte // keep the next conn's counters off this cache line
 }
 
-const initialize = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"refclient","version":"1"}}}` + "\n" +
+// The protocol revisions refclient speaks.
+const (
+	protocolSession   = "2025-11-25"
+	protocolStateless = "2026-07-28"
+)
+
+const initialize = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + protocolSession + `","capabilities":{},"clientInfo":{"name":"refclient","version":"1"}}}` + "\n" +
 	`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"
+
+// modernMeta is the params member every 2026-07-28 request carries in
+// place of the session initialize opened.
+const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + protocolStateless + `","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"refclient","version":"1"}},`
+
+// requestTail is a request after its id: tools/call of echo with text,
+// in the revision protocol.
+func requestTail(protocol, text string) []byte {
+	meta := ""
+	if protocol == protocolStateless {
+		meta = modernMeta
+	}
+	return []byte(`,"method":"tools/call","params":{` + meta + `"name":"echo","arguments":{"text":"` + text + `"}}}` + "\n")
+}
 
 func run(o *options) (*result, error) {
 	conns := make([]*conn, o.conns)
@@ -169,7 +199,7 @@ func run(o *options) (*result, error) {
 			gen:      make([]uint64, o.inflight),
 			buf:      make([]byte, 256<<10),
 			head:     []byte(`{"jsonrpc":"2.0","id":`),
-			tail:     []byte(`,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + o.text + `"}}}` + "\n"),
+			tail:     requestTail(o.protocol, o.text),
 		}
 		for s := o.inflight - 1; s >= 0; s-- {
 			k.free = append(k.free, s)
@@ -178,7 +208,7 @@ func run(o *options) (*result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := k.dial(o.addr, o.timeout); err != nil {
+			if err := k.dial(o.addr, o.timeout, o.protocol == protocolSession); err != nil {
 				errc <- err
 			}
 		}()
@@ -233,7 +263,7 @@ func run(o *options) (*result, error) {
 		return nil, err
 	}
 	res := &result{
-		Schema: "refclient/v1", Target: "tcp://" + o.addr, Transport: "tcp", Connections: o.conns, InFlight: o.inflight,
+		Schema: "refclient/v1", Target: "tcp://" + o.addr, Transport: "tcp", Protocol: o.protocol, Connections: o.conns, InFlight: o.inflight,
 		WarmupS: o.warmup.Seconds(), DurationS: span.Seconds(),
 		Requests: a1 - a0, Errors: e1 - e0, Unmatched: u1 - u0,
 	}
@@ -252,14 +282,18 @@ func run(o *options) (*result, error) {
 	return res, nil
 }
 
-// dial connects and runs the handshake: initialize (id 0) and its answer,
-// then notifications/initialized, sent with the first requests.
-func (k *conn) dial(addr string, timeout time.Duration) error {
+// dial connects and, with handshake (the session revision), runs the
+// handshake: initialize (id 0) and its answer, then
+// notifications/initialized, sent with the first requests.
+func (k *conn) dial(addr string, timeout time.Duration, handshake bool) error {
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return err
 	}
 	k.c = c
+	if !handshake {
+		return nil
+	}
 	if _, err := io.WriteString(c, initialize[:strings.IndexByte(initialize, '\n')+1]); err != nil {
 		return err
 	}
