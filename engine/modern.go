@@ -78,6 +78,12 @@ func parseModern(params, meta []byte, mm *modernMeta) (found bool, e *codec.Erro
 	if !ok || string(meta) == "null" {
 		return false, errMeta("_meta with " + mcp.MetaProtocolVersion + " and " + mcp.MetaClientCapabilities + " is required")
 	}
+	return parseMeta(meta, mm)
+}
+
+// parseMeta is parseModern given params' _meta, not null.
+func parseMeta(meta []byte, mm *modernMeta) (found bool, e *codec.Error) {
+	*mm = modernMeta{level: -1}
 	if meta[0] != '{' {
 		return false, errMeta("_meta must be an object")
 	}
@@ -125,6 +131,37 @@ func parseModern(params, meta []byte, mm *modernMeta) (found bool, e *codec.Erro
 	}
 	mm.on = true
 	return true, nil
+}
+
+// maxMemo bounds the _meta a session memoizes.
+const maxMemo = 1 << 10
+
+// parseModernMemo is parseModern, memoized per session: a client sends the
+// same _meta with each request, and a request whose _meta is byte for byte
+// the last one parsed on its session gets the same reading, its slices
+// aliasing the memo's own copy, without a scan. A _meta that carries a
+// trace context (different with every request) is not memoized.
+func (s *Server) parseModernMemo(sess *session.Session, params, meta []byte, mm *modernMeta) (bool, *codec.Error) {
+	if meta == nil && len(params) > 0 {
+		meta, _, _ = codec.ObjectField(params, "_meta")
+	}
+	if memo := sess.Memo(); memo != nil && len(meta) > 0 && bytes.Equal(meta, memo.Key) {
+		if v, ok := memo.Value.(*modernMeta); ok {
+			*mm = *v
+			return true, nil
+		}
+	}
+	found, e := parseModern(params, meta, mm)
+	if e != nil || !mm.on || len(meta) == 0 || len(meta) > maxMemo ||
+		mm.trace[0] != nil || mm.trace[1] != nil || mm.trace[2] != nil {
+		return found, e
+	}
+	key := bytes.Clone(meta)
+	v := new(modernMeta)
+	if _, e := parseMeta(key, v); e == nil && v.on {
+		sess.SetMemo(&session.Memo{Key: key, Value: v})
+	}
+	return found, e
 }
 
 // unsupportedVersion is UnsupportedProtocolVersionError.
@@ -192,7 +229,7 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 	if m.Method == mcp.MethodToolsCall && f.scan(m.Params) {
 		meta = f.meta // the one scan of the params serves both
 	}
-	found, e := parseModern(m.Params, meta, &mm)
+	found, e := s.parseModernMemo(sess, m.Params, meta, &mm)
 	if !found && e != nil && !sess.Stateless() && m.Method != mcp.MethodServerDiscover {
 		return out, false, false
 	}

@@ -522,3 +522,28 @@ func TestModernInlineReject(t *testing.T) {
 	requireError(t, m, "1", mcp.CodeMissingClientCapability)
 	assert.Equal(t, []int{mcp.CodeMissingClientCapability}, sink.codes)
 }
+
+// TestModernMetaMemo: a connection's requests are read from their own
+// _meta, memoized or not.
+func TestModernMetaMemo(t *testing.T) {
+	f := newFixture(t, engine.Options{})
+	c := f.client(t)
+	for i, tc := range []struct{ caps, want string }{
+		{`{}`, "no capability"},
+		{`{}`, "no capability"},
+		{`{"sampling":{}}`, "input_required"},
+		{`{"sampling":{}}`, "input_required"},
+		{`{}`, "no capability"},
+	} {
+		m := c.call(req26(i+1, "tools/call", `"name":"peer","arguments":{"kind":"sampling"}`, tc.caps))
+		require.Nil(t, m.Error)
+		assert.Contains(t, string(m.Result), tc.want, "request %d", i+1)
+	}
+	frame := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"trace","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"traceparent":"%s"}}}`
+	require.NoError(t, f.srv.Registry().AddTool(&mcp.Tool{Name: "trace"}, func(_ context.Context, req *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
+		tp, _, _ := req.Peer.(handlers.TraceScope).TraceContext()
+		return mcp.TextResult(tp), nil
+	}))
+	assert.Equal(t, "a", c.call(fmt.Sprintf(frame, "a")).text(t))
+	assert.Equal(t, "b", c.call(fmt.Sprintf(frame, "b")).text(t))
+}

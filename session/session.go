@@ -105,7 +105,24 @@ type Session struct {
 	onClose []func()
 
 	stateless bool // serves only 2026-07-28 requests (NewStateless)
+
+	memo atomic.Pointer[Memo]
 }
+
+// Memo is a value a layer above keeps per session, keyed by the bytes it
+// was derived from: the engine keeps the last 2026-07-28 _meta it parsed,
+// which a client sends unchanged with every request. Key and Value are
+// immutable once stored.
+type Memo struct {
+	Key   []byte
+	Value any
+}
+
+// Memo returns the session's memo, or nil. Safe for concurrent use.
+func (s *Session) Memo() *Memo { return s.memo.Load() }
+
+// SetMemo replaces the session's memo. Safe for concurrent use.
+func (s *Session) SetMemo(m *Memo) { s.memo.Store(m) }
 
 // NewStateless returns a session for one exchange of the stateless
 // revision (2026-07-28), such as a Streamable HTTP POST carrying
