@@ -28,7 +28,7 @@ func (s *Server) Open(out session.Sink) Conn { return Conn{s, s.newSession(out)}
 // served statelessly. out receives what the exchange's requests send when
 // they are given no reply sink. Close it when the exchange ends.
 func (s *Server) OpenStateless(out session.Sink) Conn {
-	return Conn{s, session.NewStateless(s.ctx, out)}
+	return Conn{s, session.NewStateless(s.ctx, out, s.statelessTracker)}
 }
 
 // Conn returns the Conn of a session that Open created.

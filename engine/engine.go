@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"math"
@@ -176,6 +177,10 @@ type Server struct {
 	stateKey       [][]byte // when Options.StateKeys is empty
 	serverInfoMeta []byte   // {"io.modelcontextprotocol/serverInfo":{...}}
 	listeners      listeners
+	memos          [64]atomic.Pointer[session.Memo] // stateless exchanges' _meta (parseModernMemo)
+	memoSeed       maphash.Seed
+	// statelessTracker is the Tracker the stateless exchanges share.
+	statelessTracker *session.Tracker
 
 	// The middleware chains; nil without middleware.
 	receive     MethodHandler // around serveInner
@@ -245,6 +250,8 @@ func New(opts Options) *Server {
 	if len(opts.StateKeys) == 0 {
 		s.stateKey = newStateKey()
 	}
+	s.memoSeed = maphash.MakeSeed()
+	s.statelessTracker = session.NewTracker()
 	info, _ := codec.Marshal(mcp.Implementation{Name: opts.Name, Title: opts.Title, Version: opts.Version})
 	s.serverInfoMeta = append(append([]byte(`{"`+mcp.MetaServerInfo+`":`), info...), '}')
 	s.buildMiddleware()

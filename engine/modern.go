@@ -2,8 +2,10 @@ package engine
 
 import (
 	"bytes"
+	"hash/maphash"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -145,7 +147,19 @@ func (s *Server) parseModernMemo(sess *session.Session, params, meta []byte, mm 
 	if meta == nil && len(params) > 0 {
 		meta, _, _ = codec.ObjectField(params, "_meta")
 	}
-	if memo := sess.Memo(); memo != nil && len(meta) > 0 && bytes.Equal(meta, memo.Key) {
+	// A stateless exchange (an HTTP POST) lives for one request: its
+	// memo is the server's, a few slots chosen by a hash of the _meta.
+	var slot *atomic.Pointer[session.Memo]
+	var memo *session.Memo
+	if sess.Stateless() {
+		if len(meta) > 0 && len(meta) <= maxMemo {
+			slot = &s.memos[maphash.Bytes(s.memoSeed, meta)%uint64(len(s.memos))]
+			memo = slot.Load()
+		}
+	} else {
+		memo = sess.Memo()
+	}
+	if memo != nil && bytes.Equal(meta, memo.Key) {
 		if v, ok := memo.Value.(*modernMeta); ok {
 			*mm = *v
 			return true, nil
@@ -159,7 +173,11 @@ func (s *Server) parseModernMemo(sess *session.Session, params, meta []byte, mm 
 	key := bytes.Clone(meta)
 	v := new(modernMeta)
 	if _, e := parseMeta(key, v); e == nil && v.on {
-		sess.SetMemo(&session.Memo{Key: key, Value: v})
+		if slot != nil {
+			slot.Store(&session.Memo{Key: key, Value: v})
+		} else {
+			sess.SetMemo(&session.Memo{Key: key, Value: v})
+		}
 	}
 	return found, e
 }

@@ -130,8 +130,16 @@ func (s *Session) SetMemo(m *Memo) { s.memo.Store(m) }
 // every request it carries is served statelessly, from its own _meta. It
 // shares ctx, which it does not cancel: its requests have contexts of
 // their own. Close it when the exchange ends.
-func NewStateless(ctx context.Context, out Sink) *Session {
-	s := &Session{Out: out, Tracker: NewTracker(), ctx: ctx, stateless: true}
+//
+// t tracks what its requests ask of the client, if anything does (the
+// stateless revision asks for input in results, not with requests): it
+// may be shared by many stateless sessions, and closing one does not fail
+// it.
+func NewStateless(ctx context.Context, out Sink, t *Tracker) *Session {
+	if t == nil {
+		t = NewTracker()
+	}
+	s := &Session{Out: out, Tracker: t, ctx: ctx, stateless: true}
 	s.logLevel.Store(-1)
 	s.state.Store(uint32(StateReady))
 	return s
@@ -488,7 +496,9 @@ func (s *Session) Close(cause error) bool {
 	if s.cancel != nil {
 		s.cancel(cause)
 	}
-	s.Tracker.FailAll(cause)
+	if !s.stateless {
+		s.Tracker.FailAll(cause)
+	}
 	for _, unsub := range subs {
 		unsub()
 	}

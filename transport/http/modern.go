@@ -184,9 +184,18 @@ func (s *Server) checkModernHeaders(ctx *fasthttp.RequestCtx, m *codec.Message) 
 	case string(method) != m.Method:
 		return s.mismatch(ctx, m, "Mcp-Method header value '"+string(method)+"' does not match body value '"+m.Method+"'")
 	}
+	// One scan of the params finds the members the headers mirror.
+	key := nameField(m.Method)
+	var v [3][]byte // key, _meta, arguments
+	if key == "" || codec.ObjectFields(m.Params, []string{key, "_meta", "arguments"}, v[:]) != nil {
+		if key != "" {
+			v[0] = field(m.Params, key)
+		}
+		v[1], v[2] = field(m.Params, "_meta"), field(m.Params, "arguments")
+	}
 	var name []byte
-	if key := nameField(m.Method); key != "" {
-		raw := field(m.Params, key)
+	if key != "" {
+		raw := v[0]
 		hv := h.PeekCanonical(hdrName)
 		body, isStr := stringOf(raw)
 		switch {
@@ -206,7 +215,11 @@ func (s *Server) checkModernHeaders(ctx *fasthttp.RequestCtx, m *codec.Message) 
 		name = body
 	}
 	hv := trimOWS(h.PeekCanonical(hdrVersion))
-	if mv := metaVersion(m.Params); mv != nil {
+	var mv []byte
+	if meta := v[1]; len(meta) > 0 && meta[0] == '{' {
+		mv = field(meta, mcp.MetaProtocolVersion)
+	}
+	if mv != nil {
 		switch ver, ok := stringOf(mv); {
 		case len(hv) == 0:
 			return s.mismatch(ctx, m, "MCP-Protocol-Version header is required")
@@ -215,7 +228,7 @@ func (s *Server) checkModernHeaders(ctx *fasthttp.RequestCtx, m *codec.Message) 
 		}
 	}
 	if m.Method == mcp.MethodToolsCall && name != nil {
-		return s.checkParamHeaders(ctx, m, name)
+		return s.checkParamHeaders(ctx, m, name, v[2])
 	}
 	return true
 }
@@ -223,12 +236,11 @@ func (s *Server) checkModernHeaders(ctx *fasthttp.RequestCtx, m *codec.Message) 
 // checkParamHeaders checks the Mcp-Param-* headers of a tools/call of the
 // tool named name: each argument annotated x-mcp-header that the call
 // carries (not null) must be mirrored, equal.
-func (s *Server) checkParamHeaders(ctx *fasthttp.RequestCtx, m *codec.Message, name []byte) bool {
+func (s *Server) checkParamHeaders(ctx *fasthttp.RequestCtx, m *codec.Message, name, args []byte) bool {
 	params := s.eng.Registry().ToolHeaderParams(bytesconv.B2S(name))
 	if len(params) == 0 {
 		return true
 	}
-	args := field(m.Params, "arguments")
 	for i := range params {
 		p := &params[i]
 		v := args

@@ -329,8 +329,8 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 	}
 	created := false
 	switch {
-	case vk == verModern || (m.Kind == codec.KindRequest && metaVersion(m.Params) != nil &&
-		(s.opts.Stateless || len(ctx.Request.Header.PeekCanonical(hdrSessionID)) == 0)):
+	case vk == verModern || (m.Kind == codec.KindRequest &&
+		(s.opts.Stateless || len(ctx.Request.Header.PeekCanonical(hdrSessionID)) == 0) && metaVersion(m.Params) != nil):
 		// 2026-07-28: stateless, whatever the mode; Mcp-Session-Id is ignored.
 		if m.Kind == codec.KindRequest && !s.checkModernHeaders(ctx, m) {
 			s.putCall(c)
