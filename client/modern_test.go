@@ -333,7 +333,9 @@ func TestModernListen(t *testing.T) {
 			assert.Equal(t, []string{"mem://board/" + name}, f.ResourceSubscriptions)
 
 			require.NoError(t, srv.Registry().AddTool(&mcp.Tool{Name: "late_" + name, InputSchema: codec.RawJSON(`{"type":"object"}`)},
-				func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) { return mcp.TextResult("late"), nil }))
+				func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
+					return mcp.TextResult("late"), nil
+				}))
 			select {
 			case <-changed:
 			case <-time.After(5 * time.Second):
@@ -415,7 +417,9 @@ func TestModernReconnect(t *testing.T) {
 	deadline := time.After(5 * time.Second)
 	for i := 0; ; i++ {
 		require.NoError(t, srv.Registry().AddTool(&mcp.Tool{Name: fmt.Sprintf("late%d", i), InputSchema: codec.RawJSON(`{"type":"object"}`)},
-			func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) { return mcp.TextResult("late"), nil }))
+			func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
+				return mcp.TextResult("late"), nil
+			}))
 		select {
 		case <-changed:
 		case <-time.After(50 * time.Millisecond):
