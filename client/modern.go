@@ -267,7 +267,10 @@ func (c *Client) discoverFirst(ctx context.Context, l *link, force bool) (legacy
 		}
 		supported, isVersion := versionError(err)
 		if isVersion {
-			if v := pickVersion(supported, true); v != "" && v != version && attempt == 0 {
+			// A server that names a 2026 revision the client speaks is
+			// asked again with it, once (even the same one: the refusal
+			// may have been of a header, or of a proxy's making).
+			if v := pickVersion(supported, true); v != "" && attempt == 0 {
 				version = v
 				continue
 			}

@@ -179,7 +179,10 @@ func TestModernVersionRetry(t *testing.T) {
 			mu.Lock()
 			asked = append(asked, m.Method+" "+v)
 			mu.Unlock()
-			if v != mcp.Version20260728 {
+			mu.Lock()
+			first := len(asked) == 1
+			mu.Unlock()
+			if v != mcp.Version20260728 || first {
 				fmt.Fprintf(c, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32022,"message":"unsupported","data":{"supported":["2026-07-28","2025-11-25"],"requested":%q}}}`+"\n", m.ID, v)
 				continue
 			}
@@ -191,15 +194,15 @@ func TestModernVersionRetry(t *testing.T) {
 			}
 		}
 	})
-	// A client asking for a 2026 revision the server does not know; it
-	// is told the server's and speaks it.
+	// The server refuses the first request, naming the revision the
+	// client asked for: the client asks again.
 	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{ProtocolVersion: "2026-07-28", Era: client.EraModern})
 	require.True(t, c.Modern())
 	r, err := c.CallTool(testCtx(t), "x", nil)
 	require.NoError(t, err)
 	assert.Equal(t, "ok", r.Content[0].Text, "a result without resultType is complete")
 	mu.Lock()
-	assert.Equal(t, []string{"server/discover 2026-07-28", "tools/call 2026-07-28"}, asked)
+	assert.Equal(t, []string{"server/discover 2026-07-28", "server/discover 2026-07-28", "tools/call 2026-07-28"}, asked)
 	mu.Unlock()
 }
 
