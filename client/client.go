@@ -5,6 +5,14 @@
 // server's requests (sampling, elicitation, roots, ping), notification
 // callbacks, optional reconnection and keep-alive, and a connection pool.
 //
+// It speaks the stateless revision 2026-07-28 too (see Options.Era): by
+// default it sends server/discover first and falls back to initialize
+// when the server answers as one of the session revisions. In 2026-07-28
+// every request carries the client's _meta (and, over HTTP, the
+// Mcp-Method, Mcp-Name and Mcp-Param-* headers), results asking for input
+// are fulfilled with the handlers below and retried (Options.MaxInputRounds),
+// and Listen opens a subscriptions/listen stream.
+//
 // A Client moves through connecting → initializing → ready → closed; a
 // call made in any state but ready fails at once with ErrNotReady. With
 // reconnection enabled, a dropped connection sends it back to connecting,

@@ -20,6 +20,7 @@ import (
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/mcp"
+	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -643,4 +644,19 @@ func TestModernHTTPFallback(t *testing.T) {
 			assert.Empty(t, last.Get("Mcp-Method"), "no 2026 headers on a session")
 		})
 	}
+}
+
+// TestModernHTTPEngine: the auto client against the engine's Streamable
+// HTTP endpoint works in whichever era the endpoint serves (sessions
+// only until its 2026-07-28 binding lands: then it falls back).
+func TestModernHTTPEngine(t *testing.T) {
+	srv := newEngine(t, "demo", engine.Options{})
+	base, _ := serveHTTP(t, srv, mcphttp.Options{})
+	c := dial(t, &client.HTTPTransport{URL: base + "/mcp"}, client.Options{})
+	if !c.Modern() {
+		require.NotNil(t, c.InitializeResult(), "fell back to initialize")
+	}
+	r, err := c.CallTool(testCtx(t), "echo", map[string]any{"text": "x"})
+	require.NoError(t, err)
+	assert.Equal(t, "x", r.Content[0].Text)
 }
