@@ -507,6 +507,13 @@ func (c *Client) request(ctx context.Context, method string, params []byte, prog
 	c.inflight.Add(1)
 	defer c.inflight.Add(-1)
 	res, err := l.call(ctx, method, params, progress, c.opts.RequestTimeout)
+	if err != nil && method == mcp.MethodToolsCall && c.modern.Load() != nil && headerMismatch(err) {
+		// The tool's x-mcp-header parameters changed, or were not known:
+		// list the tools again and retry once.
+		if _, lerr := c.AllTools(ctx); lerr == nil {
+			res, err = l.call(ctx, method, params, progress, c.opts.RequestTimeout)
+		}
+	}
 	if err == nil && c.modern.Load() != nil {
 		res, err = c.rounds(ctx, method, params, res, progress)
 	}

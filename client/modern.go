@@ -346,6 +346,12 @@ func legacyAnswer(err error) bool {
 	return errors.Is(err, ErrInitTimeout) || errors.Is(err, ErrTimeout)
 }
 
+// headerMismatch reports a HeaderMismatch (-32020) answer.
+func headerMismatch(err error) bool {
+	var e *codec.Error
+	return errors.As(err, &e) && e.Code == mcp.CodeHeaderMismatch
+}
+
 // resultType returns a result's resultType ("" when absent).
 func resultType(raw []byte) string {
 	v, ok, err := codec.ObjectField(raw, "resultType")

@@ -660,3 +660,37 @@ func TestModernHTTPEngine(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "x", r.Content[0].Text)
 }
+
+// TestModernHTTPHeaderMismatch: a -32020 answer to tools/call makes the
+// client list the tools again and retry with the headers they name.
+func TestModernHTTPHeaderMismatch(t *testing.T) {
+	var lists, calls atomic.Int64
+	f := &modernHTTPFake{t: t}
+	f.reply = func(m *codec.Message, w http.ResponseWriter) {
+		switch m.Method {
+		case mcp.MethodServerDiscover:
+			jsonAnswer(w, 200, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"public"}}`, m.ID))
+		case mcp.MethodToolsList:
+			lists.Add(1)
+			jsonAnswer(w, 200, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"sql","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}}]}}`, m.ID))
+		case mcp.MethodToolsCall:
+			calls.Add(1)
+			f.mu.Lock()
+			region := f.heads[len(f.heads)-1].Get("Mcp-Param-Region")
+			f.mu.Unlock()
+			if region != "eu" {
+				jsonAnswer(w, 400, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32020,"message":"Header mismatch"}}`, m.ID))
+				return
+			}
+			jsonAnswer(w, 200, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"ok"}]}}`, m.ID))
+		}
+	}
+	ts := httptest.NewServer(f)
+	defer ts.Close()
+	c := dial(t, &client.HTTPTransport{URL: ts.URL}, client.Options{Era: client.EraModern})
+	r, err := c.CallTool(testCtx(t), "sql", map[string]any{"region": "eu"})
+	require.NoError(t, err)
+	assert.Equal(t, "ok", r.Content[0].Text)
+	assert.Equal(t, int64(1), lists.Load())
+	assert.Equal(t, int64(2), calls.Load())
+}
