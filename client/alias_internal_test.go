@@ -14,7 +14,7 @@ import (
 // see the message as it arrived.
 func TestNotificationOutlivesReadBuffer(t *testing.T) {
 	got := make(chan string, 1)
-	c := New(&PipeTransport{}, Options{OnResourceUpdated: func(uri string) { got <- uri }})
+	c := New(&PipeTransport{}, Options{Era: EraLegacy, OnResourceUpdated: func(uri string) { got <- uri }})
 	c.bg.Add(1)
 	go c.dispatch()
 	defer c.terminate(nil)

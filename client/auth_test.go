@@ -60,7 +60,7 @@ func TestOAuthHTTP(t *testing.T) {
 
 	a, err := oauth.New(rs.URL+"/mcp", oauth.Config{ClientID: "pre"})
 	require.NoError(t, err)
-	c := dial(t, &client.HTTPTransport{URL: rs.URL + "/mcp", Auth: a}, client.Options{})
+	c := dial(t, &client.HTTPTransport{URL: rs.URL + "/mcp", Auth: a}, client.Options{Era: client.EraLegacy})
 	exerciseDemo(t, c)
 	assert.Equal(t, int64(1), authorizations.Load())
 }
@@ -83,7 +83,7 @@ func TestAuthRetryLimit(t *testing.T) {
 	}))
 	t.Cleanup(hs.Close)
 	a := &countingAuth{}
-	c := client.New(&client.HTTPTransport{URL: hs.URL, Auth: a}, client.Options{})
+	c := client.New(&client.HTTPTransport{URL: hs.URL, Auth: a}, client.Options{Era: client.EraLegacy})
 	err := c.Connect(testCtx(t))
 	require.ErrorIs(t, err, client.ErrUnauthorized)
 	var he *client.HTTPError

@@ -115,7 +115,7 @@ func TestBadServers(t *testing.T) {
 				}
 				return true
 			},
-			opts: client.Options{RequestTimeout: 200 * time.Millisecond},
+			opts: client.Options{Era: client.EraLegacy, RequestTimeout: 200 * time.Millisecond},
 			want: client.ErrTimeout,
 		},
 		{
@@ -123,7 +123,7 @@ func TestBadServers(t *testing.T) {
 			script: func(r fakeReq, w io.Writer) bool {
 				return true
 			},
-			opts: client.Options{RequestTimeout: 150 * time.Millisecond},
+			opts: client.Options{Era: client.EraLegacy, RequestTimeout: 150 * time.Millisecond},
 			want: client.ErrTimeout,
 		},
 		{
@@ -141,7 +141,7 @@ func TestBadServers(t *testing.T) {
 				io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`+"\n")
 				return true
 			},
-			opts: client.Options{RequestTimeout: 150 * time.Millisecond},
+			opts: client.Options{Era: client.EraLegacy, RequestTimeout: 150 * time.Millisecond},
 			want: client.ErrTimeout,
 		},
 	}
@@ -153,6 +153,7 @@ func TestBadServers(t *testing.T) {
 			if tt.tr != nil {
 				tr = tt.tr(addr)
 			}
+			tt.opts.Era = client.EraLegacy
 			c := dial(t, tr, tt.opts)
 			start := time.Now()
 			_, err := c.CallTool(testCtx(t), "echo", map[string]any{"text": "x"})
@@ -179,7 +180,7 @@ func TestAnswersTwice(t *testing.T) {
 		}
 		return true
 	})
-	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{})
+	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy})
 	for range 3 {
 		r, err := c.CallTool(testCtx(t), "echo", nil)
 		require.NoError(t, err)
@@ -203,7 +204,7 @@ func TestCancelSendsNotification(t *testing.T) {
 		}
 		return true
 	})
-	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{RequestTimeout: 100 * time.Millisecond})
+	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy, RequestTimeout: 100 * time.Millisecond})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
@@ -241,7 +242,7 @@ func TestPendingFailOnDrop(t *testing.T) {
 		}
 		return true
 	})
-	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{RequestTimeout: -1})
+	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy, RequestTimeout: -1})
 	errs := make(chan error, 20)
 	for range 20 {
 		go func() { errs <- c.Ping(context.Background()) }()
@@ -292,7 +293,7 @@ func TestInitFailures(t *testing.T) {
 					}
 				}
 			})
-			c := client.New(&client.TCPTransport{Addr: addr}, client.Options{InitTimeout: 200 * time.Millisecond})
+			c := client.New(&client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy, InitTimeout: 200 * time.Millisecond})
 			start := time.Now()
 			err := c.Connect(context.Background())
 			require.Error(t, err)
@@ -321,26 +322,26 @@ func TestHTTPBadServers(t *testing.T) {
 		{"garbage JSON", func(w http.ResponseWriter, id string) {
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, "{{{{")
-		}, client.Options{}, 0, client.ErrProtocol},
+		}, client.Options{Era: client.EraLegacy}, 0, client.ErrProtocol},
 		{"garbage SSE", func(w http.ResponseWriter, id string) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, "data: nope\n\n")
-		}, client.Options{}, 0, client.ErrProtocol},
+		}, client.Options{Era: client.EraLegacy}, 0, client.ErrProtocol},
 		{"stream closed before the answer", func(w http.ResponseWriter, id string) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}\n\n")
-		}, client.Options{}, 0, client.ErrStreamEnded},
+		}, client.Options{Era: client.EraLegacy}, 0, client.ErrStreamEnded},
 		{"too large", func(w http.ResponseWriter, id string) {
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"pad":"%s"}}`, id, strings.Repeat("y", 4096))
-		}, client.Options{}, 1024, client.ErrTooLarge},
+		}, client.Options{Era: client.EraLegacy}, 1024, client.ErrTooLarge},
 		{"never answers", func(w http.ResponseWriter, id string) {
 			time.Sleep(time.Second) // a server slower than RequestTimeout: what is tested
-		}, client.Options{RequestTimeout: 150 * time.Millisecond}, 0, client.ErrTimeout},
+		}, client.Options{Era: client.EraLegacy, RequestTimeout: 150 * time.Millisecond}, 0, client.ErrTimeout},
 		{"server error", func(w http.ResponseWriter, id string) {
 			w.WriteHeader(http.StatusInternalServerError)
 			io.WriteString(w, "boom")
-		}, client.Options{}, 0, &client.HTTPError{}},
+		}, client.Options{Era: client.EraLegacy}, 0, &client.HTTPError{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

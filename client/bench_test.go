@@ -12,7 +12,7 @@ import (
 var echoParams = []byte(`{"name":"echo","arguments":{"text":"hello"}}`)
 
 func benchCallRaw(b *testing.B, tr client.Transport) {
-	c := dial(b, tr, client.Options{})
+	c := dial(b, tr, client.Options{Era: client.EraLegacy})
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.SetParallelism(16) // many calls in flight, as a load generator has
@@ -42,7 +42,7 @@ func BenchmarkCallRawHTTP(b *testing.B) {
 func BenchmarkCallToolTCP(b *testing.B) {
 	srv := newEngine(b, "bench", engine.Options{})
 	addr, _ := serveTCP(b, srv)
-	c := dial(b, &client.TCPTransport{Addr: addr}, client.Options{})
+	c := dial(b, &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy})
 	ctx := context.Background()
 	args := map[string]any{"text": "hello"}
 	b.ReportAllocs()

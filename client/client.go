@@ -5,6 +5,14 @@
 // server's requests (sampling, elicitation, roots, ping), notification
 // callbacks, optional reconnection and keep-alive, and a connection pool.
 //
+// It speaks the stateless revision 2026-07-28 too (see Options.Era): by
+// default it sends server/discover first and falls back to initialize
+// when the server answers as one of the session revisions. In 2026-07-28
+// every request carries the client's _meta (and, over HTTP, the
+// Mcp-Method, Mcp-Name and Mcp-Param-* headers), results asking for input
+// are fulfilled with the handlers below and retried (Options.MaxInputRounds),
+// and Listen opens a subscriptions/listen stream.
+//
 // A Client moves through connecting → initializing → ready → closed; a
 // call made in any state but ready fails at once with ErrNotReady. With
 // reconnection enabled, a dropped connection sends it back to connecting,
@@ -93,10 +101,25 @@ type Options struct {
 	// ClientInfo names the client in initialize; the zero value means
 	// {Name: "mcpedge-client", Version: Version}.
 	ClientInfo mcp.Implementation
-	// ProtocolVersion is the revision requested; empty means
-	// mcp.LatestVersion. The server's choice must be one of
-	// mcp.SessionVersions.
+	// ProtocolVersion is the session revision requested by initialize;
+	// empty means mcp.LatestVersion. The server's choice must be one of
+	// mcp.SessionVersions. A 2026-07-28 revision here is the one
+	// server/discover asks for (initialize then asks for
+	// mcp.LatestVersion).
 	ProtocolVersion string
+	// Era picks the protocol generation: EraAuto (the zero value) sends
+	// server/discover first and falls back to initialize when the
+	// server does not speak 2026-07-28; EraModern and EraLegacy force
+	// one. The outcome is kept for the client's life (reconnections and
+	// all).
+	Era Era
+	// LogLevel, in 2026-07-28, is the lowest level of the log messages
+	// asked for with each request (SetLogLevel changes it); empty asks
+	// for none. Session revisions ignore it: call SetLogLevel.
+	LogLevel string
+	// MaxInputRounds bounds the input rounds (2026-07-28 multi
+	// round-trip requests) of one call; <= 0 means 8.
+	MaxInputRounds int
 	// Capabilities are declared as they are when set; nil derives them
 	// from the handlers below (sampling, elicitation with form mode,
 	// roots with listChanged).
@@ -168,6 +191,16 @@ type Client struct {
 	inflight atomic.Int64
 	tools    atomic.Pointer[toolSet]
 
+	// 2026-07-28: the era chosen (EraAuto until the first handshake), the
+	// _meta of modern requests, the discover result, the per-request log
+	// level and the x-mcp-header parameters of the tools listed.
+	era           atomic.Int32
+	modern        atomic.Pointer[modernState]
+	discovered    atomic.Pointer[mcp.DiscoverResult]
+	logLevel      atomic.Pointer[string]
+	legacyVersion string
+	hdrTools      *xsync.Map[string, []paramHeader]
+
 	mu       sync.Mutex
 	subs     map[string][]func(uri string)
 	closing  bool
@@ -204,9 +237,18 @@ func New(t Transport, opts Options) *Client {
 	}
 	c := &Client{
 		t: t, opts: opts, log: log,
-		subs:  map[string][]func(string){},
-		done:  make(chan struct{}),
-		notes: make(chan func(), 256),
+		subs:     map[string][]func(string){},
+		done:     make(chan struct{}),
+		notes:    make(chan func(), 256),
+		hdrTools: xsync.NewMap[string, []paramHeader](),
+	}
+	c.legacyVersion = opts.ProtocolVersion
+	if mcp.ModernVersion(opts.ProtocolVersion) {
+		c.legacyVersion = mcp.LatestVersion
+	}
+	if opts.LogLevel != "" {
+		lv := opts.LogLevel
+		c.logLevel.Store(&lv)
 	}
 	if opts.Capabilities != nil {
 		c.caps = *opts.Capabilities
@@ -273,11 +315,12 @@ func (c *Client) connectOnce(ctx context.Context) error {
 	c.mu.Unlock()
 
 	c.setState(StateInitializing)
-	if err := c.initialize(ctx, l); err != nil {
+	if err := c.handshake(ctx, l); err != nil {
 		conn.Close()
 		return err
 	}
-	// Re-establish subscriptions (after a reconnect).
+	// Re-establish subscriptions (after a reconnect; listen streams
+	// re-issue themselves).
 	c.mu.Lock()
 	uris := make([]string, 0, len(c.subs))
 	for u := range c.subs {
@@ -307,11 +350,11 @@ func (c *Client) connectOnce(ctx context.Context) error {
 	return nil
 }
 
-func (c *Client) initialize(ctx context.Context, l *link) error {
+func (c *Client) initialize(ctx context.Context, l *link, version string) error {
 	ictx, cancel := context.WithTimeoutCause(ctx, c.opts.InitTimeout, ErrInitTimeout)
 	defer cancel()
 	params, err := codec.Marshal(&mcp.InitializeParams{
-		ProtocolVersion: c.opts.ProtocolVersion,
+		ProtocolVersion: version,
 		Capabilities:    c.caps,
 		ClientInfo:      c.opts.ClientInfo,
 	})
@@ -357,8 +400,11 @@ func (c *Client) State() State { return State(c.state.Load()) }
 func (c *Client) InitializeResult() *mcp.InitializeResult { return c.initRes.Load() }
 
 // ProtocolVersion returns the negotiated protocol revision ("" before
-// initialization).
+// initialization): 2026-07-28 when the client speaks it.
 func (c *Client) ProtocolVersion() string {
+	if ms := c.modern.Load(); ms != nil && Era(c.era.Load()) == EraModern {
+		return ms.version
+	}
 	if r := c.initRes.Load(); r != nil {
 		return r.ProtocolVersion
 	}
@@ -459,8 +505,18 @@ func (c *Client) request(ctx context.Context, method string, params []byte, prog
 		return nil, fmt.Errorf("%s: %w", method, err)
 	}
 	c.inflight.Add(1)
+	defer c.inflight.Add(-1)
 	res, err := l.call(ctx, method, params, progress, c.opts.RequestTimeout)
-	c.inflight.Add(-1)
+	if err != nil && method == mcp.MethodToolsCall && c.modern.Load() != nil && headerMismatch(err) {
+		// The tool's x-mcp-header parameters changed, or were not known:
+		// list the tools again and retry once.
+		if _, lerr := c.AllTools(ctx); lerr == nil {
+			res, err = l.call(ctx, method, params, progress, c.opts.RequestTimeout)
+		}
+	}
+	if err == nil && c.modern.Load() != nil {
+		res, err = c.rounds(ctx, method, params, res, progress)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", method, err)
 	}
@@ -503,6 +559,7 @@ type link struct {
 	progress  *xsync.Map[int64, ProgressFunc]
 	nprogress atomic.Int32
 	srv       *xsync.Map[string, *ServerRequest]
+	listens   *xsync.Map[int64, *Subscription]
 
 	dead  atomic.Bool
 	done  chan struct{}
@@ -517,6 +574,7 @@ func newLink(c *Client) *link {
 		tracker:  session.NewTracker(),
 		progress: xsync.NewMap[int64, ProgressFunc](),
 		srv:      xsync.NewMap[string, *ServerRequest](),
+		listens:  xsync.NewMap[int64, *Subscription](),
 		done:     make(chan struct{}),
 	}
 }
@@ -524,6 +582,12 @@ func newLink(c *Client) *link {
 // call sends a request and waits for the answer, ctx's end, timeout (if
 // > 0) or the connection's end.
 func (l *link) call(ctx context.Context, method string, params []byte, progress ProgressFunc, timeout time.Duration) ([]byte, error) {
+	return l.callx(ctx, method, params, progress, timeout, nil)
+}
+
+// callx is call with started, if not nil, called with the request's id
+// before it is sent. In 2026-07-28 the client's _meta is added to params.
+func (l *link) callx(ctx context.Context, method string, params []byte, progress ProgressFunc, timeout time.Duration, started func(id int64)) ([]byte, error) {
 	if l.blocking {
 		// The answer may come back inside Send (HTTP): the deadline must
 		// bound Send too, and ending ctx when the call returns stops the
@@ -549,8 +613,19 @@ func (l *link) call(ctx context.Context, method string, params []byte, progress 
 			l.nprogress.Add(-1)
 		}()
 	}
+	token := progress != nil
+	if ms := l.c.modern.Load(); ms != nil && method != mcp.MethodInitialize {
+		if params, err = l.c.modernParams(ms, params, call.ID, token); err != nil {
+			l.tracker.Forget(call)
+			return nil, err
+		}
+		token = false
+	}
+	if started != nil {
+		started(call.ID)
+	}
 	b := codec.GetBuffer()
-	b.B = appendRequest(b.B, call.ID, method, params, progress != nil)
+	b.B = appendRequest(b.B, call.ID, method, params, token)
 	err = l.conn.Send(ctx, b.B)
 	codec.PutBuffer(b)
 	if err == nil {
@@ -573,7 +648,10 @@ func (l *link) call(ctx context.Context, method string, params []byte, progress 
 			err = cause
 		}
 	}
-	if (ctx.Err() != nil || errors.Is(err, ErrTimeout)) && method != mcp.MethodInitialize && !l.dead.Load() {
+	// A listen stream on HTTP ends with its response stream: nothing to
+	// send.
+	listenHTTP := method == mcp.MethodSubscriptionsListen && l.blocking
+	if (ctx.Err() != nil || errors.Is(err, ErrTimeout)) && method != mcp.MethodInitialize && !listenHTTP && !l.dead.Load() {
 		l.cancelRequest(call.ID, err)
 	}
 	return nil, err

@@ -142,20 +142,20 @@ func exerciseDemo(t *testing.T, c *client.Client) {
 func TestTCP(t *testing.T) {
 	srv := newEngine(t, "demo", engine.Options{})
 	addr, _ := serveTCP(t, srv)
-	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{})
+	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy})
 	exerciseDemo(t, c)
 }
 
 func TestTCPContentLength(t *testing.T) {
 	srv := newEngine(t, "demo", engine.Options{})
 	ts := newTCPFramed(t, srv)
-	c := dial(t, &client.TCPTransport{Addr: ts, Framer: codec.ContentLengthFramer{}}, client.Options{})
+	c := dial(t, &client.TCPTransport{Addr: ts, Framer: codec.ContentLengthFramer{}}, client.Options{Era: client.EraLegacy})
 	exerciseDemo(t, c)
 }
 
 func TestStdioPipes(t *testing.T) {
 	srv := newEngine(t, "demo", engine.Options{})
-	c := dial(t, pipeTransport(t, srv), client.Options{})
+	c := dial(t, pipeTransport(t, srv), client.Options{Era: client.EraLegacy})
 	exerciseDemo(t, c)
 }
 
@@ -178,7 +178,7 @@ func TestStdioSubprocess(t *testing.T) {
 	require.NoError(t, err)
 	var lines atomic.Int64
 	log := newCountingLogger(&lines)
-	c := dial(t, &client.StdioTransport{Command: bin, Args: []string{"-stdio", "-handlers", "demo", "-log-level", "debug"}, Stderr: log}, client.Options{})
+	c := dial(t, &client.StdioTransport{Command: bin, Args: []string{"-stdio", "-handlers", "demo", "-log-level", "debug"}, Stderr: log}, client.Options{Era: client.EraLegacy})
 	exerciseDemo(t, c)
 	require.NoError(t, c.Close())
 	assert.Positive(t, lines.Load(), "the server's stderr reaches the logger")
@@ -188,7 +188,7 @@ func TestStdioSubprocess(t *testing.T) {
 func TestCallsBeforeReady(t *testing.T) {
 	srv := newEngine(t, "demo", engine.Options{})
 	addr, _ := serveTCP(t, srv)
-	c := client.New(&client.TCPTransport{Addr: addr}, client.Options{})
+	c := client.New(&client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy})
 	err := c.Ping(context.Background())
 	require.ErrorIs(t, err, client.ErrNotReady)
 	assert.Contains(t, err.Error(), "idle")
@@ -207,7 +207,7 @@ func TestCallsBeforeReady(t *testing.T) {
 func TestManyConcurrentCalls(t *testing.T) {
 	srv := newEngine(t, "demo", engine.Options{})
 	addr, _ := serveTCP(t, srv)
-	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{})
+	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy})
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	var failures atomic.Int64

@@ -29,7 +29,7 @@ func TestServerEverything(t *testing.T) {
 			t.Fatalf("%s missing in CI: %v", f, err)
 		}
 	}
-	c := dial(t, &client.StdioTransport{Command: node, Args: []string{server, "stdio"}}, client.Options{})
+	c := dial(t, &client.StdioTransport{Command: node, Args: []string{server, "stdio"}}, client.Options{Era: client.EraLegacy})
 	ctx := testCtx(t)
 	info := c.InitializeResult()
 	assert.Equal(t, "mcp-servers/everything", info.ServerInfo.Name)

@@ -84,6 +84,7 @@ func Example() {
 
 	// Dial connects and performs the initialize handshake.
 	c, err := client.Dial(ctx, &client.TCPTransport{Addr: srv.addr}, client.Options{
+		Era:        client.EraLegacy,
 		ClientInfo: mcp.Implementation{Name: "example", Version: "1.0"},
 	})
 	if err != nil {
@@ -124,7 +125,7 @@ func ExampleNewPool() {
 
 	tr := &client.TCPTransport{Addr: srv.addr}
 	pool, err := client.NewPool(ctx, func(ctx context.Context) (*client.Client, error) {
-		return client.Dial(ctx, tr, client.Options{})
+		return client.Dial(ctx, tr, client.Options{Era: client.EraLegacy})
 	}, client.PoolOptions{Size: 3, Strategy: client.LeastBusy})
 	if err != nil {
 		log.Fatal(err)
@@ -174,7 +175,7 @@ func ExampleFederation() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		if err := fed.Add(ctx, name, t, client.Options{}); err != nil {
+		if err := fed.Add(ctx, name, t, client.Options{Era: client.EraLegacy}); err != nil {
 			log.Fatal(err)
 		}
 	}

@@ -36,6 +36,7 @@ func TestServerRequests(t *testing.T) {
 	serverCancels := make(chan *mcp.CancelledParams, 4)
 	elicitCtx := make(chan context.Context, 1)
 	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{
+		Era: client.EraLegacy,
 		OnSampling: func(ctx context.Context, _ *client.ServerRequest, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 			var in mcp.Content
 			if err := codec.Unmarshal(p.Messages[0].Content, &in); err != nil {
@@ -115,7 +116,7 @@ func TestListChanged(t *testing.T) {
 	srv := newEngine(t, "demo", engine.Options{ListChangedDelay: time.Millisecond})
 	addr, _ := serveTCP(t, srv)
 	changed := make(chan struct{}, 4)
-	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{OnToolListChanged: func() { changed <- struct{}{} }})
+	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy, OnToolListChanged: func() { changed <- struct{}{} }})
 	ctx := testCtx(t)
 	before, err := c.AllTools(ctx)
 	require.NoError(t, err)
@@ -160,7 +161,7 @@ func TestOutputValidation(t *testing.T) {
 		}
 		return true
 	})
-	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{})
+	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy})
 	ctx := testCtx(t)
 	_, err := c.CallTool(ctx, "liar", map[string]any{"mode": "good"}, client.WithOutputValidation())
 	require.NoError(t, err)
@@ -196,7 +197,7 @@ func TestNoHandler(t *testing.T) {
 	addr, _ := serveTCP(t, srv)
 	// Declaring the capability without a handler: the request is answered
 	// "method not found", and the tool reports the failure.
-	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{Capabilities: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapability{}}})
+	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy, Capabilities: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapability{}}})
 	r, err := c.CallTool(testCtx(t), "test_sampling", map[string]any{"prompt": "x"})
 	require.NoError(t, err)
 	assert.True(t, r.IsError)
@@ -217,7 +218,7 @@ func TestTasks(t *testing.T) {
 		}
 	}))
 	addr, _ := serveTCP(t, srv)
-	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{})
+	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy})
 	ctx := testCtx(t)
 
 	ct, err := c.CallToolAsTask(ctx, "slow", nil, time.Minute)
@@ -315,6 +316,7 @@ func TestReconnect(t *testing.T) {
 	back := make(chan struct{}, 4)
 	updates := make(chan string, 16)
 	c := dial(t, &client.TCPTransport{Addr: paddr}, client.Options{
+		Era:              client.EraLegacy,
 		Reconnect:        &client.ReconnectPolicy{MinDelay: 10 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
 		OnConnectionLost: func(err error) { lost <- err },
 		OnReconnected:    func() { back <- struct{}{} },
@@ -371,6 +373,7 @@ func TestReconnectGivesUp(t *testing.T) {
 		c.Close()
 	})
 	c := dial(t, &client.TCPTransport{Addr: paddr}, client.Options{
+		Era:       client.EraLegacy,
 		Reconnect: &client.ReconnectPolicy{MaxAttempts: 3, MinDelay: time.Millisecond},
 	})
 	refuse.Store(true)
@@ -394,7 +397,7 @@ func TestKeepAlive(t *testing.T) {
 		}
 		return true
 	})
-	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{KeepAlive: 30 * time.Millisecond, KeepAliveMisses: 2})
+	c := dial(t, &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy, KeepAlive: 30 * time.Millisecond, KeepAliveMisses: 2})
 	select {
 	case <-c.Done():
 	case <-time.After(5 * time.Second):
@@ -409,7 +412,7 @@ func TestPool(t *testing.T) {
 	srv := newEngine(t, "demo", engine.Options{})
 	addr, _ := serveTCP(t, srv)
 	dialer := func(ctx context.Context) (*client.Client, error) {
-		return client.Dial(ctx, &client.TCPTransport{Addr: addr}, client.Options{})
+		return client.Dial(ctx, &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy})
 	}
 	for _, s := range []struct {
 		name string

@@ -93,9 +93,9 @@ func newFedEnv(t *testing.T, opts client.FederationOptions) *fedEnv {
 		assert.NoError(t, e.fed.Close(ctx))
 	})
 	ctx := testCtx(t)
-	require.NoError(t, e.fed.Add(ctx, "a", &client.TCPTransport{Addr: e.aAddr}, client.Options{}))
-	require.NoError(t, e.fed.Add(ctx, "b", &client.HTTPTransport{URL: bURL + "/mcp", Client: hc}, client.Options{}))
-	require.NoError(t, e.fed.Add(ctx, "c", pipeTransport(t, e.srvs["c"]), client.Options{}))
+	require.NoError(t, e.fed.Add(ctx, "a", &client.TCPTransport{Addr: e.aAddr}, client.Options{Era: client.EraLegacy}))
+	require.NoError(t, e.fed.Add(ctx, "b", &client.HTTPTransport{URL: bURL + "/mcp", Client: hc}, client.Options{Era: client.EraLegacy}))
+	require.NoError(t, e.fed.Add(ctx, "c", pipeTransport(t, e.srvs["c"]), client.Options{Era: client.EraLegacy}))
 	return e
 }
 
@@ -202,15 +202,15 @@ func TestFederationRegistry(t *testing.T) {
 	tr := &client.TCPTransport{Addr: addr}
 
 	for _, bad := range []string{"", "a/b", "a b", "é", string(make([]byte, 65))} {
-		require.ErrorIs(t, f.Add(ctx, bad, tr, client.Options{}), client.ErrServerName, "%q", bad)
+		require.ErrorIs(t, f.Add(ctx, bad, tr, client.Options{Era: client.EraLegacy}), client.ErrServerName, "%q", bad)
 	}
-	require.ErrorIs(t, f.Add(ctx, "x", nil, client.Options{}), client.ErrTarget)
+	require.ErrorIs(t, f.Add(ctx, "x", nil, client.Options{Era: client.EraLegacy}), client.ErrTarget)
 
 	// Concurrent Adds of one name: exactly one wins.
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
 	for i := range errs {
-		wg.Go(func() { errs[i] = f.Add(ctx, "one", tr, client.Options{}) })
+		wg.Go(func() { errs[i] = f.Add(ctx, "one", tr, client.Options{Era: client.EraLegacy}) })
 	}
 	wg.Wait()
 	var ok int
@@ -222,11 +222,11 @@ func TestFederationRegistry(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, ok)
-	require.NoError(t, f.Add(ctx, "two.v2_x-y", tr, client.Options{}))
+	require.NoError(t, f.Add(ctx, "two.v2_x-y", tr, client.Options{Era: client.EraLegacy}))
 	assert.Equal(t, []string{"one", "two.v2_x-y"}, f.Names())
 
 	// A server that cannot be reached is not added.
-	err := f.Add(ctx, "down", &client.TCPTransport{Addr: "127.0.0.1:1"}, client.Options{})
+	err := f.Add(ctx, "down", &client.TCPTransport{Addr: "127.0.0.1:1"}, client.Options{Era: client.EraLegacy})
 	require.Error(t, err)
 	assert.NotContains(t, f.Names(), "down")
 
@@ -240,7 +240,7 @@ func TestFederationRegistry(t *testing.T) {
 
 	require.NoError(t, f.Close(ctx))
 	require.NoError(t, f.Close(ctx), "idempotent")
-	require.ErrorIs(t, f.Add(ctx, "three", tr, client.Options{}), client.ErrFederationClosed)
+	require.ErrorIs(t, f.Add(ctx, "three", tr, client.Options{Era: client.EraLegacy}), client.ErrFederationClosed)
 	_, err = f.Get("two.v2_x-y")
 	require.ErrorIs(t, err, client.ErrFederationClosed)
 	_, err = f.AllTools(ctx)
@@ -258,6 +258,7 @@ func TestFederationNotifications(t *testing.T) {
 	srv := newEngine(t, "bench", engine.Options{ListChangedDelay: 5 * time.Millisecond})
 	dAddr, _ := serveTCP(t, srv)
 	require.NoError(t, e.fed.Add(ctx, "d", &client.TCPTransport{Addr: dAddr}, client.Options{
+		Era: client.EraLegacy,
 		OnToolListChanged: func() {
 			mu.Lock()
 			userNotes = append(userNotes, "tools")
@@ -385,14 +386,14 @@ func TestFederationCloseAbortsAdd(t *testing.T) {
 	f := client.NewFederation(client.FederationOptions{})
 	errc := make(chan error, 1)
 	go func() {
-		errc <- f.Add(context.Background(), "slow", &client.TCPTransport{Addr: addr}, client.Options{})
+		errc <- f.Add(context.Background(), "slow", &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy})
 	}()
 	select {
 	case <-accepted:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Add did not dial")
 	}
-	require.ErrorIs(t, f.Add(testCtx(t), "slow", &client.TCPTransport{Addr: addr}, client.Options{}), client.ErrServerExists,
+	require.ErrorIs(t, f.Add(testCtx(t), "slow", &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy}), client.ErrServerExists,
 		"a name being dialed is taken")
 	assert.Empty(t, f.Names(), "not listed before it is up")
 	require.NoError(t, f.Close(testCtx(t)))
@@ -443,7 +444,7 @@ func TestFederationCachesLists(t *testing.T) {
 	}})
 	t.Cleanup(func() { _ = f.Close(context.Background()) })
 	ctx := testCtx(t)
-	require.NoError(t, f.Add(ctx, "s", &client.TCPTransport{Addr: addr}, client.Options{}))
+	require.NoError(t, f.Add(ctx, "s", &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy}))
 	for range 3 {
 		tools, err := f.AllTools(ctx)
 		require.NoError(t, err)
@@ -474,10 +475,10 @@ func TestFederationStdioSubprocess(t *testing.T) {
 	f := client.NewFederation(client.FederationOptions{})
 	t.Cleanup(func() { _ = f.Close(context.Background()) })
 	ctx := testCtx(t)
-	require.NoError(t, f.Add(ctx, "proc", &client.StdioTransport{Command: bin, Args: []string{"-stdio", "-handlers", "demo"}}, client.Options{}))
+	require.NoError(t, f.Add(ctx, "proc", &client.StdioTransport{Command: bin, Args: []string{"-stdio", "-handlers", "demo"}}, client.Options{Era: client.EraLegacy}))
 	tr, err := client.ParseTarget("tcp://" + addr)
 	require.NoError(t, err)
-	require.NoError(t, f.Add(ctx, "net", tr, client.Options{}))
+	require.NoError(t, f.Add(ctx, "net", tr, client.Options{Era: client.EraLegacy}))
 
 	tools, err := f.AllTools(ctx)
 	require.NoError(t, err)

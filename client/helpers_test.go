@@ -2,14 +2,15 @@ package client_test
 
 import (
 	"context"
-	"github.com/mcpedge/mcpedge/codec"
-	"github.com/mcpedge/mcpedge/internal/testserver"
 	"io"
 	"log/slog"
 	"net"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/internal/testserver"
 
 	"github.com/mcpedge/mcpedge/client"
 	"github.com/mcpedge/mcpedge/engine"

@@ -134,7 +134,7 @@ func newHTTPBase(hc *http.Client, header http.Header, bearer string, auth Author
 
 // do sends one HTTP request, running the authorization flow on 401 and
 // on 403 insufficient_scope up to maxChall times.
-func (b *httpBase) do(ctx context.Context, method, url string, body []byte, lastEventID string) (*http.Response, error) {
+func (b *httpBase) do(ctx context.Context, method, url string, body []byte, lastEventID string, extra http.Header) (*http.Response, error) {
 	for round := 0; ; round++ {
 		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 		if err != nil {
@@ -159,6 +159,9 @@ func (b *httpBase) do(ctx context.Context, method, url string, body []byte, last
 		}
 		if lastEventID != "" {
 			h.Set("Last-Event-ID", lastEventID)
+		}
+		for k, vs := range extra {
+			h[k] = vs
 		}
 		switch {
 		case b.auth != nil:
@@ -326,6 +329,27 @@ type httpConn struct {
 	mu      sync.Mutex
 	closed  bool
 	aborted bool
+
+	// modern is set while the connection speaks 2026-07-28.
+	modern atomic.Pointer[modernHTTP]
+}
+
+// modernHTTP is the 2026-07-28 binding of a connection.
+type modernHTTP struct {
+	version string
+	params  func(tool string) []paramHeader
+}
+
+// setModern implements modernConn: no session, the MCP-Protocol-Version
+// header on every POST, with Mcp-Method, Mcp-Name and Mcp-Param-*.
+func (c *httpConn) setModern(version string, params func(string) []paramHeader) {
+	if version == "" {
+		c.modern.Store(nil)
+		c.version.Store(nil)
+		return
+	}
+	c.modern.Store(&modernHTTP{version: version, params: params})
+	c.version.Store(&version)
 }
 
 // Negotiated implements Negotiator.
@@ -364,13 +388,37 @@ func (c *httpConn) Send(ctx context.Context, msg []byte) error {
 	if isReq {
 		id = append([]byte(nil), id...) // msg's buffer returns to its pool
 	}
-	resp, err := c.do(ctx, http.MethodPost, c.url, msg, "")
+	var extra http.Header
+	mod := c.modern.Load()
+	if mod != nil {
+		extra = make(http.Header, 4)
+		setModernHeaders(extra, msg, mod.params)
+	}
+	resp, err := c.do(ctx, http.MethodPost, c.url, msg, "", extra)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" && c.sessionID.Load() == nil {
+	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" && c.sessionID.Load() == nil && mod == nil {
 		c.sessionID.Store(&sid)
+	}
+	if mod != nil && isReq && resp.StatusCode/100 != 2 && mediaType(resp) == "application/json" {
+		// 2026-07-28 answers some errors with a status of their own and
+		// the JSON-RPC error as the body.
+		body, err := c.readBody(resp)
+		if err != nil {
+			return err
+		}
+		var m codec.Message
+		if codec.Decode(body, &m) == nil && m.Kind == codec.KindError && bytes.Equal(m.ID, id) {
+			c.in.Message(body)
+			return nil
+		}
+		b := strings.TrimSpace(string(body))
+		if len(b) > 1<<10 {
+			b = b[:1<<10]
+		}
+		return &HTTPError{StatusCode: resp.StatusCode, Body: b}
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound && c.sessionID.Load() != nil:
@@ -465,7 +513,7 @@ func (c *httpConn) resume(ctx context.Context, id []byte, lastID string, retry t
 		if !sleepCtx(ctx, retry) {
 			return
 		}
-		resp, err := c.do(ctx, http.MethodGet, c.url, nil, lastID)
+		resp, err := c.do(ctx, http.MethodGet, c.url, nil, lastID, nil)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -520,7 +568,7 @@ func (c *httpConn) standalone() {
 	retry := time.Second
 	failures := 0
 	for c.ctx.Err() == nil {
-		resp, err := c.do(c.ctx, http.MethodGet, c.url, nil, lastID)
+		resp, err := c.do(c.ctx, http.MethodGet, c.url, nil, lastID, nil)
 		if err != nil {
 			if c.ctx.Err() != nil {
 				return
@@ -581,7 +629,7 @@ func (c *httpConn) Close() error {
 	}
 	if sid := c.sessionID.Load(); sid != nil && !aborted {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if resp, err := c.do(ctx, http.MethodDelete, c.url, nil, ""); err == nil {
+		if resp, err := c.do(ctx, http.MethodDelete, c.url, nil, "", nil); err == nil {
 			drain(resp)
 		}
 		cancel()

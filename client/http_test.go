@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"fmt"
-	"github.com/mcpedge/mcpedge/internal/testserver"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mcpedge/mcpedge/internal/testserver"
 
 	"github.com/mcpedge/mcpedge/client"
 	"github.com/mcpedge/mcpedge/engine"
@@ -29,7 +30,7 @@ func serveHTTP(t testing.TB, srv *engine.Server, opts mcphttp.Options) (string, 
 func TestStreamableHTTP(t *testing.T) {
 	srv := newEngine(t, "demo", engine.Options{})
 	base, hs := serveHTTP(t, srv, mcphttp.Options{})
-	c := dial(t, &client.HTTPTransport{URL: base + "/mcp"}, client.Options{})
+	c := dial(t, &client.HTTPTransport{URL: base + "/mcp"}, client.Options{Era: client.EraLegacy})
 	exerciseDemo(t, c)
 	require.Equal(t, 1, hs.Sessions())
 	require.NoError(t, c.Close())
@@ -39,7 +40,7 @@ func TestStreamableHTTP(t *testing.T) {
 func TestLegacySSE(t *testing.T) {
 	srv := newEngine(t, "demo", engine.Options{})
 	base, _ := serveHTTP(t, srv, mcphttp.Options{})
-	c := dial(t, &client.SSETransport{URL: base + "/sse"}, client.Options{})
+	c := dial(t, &client.SSETransport{URL: base + "/sse"}, client.Options{Era: client.EraLegacy})
 	exerciseDemo(t, c)
 }
 
@@ -72,6 +73,7 @@ func TestHTTPSessionExpired(t *testing.T) {
 	t.Cleanup(hs.Close)
 	reconnected := make(chan struct{}, 1)
 	c := dial(t, &client.HTTPTransport{URL: hs.URL}, client.Options{
+		Era:           client.EraLegacy,
 		Reconnect:     &client.ReconnectPolicy{MinDelay: time.Millisecond},
 		OnReconnected: func() { reconnected <- struct{}{} },
 	})
@@ -152,7 +154,7 @@ func TestHTTPResumeAfterStreamClose(t *testing.T) {
 		}
 	}))
 	t.Cleanup(hs.Close)
-	c := dial(t, &client.HTTPTransport{URL: hs.URL}, client.Options{})
+	c := dial(t, &client.HTTPTransport{URL: hs.URL}, client.Options{Era: client.EraLegacy})
 	assert.Equal(t, "2025-03-26", c.ProtocolVersion())
 	r, err := c.CallTool(testCtx(t), "slow", nil)
 	require.NoError(t, err)
@@ -179,7 +181,7 @@ func TestHTTPBearerToken(t *testing.T) {
 		forward(t, w, r, base+"/mcp")
 	}))
 	t.Cleanup(proxy.Close)
-	c := dial(t, &client.HTTPTransport{URL: proxy.URL, BearerToken: "s3cret"}, client.Options{})
+	c := dial(t, &client.HTTPTransport{URL: proxy.URL, BearerToken: "s3cret"}, client.Options{Era: client.EraLegacy})
 	require.NoError(t, c.Ping(testCtx(t)))
 	_, err := c.AllTools(testCtx(t))
 	require.NoError(t, err)

@@ -192,7 +192,13 @@ func (l *link) notification(method string, params []byte) {
 			c.generic(method, params)
 		})
 	default:
-		c.enqueue(func() { c.onNotification(method, params) })
+		sub := l.subscription(params)
+		c.enqueue(func() {
+			c.onNotification(method, params)
+			if sub != nil {
+				sub.deliver(method, params)
+			}
+		})
 	}
 }
 
@@ -266,10 +272,23 @@ func (l *link) serverRequest(m *codec.Message) {
 
 func (c *Client) serve(l *link, r *ServerRequest) {
 	<-l.connSet
-	var (
-		res any
-		err error
-	)
+	res, err := c.answer(r)
+	switch {
+	case errors.Is(err, ErrReplyLater):
+		return
+	case err != nil:
+		err = r.Fail(err)
+	default:
+		err = r.Reply(res)
+	}
+	if err != nil && !errors.Is(err, ErrAlreadyReplied) {
+		c.log.Debug("answer to server request not sent", "method", r.Method, "err", err)
+	}
+}
+
+// answer runs the handler of a server request (or of an input request of
+// 2026-07-28) and returns its result.
+func (c *Client) answer(r *ServerRequest) (res any, err error) {
 	switch r.Method {
 	case mcp.MethodPing:
 		res = struct{}{}
@@ -312,17 +331,7 @@ func (c *Client) serve(l *link, r *ServerRequest) {
 	default:
 		err = notFound(r.Method)
 	}
-	switch {
-	case errors.Is(err, ErrReplyLater):
-		return
-	case err != nil:
-		err = r.Fail(err)
-	default:
-		err = r.Reply(res)
-	}
-	if err != nil && !errors.Is(err, ErrAlreadyReplied) {
-		c.log.Debug("answer to server request not sent", "method", r.Method, "err", err)
-	}
+	return res, err
 }
 
 // nonNil turns a handler's nil result into an error.

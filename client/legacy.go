@@ -47,7 +47,7 @@ func (t *SSETransport) Connect(ctx context.Context, in Inbound) (Conn, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, c.cancel) // only while connecting
-	resp, err := c.do(c.ctx, http.MethodGet, t.URL, nil, "")
+	resp, err := c.do(c.ctx, http.MethodGet, t.URL, nil, "", nil)
 	if err != nil {
 		stop()
 		c.cancel()
@@ -157,7 +157,7 @@ func (c *sseConn) Send(ctx context.Context, msg []byte) error {
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}
-	resp, err := c.do(ctx, http.MethodPost, c.endpointURL, msg, "")
+	resp, err := c.do(ctx, http.MethodPost, c.endpointURL, msg, "", nil)
 	if err != nil {
 		return err
 	}

@@ -86,10 +86,18 @@ func marshalParams(v any) ([]byte, error) {
 	return b, nil
 }
 
-// Ping checks that the server answers.
+// Ping checks that the server answers: with ping, or, in 2026-07-28
+// (which removed it), with server/discover.
 func (c *Client) Ping(ctx context.Context) error {
-	_, err := c.request(ctx, mcp.MethodPing, nil, nil)
+	_, err := c.request(ctx, c.pingMethod(), nil, nil)
 	return err
+}
+
+func (c *Client) pingMethod() string {
+	if c.modern.Load() != nil {
+		return mcp.MethodServerDiscover
+	}
+	return mcp.MethodPing
 }
 
 func listParams(cursor string) any {
@@ -122,11 +130,16 @@ func walk[R any](ctx context.Context, list func(context.Context, string) (*R, er
 	return pages, fmt.Errorf("client: more than %d list pages", maxPages)
 }
 
-// ListTools returns one page of tools/list.
+// ListTools returns one page of tools/list. In 2026-07-28 a tool whose
+// x-mcp-header annotations are invalid is left out (and logged), and the
+// others' annotations are kept for the headers of CallTool over HTTP.
 func (c *Client) ListTools(ctx context.Context, cursor string) (*mcp.ListToolsResult, error) {
 	var r mcp.ListToolsResult
 	if err := c.call(ctx, mcp.MethodToolsList, listParams(cursor), &r, nil); err != nil {
 		return nil, err
+	}
+	if c.modern.Load() != nil {
+		r.Tools = c.filterTools(r.Tools)
 	}
 	return &r, nil
 }
@@ -359,10 +372,16 @@ func (c *Client) ReadResource(ctx context.Context, uri string) (*mcp.ReadResourc
 // Subscribe subscribes to a resource's updates; fn (if not nil) is called
 // with the URI on each notifications/resources/updated for it, on the
 // dispatch goroutine. Subscriptions are renewed after a reconnection.
+//
+// 2026-07-28 removed resources/subscribe: there Subscribe fails with
+// ErrRemovedInModern (use Listen with ResourceSubscriptions).
 func (c *Client) Subscribe(ctx context.Context, uri string, fn func(uri string)) error {
 	l, err := c.readyLink()
 	if err != nil {
 		return fmt.Errorf("%s: %w", mcp.MethodResourcesSubscribe, err)
+	}
+	if c.modern.Load() != nil {
+		return fmt.Errorf("%s: %w: use Listen", mcp.MethodResourcesSubscribe, ErrRemovedInModern)
 	}
 	if err := c.subscribeOn(ctx, l, uri); err != nil {
 		return err
@@ -390,6 +409,9 @@ func (c *Client) subscribeOn(ctx context.Context, l *link, uri string) error {
 
 // Unsubscribe ends a subscription and drops its callbacks.
 func (c *Client) Unsubscribe(ctx context.Context, uri string) error {
+	if c.modern.Load() != nil {
+		return fmt.Errorf("%s: %w: close the Listen subscription", mcp.MethodResourcesUnsubscribe, ErrRemovedInModern)
+	}
 	c.mu.Lock()
 	delete(c.subs, uri)
 	c.mu.Unlock()
@@ -416,8 +438,16 @@ func (c *Client) Complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.Comp
 }
 
 // SetLogLevel sets the lowest level of the log messages the server sends
-// (logging/setLevel).
+// (logging/setLevel). In 2026-07-28, which removed logging/setLevel, it
+// sets the level each request asks for from now on (empty: none).
 func (c *Client) SetLogLevel(ctx context.Context, level string) error {
+	if c.modern.Load() != nil {
+		if level != "" && mcp.LogLevelIndex(level) < 0 {
+			return fmt.Errorf("%s: invalid log level %q", mcp.MethodLoggingSetLevel, level)
+		}
+		c.logLevel.Store(&level)
+		return nil
+	}
 	return c.call(ctx, mcp.MethodLoggingSetLevel, &mcp.SetLevelParams{Level: level}, nil, nil)
 }
 

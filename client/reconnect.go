@@ -105,7 +105,7 @@ func (c *Client) keepAlive(l *link) {
 		case <-c.bgCtx.Done():
 			return
 		}
-		_, err := l.call(c.bgCtx, "ping", nil, nil, iv)
+		_, err := l.call(c.bgCtx, c.pingMethod(), nil, nil, iv)
 		if err == nil {
 			misses = 0
 			continue

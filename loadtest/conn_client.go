@@ -44,6 +44,9 @@ func newPoolDialer(ctx context.Context, t Target, conns int, strategy client.Str
 		return nil, errors.Join(ErrConfig, errors.New("loadtest: transport "+t.Transport))
 	}
 	copts := client.Options{
+		// The load is raw requests of the session revisions (ping
+		// included): no server/discover first.
+		Era:            client.EraLegacy,
 		ClientInfo:     mcp.Implementation{Name: "mcpload", Version: "1"},
 		RequestTimeout: opts.timeout,
 		InitTimeout:    opts.timeout,

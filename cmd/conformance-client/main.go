@@ -9,6 +9,13 @@
 // extra settings in MCP_CONFORMANCE_CONTEXT). The client connects over
 // Streamable HTTP with the mcpedge client library, does what the scenario
 // expects, and exits 0 on success, 1 on failure.
+//
+// MCP_CONFORMANCE_PROTOCOL_VERSION picks the lifecycle: 2026-07-28 runs
+// the stateless one (server/discover, _meta on every request, the HTTP
+// standard and custom headers, input rounds): the client lists the tools
+// and calls those the context names (toolCalls) or else each one, then
+// reads the first resource and gets the first prompt the server offers.
+// Anything else (the suite's default is 2025-11-25) runs initialize.
 package main
 
 import (
@@ -52,8 +59,15 @@ func main() {
 
 // scenarioContext is MCP_CONFORMANCE_CONTEXT.
 type scenarioContext struct {
-	ClientID     string `json:"client_id"`
-	ClientSecret string `json:"client_secret"`
+	ClientID     string     `json:"client_id"`
+	ClientSecret string     `json:"client_secret"`
+	ToolCalls    []toolCall `json:"toolCalls"`
+}
+
+// toolCall is one call a scenario's context asks for.
+type toolCall struct {
+	Name      string        `json:"name"`
+	Arguments codec.RawJSON `json:"arguments"`
 }
 
 func run() error {
@@ -112,11 +126,20 @@ func run() error {
 		tr.Auth = a
 	}
 
+	opts.Era = client.EraLegacy
+	if v := os.Getenv("MCP_CONFORMANCE_PROTOCOL_VERSION"); mcp.ModernVersion(v) {
+		opts.Era = client.EraModern
+		opts.ProtocolVersion = v
+	}
+
 	c, err := client.Dial(ctx, tr, opts)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if c.Modern() {
+		return runModern(ctx, c, sc, log)
+	}
 
 	tools, err := c.AllTools(ctx)
 	if err != nil {
@@ -152,5 +175,55 @@ func run() error {
 		return fmt.Errorf("%s: the tool failed: %+v", call, r.Content)
 	}
 	log.Info("tool called", "tool", call, "content", len(r.Content))
+	return nil
+}
+
+// runModern is a scenario of 2026-07-28: list and call the tools, read a
+// resource, get a prompt.
+func runModern(ctx context.Context, c *client.Client, sc scenarioContext, log *slog.Logger) error {
+	tools, err := c.AllTools(ctx)
+	if err != nil {
+		return err
+	}
+	calls := sc.ToolCalls
+	if len(calls) == 0 {
+		for _, t := range tools {
+			calls = append(calls, toolCall{Name: t.Name})
+		}
+	}
+	for _, tc := range calls {
+		args := tc.Arguments
+		if len(args) == 0 {
+			args = codec.RawJSON(`{}`)
+		}
+		r, err := c.CallTool(ctx, tc.Name, args)
+		if err != nil {
+			return fmt.Errorf("%s: %w", tc.Name, err)
+		}
+		log.Info("tool called", "tool", tc.Name, "isError", r.IsError, "content", len(r.Content))
+	}
+	caps := c.ServerCapabilities()
+	if caps != nil && caps.Resources != nil {
+		rs, err := c.AllResources(ctx)
+		if err != nil {
+			return err
+		}
+		if len(rs) > 0 {
+			if _, err := c.ReadResource(ctx, rs[0].URI); err != nil {
+				return err
+			}
+		}
+	}
+	if caps != nil && caps.Prompts != nil {
+		ps, err := c.AllPrompts(ctx)
+		if err != nil {
+			return err
+		}
+		if len(ps) > 0 {
+			if _, err := c.GetPrompt(ctx, ps[0].Name, nil); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }

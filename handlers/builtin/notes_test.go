@@ -168,7 +168,7 @@ func TestNotesOverTCP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	dial := func() *client.Client {
-		c, err := client.Dial(ctx, &client.TCPTransport{Addr: addr}, client.Options{})
+		c, err := client.Dial(ctx, &client.TCPTransport{Addr: addr}, client.Options{Era: client.EraLegacy}) // notes belong to a session
 		require.NoError(t, err)
 		return c
 	}

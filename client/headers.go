@@ -1,0 +1,240 @@
+package client
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/mcp"
+)
+
+// The 2026-07-28 HTTP binding mirrors parts of a request into headers:
+// Mcp-Method, Mcp-Name (params.name or params.uri) and, for a tool whose
+// inputSchema marks properties with x-mcp-header, Mcp-Param-{name}.
+
+// paramHeader is one x-mcp-header of a tool: the header's name part and
+// the chain of properties keys leading to the value.
+type paramHeader struct {
+	name string
+	path []string
+}
+
+// maxSafeInt is the largest integer JavaScript holds exactly.
+const maxSafeInt = 1<<53 - 1
+
+// toolHeaders returns the x-mcp-header parameters of a tool's inputSchema,
+// or an error when an annotation breaks the spec's constraints (the tool
+// is then left out of tools/list).
+func toolHeaders(schema []byte) ([]paramHeader, error) {
+	if len(schema) == 0 || !strings.Contains(string(schema), "x-mcp-header") {
+		return nil, nil
+	}
+	var root any
+	if err := codec.Unmarshal(schema, &root); err != nil {
+		return nil, fmt.Errorf("inputSchema: %w", err)
+	}
+	var out []paramHeader
+	seen := map[string]bool{}
+	var walk func(obj map[string]any, path []string) error
+	walk = func(obj map[string]any, path []string) error {
+		props, _ := obj["properties"].(map[string]any)
+		for key, v := range props {
+			prop, ok := v.(map[string]any)
+			if !ok {
+				continue
+			}
+			p := append(path[:len(path):len(path)], key)
+			if raw, has := prop["x-mcp-header"]; has {
+				name, ok := raw.(string)
+				if !ok || !validToken(name) {
+					return fmt.Errorf("property %q: x-mcp-header %v is not a header name token", key, raw)
+				}
+				switch t, _ := prop["type"].(string); t {
+				case "string", "integer", "boolean":
+				default:
+					return fmt.Errorf("property %q: x-mcp-header on a property of type %q", key, t)
+				}
+				low := strings.ToLower(name)
+				if seen[low] {
+					return fmt.Errorf("x-mcp-header %q appears twice", name)
+				}
+				seen[low] = true
+				out = append(out, paramHeader{name: name, path: p})
+			}
+			if err := walk(prop, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	obj, ok := root.(map[string]any)
+	if !ok {
+		return nil, errors.New("inputSchema is not an object")
+	}
+	if err := walk(obj, nil); err != nil {
+		return nil, err
+	}
+	if n := countAnnotations(root); n != len(out) {
+		return nil, errors.New("x-mcp-header outside a chain of properties")
+	}
+	return out, nil
+}
+
+// countAnnotations counts the x-mcp-header members anywhere in v.
+func countAnnotations(v any) int {
+	n := 0
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if k == "x-mcp-header" {
+				n++
+			}
+			n += countAnnotations(e)
+		}
+	case []any:
+		for _, e := range x {
+			n += countAnnotations(e)
+		}
+	}
+	return n
+}
+
+// validToken reports an HTTP field-name token (RFC 9110 tchar+).
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// headerValue returns v as a header value: as it is when it is plain,
+// visible ASCII, in the Base64 sentinel form otherwise.
+func headerValue(v string) string {
+	safe := v == strings.TrimSpace(v) && !(strings.HasPrefix(v, "=?base64?") && strings.HasSuffix(v, "?="))
+	for i := 0; safe && i < len(v); i++ {
+		if c := v[i]; (c < 0x20 || c > 0x7e) && c != '\t' {
+			safe = false
+		}
+	}
+	if safe {
+		return v
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
+}
+
+// filterTools drops, in 2026-07-28, the tools whose x-mcp-header
+// annotations are invalid, and records the parameters of the others.
+func (c *Client) filterTools(tools []mcp.Tool) []mcp.Tool {
+	kept := tools[:0]
+	for _, t := range tools {
+		hs, err := toolHeaders(t.InputSchema)
+		if err != nil {
+			c.log.Warn("tool left out: invalid x-mcp-header", "tool", t.Name, "err", err)
+			c.hdrTools.Delete(t.Name)
+			continue
+		}
+		if len(hs) > 0 {
+			c.hdrTools.Store(t.Name, hs)
+		} else {
+			c.hdrTools.Delete(t.Name)
+		}
+		kept = append(kept, t)
+	}
+	return kept
+}
+
+// toolParams returns a tool's x-mcp-header parameters, known from the
+// tools listed.
+func (c *Client) toolParams(tool string) []paramHeader {
+	hs, _ := c.hdrTools.Load(tool)
+	return hs
+}
+
+// setModernHeaders sets the headers 2026-07-28 requires of the POST of
+// msg.
+func setModernHeaders(h http.Header, msg []byte, params func(string) []paramHeader) {
+	var m codec.Message
+	if codec.Decode(msg, &m) != nil || m.Method == "" {
+		return
+	}
+	h.Set("Mcp-Method", m.Method)
+	var key string
+	switch m.Method {
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
+		key = "name"
+	case mcp.MethodResourcesRead:
+		key = "uri"
+	default:
+		return
+	}
+	raw, ok, err := codec.ObjectField(m.Params, key)
+	if err != nil || !ok {
+		return
+	}
+	var name string
+	if codec.Unmarshal(raw, &name) != nil {
+		return
+	}
+	h.Set("Mcp-Name", headerValue(name))
+	if m.Method != mcp.MethodToolsCall || params == nil {
+		return
+	}
+	hs := params(name)
+	if len(hs) == 0 {
+		return
+	}
+	args, ok, err := codec.ObjectField(m.Params, "arguments")
+	if err != nil || !ok {
+		return
+	}
+	for _, p := range hs {
+		if v, ok := argValue(args, p.path); ok {
+			h.Set("Mcp-Param-"+p.name, headerValue(v))
+		}
+	}
+}
+
+// argValue returns the value at path in args as a header would carry it.
+func argValue(args []byte, path []string) (string, bool) {
+	v := args
+	for _, k := range path {
+		next, ok, err := codec.ObjectField(v, k)
+		if err != nil || !ok {
+			return "", false
+		}
+		v = next
+	}
+	var x any
+	d := json.NewDecoder(strings.NewReader(string(v)))
+	d.UseNumber()
+	if d.Decode(&x) != nil {
+		return "", false
+	}
+	switch y := x.(type) {
+	case string:
+		return y, true
+	case bool:
+		return strconv.FormatBool(y), true
+	case json.Number:
+		n, err := strconv.ParseInt(y.String(), 10, 64)
+		if err != nil || n > maxSafeInt || n < -maxSafeInt {
+			return "", false
+		}
+		return strconv.FormatInt(n, 10), true
+	}
+	return "", false
+}
