@@ -64,10 +64,9 @@ type statelessReport struct {
 
 // statelessTarget is a server of the stateless run and what is asked of it.
 type statelessTarget struct {
-	srv      *server
-	tcp      bool
-	measure  *eraPoint
-	loadArgs []string
+	srv     *server
+	tcp     bool
+	measure *eraPoint
 }
 
 // runStateless measures the stateless section and returns it, markers
