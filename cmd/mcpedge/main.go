@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,6 +64,10 @@ type config struct {
 	sessionInit      time.Duration
 	maxSessions      int
 	maxSessionsPerIP int
+
+	// 2026-07-28: the keys requestState is signed with, and its age.
+	stateKeyFile string
+	stateTTL     time.Duration
 }
 
 func main() {
@@ -105,6 +110,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", tcp.DefaultIdleTimeout, "close TCP connections with no traffic and nothing in flight, and HTTP keep-alive connections between requests, idle this long (0: none)")
 	fs.IntVar(&c.maxInflight, "max-inflight", 64, "requests one session may have being served at once; more get -32000 {\"limit\":\"max-inflight\"} (0: none)")
 	fs.Float64Var(&c.rate, "rate", 0, "requests per second one session may send; more get -32000 {\"limit\":\"rate\",\"retryAfterMs\":N}, HTTP 429 (0: none)")
+	fs.StringVar(&c.stateKeyFile, "state-key-file", "", "`file` of the keys that sign 2026-07-28 requestState, one per line (hex, at least 32 bytes each): the first signs, any verifies, so a key rotates by adding the new one first and removing the old later; give every node the same file (empty: a random key per process)")
+	fs.DurationVar(&c.stateTTL, "state-ttl", 10*time.Minute, "how long a 2026-07-28 requestState stays valid")
 	fs.IntVar(&c.rateBurst, "rate-burst", 0, "burst allowed above -rate and -rate-ip (0: the rate, rounded up)")
 	fs.Float64Var(&c.rateIP, "rate-ip", 0, "requests per second all sessions of one client address may send (0: none)")
 	fs.Int64Var(&c.maxBuffered, "max-buffered", tcp.DefaultMaxBuffered(), "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
@@ -164,6 +171,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	stateKeys, err := readStateKeys(c.stateKeyFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpedge: -state-key-file:", err)
+		return 2
+	}
+	if c.stateTTL <= 0 {
+		fmt.Fprintln(stderr, "mcpedge: -state-ttl: must be positive")
+		return 2
+	}
+
 	info, _ := builtin.Info(c.handlers)
 	opts := mcpedge.Options{
 		EngineOptions: mcpedge.EngineOptions{
@@ -176,6 +193,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			Rate:        c.rate,
 			RateBurst:   c.rateBurst,
 			RateIP:      c.rateIP,
+			StateKeys:   stateKeys,
+			StateTTL:    c.stateTTL,
 			Logger:      log,
 		},
 		Stdio:        mcpedge.StdioOptions{Framer: framer, MaxOutbound: c.maxOutbound, DrainTimeout: c.drain, ReadTimeout: orNone(c.readTimeout)},
@@ -274,4 +293,35 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// readStateKeys reads -state-key-file: one hex key per line, at least 32
+// bytes each; blank lines and lines starting with # are skipped.
+func readStateKeys(path string) ([][]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var keys [][]byte
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, err := hex.DecodeString(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: not hex: %w", path, i+1, err)
+		}
+		if len(k) < 32 {
+			return nil, fmt.Errorf("%s:%d: a key needs at least 32 bytes, got %d", path, i+1, len(k))
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s: no key", path)
+	}
+	return keys, nil
 }

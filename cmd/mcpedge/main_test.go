@@ -155,6 +155,11 @@ func TestRunExitCodes(t *testing.T) {
 		{"bad log level", []string{"-stdio", "-log-level", "chatty"}, 2, "", "-log-level"},
 		{"nothing to serve", []string{"-tcp", "", "-http", ""}, 2, "", "nothing to serve"},
 		{"extra argument", []string{"now"}, 2, "", "unexpected arguments"},
+		{"state key file missing", []string{"-stdio", "-state-key-file", "/nonexistent/keys"}, 2, "", "-state-key-file"},
+		{"state key short", []string{"-stdio", "-state-key-file", writeFile(t, "abcd\n")}, 2, "", "at least 32 bytes"},
+		{"state key not hex", []string{"-stdio", "-state-key-file", writeFile(t, strings.Repeat("zz", 32)+"\n")}, 2, "", "not hex"},
+		{"state key file empty", []string{"-stdio", "-state-key-file", writeFile(t, "# none\n")}, 2, "", "no key"},
+		{"state ttl", []string{"-stdio", "-state-ttl", "0s"}, 2, "", "-state-ttl"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -164,6 +169,14 @@ func TestRunExitCodes(t *testing.T) {
 			assert.Contains(t, stderr.String(), tc.stderr)
 		})
 	}
+}
+
+// writeFile writes content to a temporary file and returns its path.
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "f")
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
 }
 
 type msg struct {
