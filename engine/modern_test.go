@@ -547,3 +547,27 @@ func TestModernMetaMemo(t *testing.T) {
 	assert.Equal(t, "a", c.call(fmt.Sprintf(frame, "a")).text(t))
 	assert.Equal(t, "b", c.call(fmt.Sprintf(frame, "b")).text(t))
 }
+
+// TestModernListenUnsupportedKinds acknowledges only the kinds the server
+// serves: the rest are left out, as the revision says, and never sent.
+func TestModernListenUnsupportedKinds(t *testing.T) {
+	srv := engine.New(engine.Options{ListChangedDelay: time.Millisecond})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	require.NoError(t, srv.Registry().AddTool(&mcp.Tool{Name: "only"}, func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.TextResult("x"), nil
+	}))
+	sink := newChanSink()
+	conn := srv.Open(sink)
+	require.Empty(t, conn.HandleFrame([]byte(req26(1, "subscriptions/listen", `"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true,"resourceSubscriptions":["mem://x"]}`, `{}`)), nil))
+	ack := sink.next(t)
+	require.Equal(t, mcp.NotificationSubscriptionsAcked, ack.Method)
+	var p struct {
+		Notifications map[string]any `json:"notifications"`
+	}
+	require.NoError(t, codec.Unmarshal(ack.Params, &p))
+	assert.Equal(t, map[string]any{"toolsListChanged": true}, p.Notifications)
+}
