@@ -13,6 +13,8 @@ require (
 	golang.org/x/text v0.41.0
 )
 
+require github.com/BurntSushi/toml v1.6.0
+
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/go-echarts/go-echarts/v2 v2.6.7

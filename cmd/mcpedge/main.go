@@ -68,6 +68,12 @@ type config struct {
 	// 2026-07-28: the keys requestState is signed with, and its age.
 	stateKeyFile string
 	stateTTL     time.Duration
+
+	// Configuration file and TLS (config.go, tls.go).
+	configFile  string
+	tlsCert     string
+	tlsKey      string
+	tlsClientCA string
 }
 
 func main() {
@@ -86,7 +92,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.allowOrigin, "allowed-origins", "", "comma-separated Origin values accepted besides loopback ones (* for any)")
 	fs.DurationVar(&c.sessionIdle, "session-idle", 30*time.Minute, "close HTTP sessions unused for this long")
 	fs.DurationVar(&c.sseKeep, "sse-keepalive", 15*time.Second, "interval of keep-alive comments on idle SSE streams (negative: none)")
-	fs.IntVar(&c.eventStore, "event-store-bytes", 1<<20, "SSE events kept per HTTP session for resumption, in `bytes`")
+	fs.Var(newSize(&c.eventStore, 1<<20), "event-store-bytes", "SSE events kept per HTTP session for resumption, in `bytes` (units: KiB, MiB, GiB, KB, MB, GB)")
 	// HTTP survival: timeouts and session limits.
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 30*time.Second, "how long writing one HTTP response, or one write on an SSE stream, may take (streams live on; 0: none)")
 	fs.DurationVar(&c.sessionInit, "session-init-timeout", 30*time.Second, "close HTTP sessions whose client sends nothing after initialize within this time")
@@ -97,8 +103,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.framing, "framing", "newline", "TCP and stdio framing: newline or content-length")
 	fs.IntVar(&c.loops, "loops", runtime.NumCPU(), "TCP event loops")
 	fs.IntVar(&c.workers, "workers", 256*runtime.NumCPU(), "handlers running at once")
-	fs.IntVar(&c.maxMessage, "max-message", codec.DefaultMaxMessage, "largest inbound message in `bytes`")
-	fs.IntVar(&c.maxOutbound, "max-outbound", 8<<20, "bytes queued per connection before it is closed as a slow consumer")
+	fs.Var(newSize(&c.maxMessage, codec.DefaultMaxMessage), "max-message", "largest inbound message in `bytes` (units: KiB, MiB, GiB, KB, MB, GB)")
+	fs.Var(newSize(&c.maxOutbound, 8<<20), "max-outbound", "`bytes` queued per connection before it is closed as a slow consumer (units: KiB, MiB, GiB, KB, MB, GB)")
 	fs.IntVar(&c.pageSize, "page-size", 100, "items per list page")
 	fs.DurationVar(&c.drain, "drain", 10*time.Second, "how long shutdown waits for in-flight requests")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -114,29 +120,17 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.stateTTL, "state-ttl", 10*time.Minute, "how long a 2026-07-28 requestState stays valid")
 	fs.IntVar(&c.rateBurst, "rate-burst", 0, "burst allowed above -rate and -rate-ip (0: the rate, rounded up)")
 	fs.Float64Var(&c.rateIP, "rate-ip", 0, "requests per second all sessions of one client address may send (0: none)")
-	fs.Int64Var(&c.maxBuffered, "max-buffered", tcp.DefaultMaxBuffered(), "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
+	fs.Var(newSize(&c.maxBuffered, tcp.DefaultMaxBuffered()), "max-buffered", "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: mcpedge [flags]\n\nServes MCP with a built-in handler set. Each flag has an environment twin,\nMCPEDGE_<FLAG> in upper case with '-' as '_'; a flag given wins.\n\n")
+		fmt.Fprintf(stderr, "Usage: mcpedge [flags]\n\nServes MCP with a built-in handler set. Each flag has an environment twin,\nMCPEDGE_<FLAG> in upper case with '-' as '_', and a key in the -config\nfile named as the flag; a flag given wins over its twin, which wins over\nthe file.\n\n")
 		fs.PrintDefaults()
 	}
-	// Environment twins first, so explicit flags override them.
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		key := "MCPEDGE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(key); ok && envErr == nil {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", key, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return nil, envErr
-	}
-	if err := fs.Parse(args); err != nil {
+	addOpsFlags(fs, c)
+	if err := applySources(fs, args); err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	if err := validate(c); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
