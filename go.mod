@@ -3,6 +3,7 @@ module github.com/mcpedge/mcpedge
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/bytedance/sonic v1.15.5
 	github.com/google/jsonschema-go v0.4.3
 	github.com/panjf2000/ants/v2 v2.12.1
@@ -12,8 +13,6 @@ require (
 	github.com/yosida95/uritemplate/v3 v3.0.2
 	golang.org/x/text v0.41.0
 )
-
-require github.com/BurntSushi/toml v1.6.0
 
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect

@@ -2,9 +2,9 @@ package main
 
 import (
 	"errors"
-	"log/slog"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"slices"
