@@ -175,7 +175,7 @@ func (s *Server) admit(r *request, out []byte) ([]byte, bool) {
 	}
 	r.rc.reset(r.sess.Context())
 	r.ctx = &r.rc
-	switch err := r.sess.Track(id, &r.rc, s.opts.MaxInflight); err {
+	switch err := r.sess.Track(id, &r.rc, int(s.maxInflight.Load())); err {
 	case nil:
 		r.tracked = true
 		return out, true

@@ -171,7 +171,9 @@ type Server struct {
 	tasks       *taskStore
 	mtasks      *modernTaskStore
 
-	ipRates *ipRates // nil unless Options.RateIP > 0
+	// The limits SetLimits changes: the hot path loads them atomically.
+	maxInflight atomic.Int64
+	rates       atomic.Pointer[rateLimits]
 	panics  atomic.Uint64
 
 	stateKey       [][]byte // when Options.StateKeys is empty
@@ -268,10 +270,8 @@ func New(opts Options) *Server {
 	if opts.KeepAlive > 0 {
 		go s.keepAlive()
 	}
-	if opts.RateIP > 0 {
-		s.ipRates = newIPRates(opts.RateIP, opts.RateBurst)
-		go s.ipRates.sweep(s.ctx, time.Minute)
-	}
+	s.maxInflight.Store(int64(opts.MaxInflight))
+	s.rates.Store(s.newRateLimits(opts.Rate, opts.RateIP, opts.RateBurst))
 	return s
 }
 
@@ -288,8 +288,14 @@ func (s *Server) Bus() session.Bus { return s.bus }
 // Logger returns the server's logger.
 func (s *Server) Logger() *slog.Logger { return s.log }
 
-// Options returns the options in effect (defaults filled in).
-func (s *Server) Options() Options { return s.opts }
+// Options returns the options in effect (defaults filled in), with the
+// limits SetLimits last set.
+func (s *Server) Options() Options {
+	o := s.opts
+	l := s.Limits()
+	o.MaxInflight, o.Rate, o.RateIP, o.RateBurst = l.MaxInflight, l.Rate, l.RateIP, l.RateBurst
+	return o
+}
 
 // newSession creates a session whose default outbound stream is out and
 // adds it to the table (Open).
@@ -298,8 +304,8 @@ func (s *Server) newSession(out session.Sink) *session.Session {
 	// each session in a parent would cost memory per idle session, and
 	// Shutdown closes every session itself.
 	sess := session.New(context.Background(), out)
-	if s.opts.Rate > 0 {
-		sess.SetRateLimit(s.opts.Rate, s.opts.RateBurst)
+	if rl := s.rates.Load(); rl.rate > 0 {
+		sess.SetRateLimit(rl.rate, rl.burst)
 	}
 	s.sessions.Add(sess)
 	return sess

@@ -144,16 +144,17 @@ func (p *ipRates) sweep(ctx context.Context, interval time.Duration) {
 // checkRate takes a token for one request of sess from its session's and
 // its address's rate limits; it returns the refusal when either is empty.
 func (s *Server) checkRate(sess *session.Session) *LimitError {
-	if s.opts.Rate <= 0 && s.ipRates == nil {
+	rl := s.rates.Load()
+	if rl.rate <= 0 && rl.ip == nil {
 		return nil
 	}
 	now := time.Now()
 	if ok, wait := sess.AllowRequest(now); !ok {
 		return &LimitError{Limit: LimitRate, RetryAfter: wait}
 	}
-	if s.ipRates != nil {
+	if rl.ip != nil {
 		if a := sess.Remote(); a.IsValid() {
-			if ok, wait := s.ipRates.allow(a, now); !ok {
+			if ok, wait := rl.ip.allow(a, now); !ok {
 				return &LimitError{Limit: LimitRateIP, RetryAfter: wait}
 			}
 		}

@@ -106,7 +106,7 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 		return refuse(out, reply, m.ID, errShutdown), false, true
 	}
 	s.adm.done() // a stream does not hold the drain up: Shutdown ends it
-	switch err := sess.Track(l.id, l, s.opts.MaxInflight); err {
+	switch err := sess.Track(l.id, l, int(s.maxInflight.Load())); err {
 	case nil:
 	case session.ErrInflightLimit:
 		return refuse(out, reply, m.ID, errInflight), false, true

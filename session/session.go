@@ -85,7 +85,7 @@ type Session struct {
 	pingMisses atomic.Int32
 	initAt     atomic.Int64  // UnixNano of initialize
 	remote     netip.Addr    // the client's address, when the transport knows it
-	rate       *rate.Limiter // nil: no rate limit
+	rate       atomic.Pointer[rate.Limiter] // nil: no rate limit
 
 	// Out is the session's default outbound stream: the connection for TCP
 	// and stdio, the standalone GET stream for Streamable HTTP.
@@ -337,19 +337,31 @@ func (s *Session) Track(id []byte, c Canceler, max int) error {
 }
 
 // SetRateLimit limits the session to r requests per second with bursts of
-// burst, checked by AllowRequest. Call it before the session serves a
-// message; without it every request is allowed.
+// burst, checked by AllowRequest; without it every request is allowed.
+// It may be called while the session serves messages: a limit already
+// set keeps its tokens and takes the new rate and burst; r <= 0 removes
+// the limit.
 func (s *Session) SetRateLimit(r float64, burst int) {
-	s.rate = rate.NewLimiter(rate.Limit(r), burst)
+	if r <= 0 {
+		s.rate.Store(nil)
+		return
+	}
+	if l := s.rate.Load(); l != nil {
+		l.SetLimit(rate.Limit(r))
+		l.SetBurst(burst)
+		return
+	}
+	s.rate.Store(rate.NewLimiter(rate.Limit(r), burst))
 }
 
 // AllowRequest takes one token from the session's rate limit. When none is
 // left it returns false and how long until one is.
 func (s *Session) AllowRequest(now time.Time) (bool, time.Duration) {
-	if s.rate == nil {
+	l := s.rate.Load()
+	if l == nil {
 		return true, 0
 	}
-	return Allow(s.rate, now)
+	return Allow(l, now)
 }
 
 // Allow takes one token from l at now, or reports how long until one is.
