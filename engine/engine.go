@@ -174,7 +174,7 @@ type Server struct {
 	// The limits SetLimits changes: the hot path loads them atomically.
 	maxInflight atomic.Int64
 	rates       atomic.Pointer[rateLimits]
-	panics  atomic.Uint64
+	panics      atomic.Uint64
 
 	stateKey       [][]byte // when Options.StateKeys is empty
 	serverInfoMeta []byte   // {"io.modelcontextprotocol/serverInfo":{...}}

@@ -83,8 +83,8 @@ type Session struct {
 	lastActive atomic.Int64
 	pinging    atomic.Bool
 	pingMisses atomic.Int32
-	initAt     atomic.Int64  // UnixNano of initialize
-	remote     netip.Addr    // the client's address, when the transport knows it
+	initAt     atomic.Int64                 // UnixNano of initialize
+	remote     netip.Addr                   // the client's address, when the transport knows it
 	rate       atomic.Pointer[rate.Limiter] // nil: no rate limit
 
 	// Out is the session's default outbound stream: the connection for TCP
