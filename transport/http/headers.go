@@ -99,23 +99,25 @@ func (s *Server) checkHostOrigin(ctx *fasthttp.RequestCtx) bool {
 }
 
 func (s *Server) hostOK(host []byte) bool {
-	if s.anyHost {
+	al := s.allow.Load()
+	if al.anyHost {
 		return true
 	}
 	name := hostname(host)
 	if isLoopbackName(name) {
 		return true
 	}
-	for _, h := range s.hosts {
+	for _, h := range al.hosts {
 		if bytes.EqualFold(host, []byte(h)) || bytes.EqualFold(name, []byte(h)) {
 			return true
 		}
 	}
-	return len(s.hosts) == 0 && !s.loopback.Load()
+	return len(al.hosts) == 0 && !s.loopback.Load()
 }
 
 func (s *Server) originOK(origin []byte) bool {
-	if s.anyOrigin {
+	al := s.allow.Load()
+	if al.anyOrigin {
 		return true
 	}
 	if scheme, rest, ok := bytes.Cut(origin, []byte("://")); ok &&
@@ -123,12 +125,12 @@ func (s *Server) originOK(origin []byte) bool {
 		isLoopbackName(hostname(rest)) {
 		return true
 	}
-	for _, o := range s.origins {
+	for _, o := range al.origins {
 		if bytes.EqualFold(origin, []byte(o)) {
 			return true
 		}
 	}
-	return len(s.origins) == 0 && !s.loopback.Load()
+	return len(al.origins) == 0 && !s.loopback.Load()
 }
 
 // hostname strips the port from a Host value or an origin's authority:

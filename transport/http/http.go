@@ -71,6 +71,7 @@ package http
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -114,6 +115,12 @@ type Options struct {
 	// When the server is not bound to loopback and the list is empty, any
 	// Origin is accepted. Requests without Origin are always accepted.
 	AllowedOrigins []string
+
+	// TLS, when set, serves HTTPS: every connection is TLS 1.2 or later,
+	// with the certificate (and client verification) TLS holds at its
+	// handshake, so that a certificate stored later is served without a
+	// restart. nil serves plain HTTP.
+	TLS *TLS
 
 	// SessionIdle is how long a session may stay unused (no request, no
 	// open stream) before it is closed; <= 0 means 30 minutes.
@@ -197,9 +204,8 @@ type Server struct {
 	max  int // engine's MaxMessage
 
 	path, ssePath, msgPath []byte
-	hosts, origins         []string // lower-cased allow-lists
-	anyHost, anyOrigin     bool
-	loopback               atomic.Bool // bound to a loopback address
+	allow                  atomic.Pointer[allowLists] // SetAllowed swaps it
+	loopback               atomic.Bool                // bound to a loopback address
 
 	// Sessions are indexed by the engine's table alone (eng.Sessions());
 	// the transport keeps counts and the queue that eviction needs.
@@ -289,8 +295,7 @@ func New(eng *engine.Server, opts Options) *Server {
 		ready:   make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
-	s.hosts, s.anyHost = lowerList(opts.AllowedHosts)
-	s.origins, s.anyOrigin = lowerList(opts.AllowedOrigins)
+	s.SetAllowed(opts.AllowedHosts, opts.AllowedOrigins)
 	s.loopback.Store(loopbackAddr(opts.Addr))
 	s.calls.New = func() any { return &call{s: s, wake: make(chan struct{}, 1)} }
 	s.srv = &fasthttp.Server{
@@ -330,8 +335,14 @@ func lowerList(in []string) (out []string, any bool) {
 	return out, any
 }
 
-// Options returns the options in effect (defaults filled in).
-func (s *Server) Options() Options { return s.opts }
+// Options returns the options in effect (defaults filled in), with the
+// allow-lists SetAllowed last set.
+func (s *Server) Options() Options {
+	o := s.opts
+	al := s.allow.Load()
+	o.AllowedHosts, o.AllowedOrigins = al.rawHosts, al.rawOrig
+	return o
+}
 
 // Handler returns the transport's fasthttp request handler, for mounting on
 // a fasthttp server of your own. Give that server a MaxRequestBodySize of
@@ -397,7 +408,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 	s.readyOne.Do(func() { close(s.ready) })
-	return s.srv.Serve(s.wrapListener(ln))
+	var l net.Listener = s.wrapListener(ln)
+	if s.opts.TLS != nil {
+		// The handshake runs on the connection's goroutine, at its first
+		// read, bounded by ReadTimeout; the connection limit counts it
+		// from accept.
+		l = tls.NewListener(l, s.opts.TLS.listenerConfig())
+	}
+	return s.srv.Serve(l)
 }
 
 // Addr waits until the server listens and returns its address (useful with

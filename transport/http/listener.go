@@ -134,6 +134,11 @@ func (l *listener) refuse(c net.Conn, why error) {
 		l.lastRefuse.Store(now)
 		l.s.log.Warn("HTTP connection refused", "remote", c.RemoteAddr().String(), "cause", why, "open", l.conns.Open())
 	}
+	if l.s.opts.TLS != nil {
+		// A plain-text answer means nothing to a TLS client.
+		_ = c.Close()
+		return
+	}
 	msg := "Service Unavailable: connection limit reached"
 	if errors.Is(why, netlimit.ErrTooManyConnsPerIP) {
 		msg = "Service Unavailable: per-address connection limit reached"
