@@ -81,6 +81,13 @@ func main() {
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
+	c, _, err := parseFlags(args, stderr)
+	return c, err
+}
+
+// parseFlags returns the configuration of args, the environment and the
+// -config file, and the FlagSet it was parsed with.
+func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("mcpedge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -127,12 +134,12 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	}
 	addOpsFlags(fs, c)
 	if err := applySources(fs, args); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := validate(c); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return c, nil
+	return c, fs, nil
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -148,11 +155,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "mcpedge", engine.Version, runtime.Version())
 		return 0
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+	// A LevelVar, so that SIGHUP can change the level (reload.go).
+	lvl, err := parseLevel(c.logLevel)
+	if err != nil {
 		fmt.Fprintln(stderr, "mcpedge: -log-level:", err)
 		return 2
 	}
+	level := new(slog.LevelVar)
+	level.Set(lvl)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	framer, ok := codec.FramerByName(c.framing, c.maxMessage)
 	if !ok {
@@ -173,6 +183,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if c.stateTTL <= 0 {
 		fmt.Fprintln(stderr, "mcpedge: -state-ttl: must be positive")
 		return 2
+	}
+
+	var tlsState *mcphttp.TLS
+	if c.tlsCert != "" && c.http != "" && !c.stdio {
+		cfg, err := tlsFiles(c).Load()
+		if err != nil {
+			fmt.Fprintln(stderr, "mcpedge: -tls-cert:", err)
+			return 2
+		}
+		tlsState = mcphttp.NewTLS(cfg)
 	}
 
 	info, _ := builtin.Info(c.handlers)
@@ -224,6 +244,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				InitTimeout:      c.sessionInit,
 				MaxSessions:      c.maxSessions,
 				MaxSessionsPerIP: c.maxSessionsPerIP,
+				TLS:              tlsState,
 			}
 		}
 	}
@@ -239,6 +260,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// stop) within -drain.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP reloads the configuration (reload.go).
+	reload, err := newReloader(args, c, log, level, srv, tlsState)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpedge:", err)
+		return 2
+	}
+	defer reload.watch(ctx)()
 
 	if c.stdio {
 		log.Info("serving MCP on stdio", "handlers", c.handlers, "framing", framer.Name())
@@ -256,8 +284,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if a := srv.TCPAddr(ctx); a != nil {
 		log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered)
 	}
+	scheme := "http"
+	if tlsState != nil {
+		scheme = "https"
+	}
 	if a := srv.HTTPAddr(ctx); a != nil {
-		log.Info("serving MCP over Streamable HTTP", "addr", a.String(), "url", "http://"+a.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
+		log.Info("serving MCP over Streamable HTTP", "addr", a.String(), "url", scheme+"://"+a.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
 	}
 	code := 0
 	// A listener that failed is logged by the server; a drain that ran

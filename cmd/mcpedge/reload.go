@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/mcpedge/mcpedge"
+	"github.com/mcpedge/mcpedge/engine"
+	mcphttp "github.com/mcpedge/mcpedge/transport/http"
+)
+
+// SIGHUP reloads the configuration: the -config file and the environment
+// are read again, with the command line's flags still winning, and the
+// whole new configuration is validated (a bad file is rejected whole: the
+// old configuration stays and the error is logged). Then every hook
+// applies its part. A changed flag no hook applies is logged as needing a
+// restart (listen addresses, -loops, -workers...).
+
+// reloadHook is one part of the configuration that a reload applies
+// without a restart.
+//
+// This is the hook other parts of the command add themselves to: append
+// one to reloader.hooks in run before reloader.watch starts (an auth
+// verifier re-reading its keys, for example). Reloading is two-phase:
+// every hook's prepare runs first, and any error rejects the reload whole,
+// before anything is applied; then every apply runs. prepare is called on
+// every reload, changed keys or not, so that files named by an unchanged
+// flag (certificates, keys) are read again.
+type reloadHook struct {
+	// name says what the hook reloads, in the logs.
+	name string
+	// keys are the flags it applies: their changes are logged as applied,
+	// not as needing a restart.
+	keys []string
+	// prepare checks the new configuration and readies its part (reads
+	// files, parses values); it returns the function that applies it, or
+	// nil for nothing to apply.
+	prepare func(c *config) (apply func(), err error)
+}
+
+// reloader re-reads the configuration on SIGHUP and applies it.
+type reloader struct {
+	args  []string
+	log   *slog.Logger
+	vals  map[string]string // the flags' values in effect
+	hooks []reloadHook      // the reload hooks (see reloadHook)
+}
+
+// newReloader returns the reloader of the server run started with args
+// and c: it applies the log level, the engine's limits and rates, the
+// HTTP allow-lists and the TLS certificate.
+func newReloader(args []string, c *config, log *slog.Logger, level *slog.LevelVar, srv *mcpedge.Server, tlsState *mcphttp.TLS) (*reloader, error) {
+	_, fs, err := parseFlags(args, io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	r := &reloader{args: args, log: log, vals: flagValues(fs)}
+	r.hooks = append(r.hooks,
+		reloadHook{name: "log level", keys: []string{"log-level"}, prepare: func(c *config) (func(), error) {
+			l, err := parseLevel(c.logLevel)
+			if err != nil {
+				return nil, fmt.Errorf("-log-level: %w", err)
+			}
+			return func() { level.Set(l) }, nil
+		}},
+		reloadHook{name: "limits", keys: []string{"max-inflight", "rate", "rate-ip", "rate-burst"}, prepare: func(c *config) (func(), error) {
+			l := engine.Limits{MaxInflight: orNone(c.maxInflight), Rate: c.rate, RateIP: c.rateIP, RateBurst: c.rateBurst}
+			return func() { srv.Engine().SetLimits(l) }, nil
+		}},
+	)
+	if h := srv.HTTPServer(); h != nil {
+		r.hooks = append(r.hooks, reloadHook{name: "HTTP allow-lists", keys: []string{"allowed-hosts", "allowed-origins"}, prepare: func(c *config) (func(), error) {
+			hosts, origins := splitList(c.allowHosts), splitList(c.allowOrigin)
+			return func() { h.SetAllowed(hosts, origins) }, nil
+		}})
+	}
+	if tlsState != nil {
+		r.hooks = append(r.hooks, reloadHook{name: "TLS certificate", keys: []string{"tls-cert", "tls-key", "tls-client-ca"}, prepare: func(c *config) (func(), error) {
+			if c.tlsCert == "" {
+				return nil, errors.New("-tls-cert: turning TLS off needs a restart")
+			}
+			cfg, err := tlsFiles(c).Load()
+			if err != nil {
+				return nil, fmt.Errorf("-tls-cert: %w", err)
+			}
+			return func() { tlsState.Store(cfg) }, nil
+		}})
+	}
+	return r, nil
+}
+
+// flagValues returns every flag's value in its string form.
+func flagValues(fs *flag.FlagSet) map[string]string {
+	m := map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) { m[f.Name] = f.Value.String() })
+	return m
+}
+
+// reload re-reads and applies the configuration; on an error nothing is
+// applied.
+func (r *reloader) reload() error {
+	c, fs, err := parseFlags(r.args, io.Discard)
+	if err != nil {
+		return err
+	}
+	applies := make([]func(), 0, len(r.hooks))
+	for _, h := range r.hooks {
+		apply, err := h.prepare(c)
+		if err != nil {
+			return fmt.Errorf("%s: %w", h.name, err)
+		}
+		if apply != nil {
+			applies = append(applies, apply)
+		}
+	}
+	for _, apply := range applies {
+		apply()
+	}
+	vals := flagValues(fs)
+	var applied, restart []string
+	for name, v := range vals {
+		old, ok := r.vals[name]
+		if ok && old == v {
+			continue
+		}
+		change := fmt.Sprintf("%s: %q → %q", name, old, v)
+		if slices.ContainsFunc(r.hooks, func(h reloadHook) bool { return slices.Contains(h.keys, name) }) {
+			applied = append(applied, change)
+		} else {
+			restart = append(restart, change)
+		}
+	}
+	slices.Sort(applied)
+	slices.Sort(restart)
+	r.vals = vals
+	r.log.Info("configuration reloaded", "applied", strings.Join(applied, ", "))
+	if len(restart) > 0 {
+		r.log.Warn("configuration changes need a restart", "changes", strings.Join(restart, ", "))
+	}
+	return nil
+}
+
+// watch reloads on each SIGHUP until ctx ends. The signal is caught from
+// the call on (without it SIGHUP ends the process); it is released when
+// the returned function is called.
+func (r *reloader) watch(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := r.reload(); err != nil {
+					r.log.Error("configuration reload rejected; the configuration in effect is kept", "err", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
+}
+
+// tlsFiles are the TLS flags' files.
+func tlsFiles(c *config) mcphttp.TLSFiles {
+	return mcphttp.TLSFiles{Cert: c.tlsCert, Key: c.tlsKey, ClientCA: c.tlsClientCA}
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpedge/mcpedge"
+	"github.com/mcpedge/mcpedge/internal/testcert"
+	mcphttp "github.com/mcpedge/mcpedge/transport/http"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// reloadEnv is a server built from a config file, not serving, and its
+// reloader.
+type reloadEnv struct {
+	file  string
+	level *slog.LevelVar
+	srv   *mcpedge.Server
+	tls   *mcphttp.TLS
+	r     *reloader
+	log   *lockedBuffer
+}
+
+func newReloadEnv(t *testing.T, text string, args ...string) *reloadEnv {
+	t.Helper()
+	e := &reloadEnv{file: writeConfig(t, text), level: new(slog.LevelVar), log: new(lockedBuffer)}
+	args = append([]string{"-config", e.file}, args...)
+	c, err := parse(args, io.Discard)
+	require.NoError(t, err)
+	l, err := parseLevel(c.logLevel)
+	require.NoError(t, err)
+	e.level.Set(l)
+	if c.tlsCert != "" {
+		cfg, err := tlsFiles(c).Load()
+		require.NoError(t, err)
+		e.tls = mcphttp.NewTLS(cfg)
+	}
+	e.srv = mcpedge.New(mcpedge.Options{
+		EngineOptions: mcpedge.EngineOptions{MaxInflight: orNone(c.maxInflight), Rate: c.rate},
+		HTTP:          &mcpedge.HTTPOptions{Addr: "127.0.0.1:0", AllowedHosts: splitList(c.allowHosts), TLS: e.tls},
+	})
+	t.Cleanup(func() { _ = e.srv.Shutdown(context.Background()) })
+	e.r, err = newReloader(args, c, slog.New(slog.NewTextHandler(e.log, nil)), e.level, e.srv, e.tls)
+	require.NoError(t, err)
+	return e
+}
+
+func (e *reloadEnv) rewrite(t *testing.T, text string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(e.file, []byte(text), 0o600))
+}
+
+// A reload applies a changed log level, limits and allow-lists, and logs
+// what needs a restart.
+func TestReloadApplies(t *testing.T) {
+	e := newReloadEnv(t, "log-level = \"info\"\nmax-inflight = 8\n")
+	require.Equal(t, 8, e.srv.Engine().Limits().MaxInflight)
+
+	e.rewrite(t, "log-level = \"debug\"\nmax-inflight = 9\nrate = 5.5\nallowed-hosts = [\"api.example\"]\nloops = 3\n")
+	require.NoError(t, e.r.reload())
+	assert.Equal(t, slog.LevelDebug, e.level.Level())
+	l := e.srv.Engine().Limits()
+	assert.Equal(t, 9, l.MaxInflight)
+	assert.Equal(t, 5.5, l.Rate)
+	assert.Equal(t, []string{"api.example"}, e.srv.HTTPServer().Options().AllowedHosts)
+	log := e.log.String()
+	assert.Contains(t, log, "configuration reloaded")
+	assert.Contains(t, log, `max-inflight: \"8\" → \"9\"`)
+	assert.Contains(t, log, "need a restart")
+	assert.Contains(t, log, `loops:`)
+
+	// 0 is "none" for the flag; the engine's -1.
+	e.rewrite(t, "max-inflight = 0\n")
+	require.NoError(t, e.r.reload())
+	assert.Equal(t, -1, e.srv.Engine().Limits().MaxInflight)
+	assert.Equal(t, slog.LevelInfo, e.level.Level(), "a key removed from the file is back to its default")
+}
+
+// The command line still wins at a reload.
+func TestReloadKeepsFlagPrecedence(t *testing.T) {
+	e := newReloadEnv(t, "max-inflight = 8\n", "-max-inflight", "4")
+	require.Equal(t, 4, e.srv.Engine().Limits().MaxInflight)
+	e.rewrite(t, "max-inflight = 9\nlog-level = \"warn\"\n")
+	require.NoError(t, e.r.reload())
+	assert.Equal(t, 4, e.srv.Engine().Limits().MaxInflight)
+	assert.Equal(t, slog.LevelWarn, e.level.Level())
+}
+
+// A bad file is rejected whole: nothing of it is applied.
+func TestReloadRejectsBadFileWhole(t *testing.T) {
+	e := newReloadEnv(t, "max-inflight = 8\n")
+	for _, tc := range []struct{ text, want string }{
+		{"log-level = \"debug\"\nmax-inflight = 9\nmax-inflite = 3\n", `unknown key "max-inflite"`},
+		{"log-level = \"debug\"\nmax-inflight = 9\nloops = -1\n", "-loops"},
+		{"log-level = \"debug\"\nmax-inflight = \"nine\"\n", `key "max-inflight"`},
+		{"log-level = \"loud\"\nmax-inflight = 9\n", "-log-level"},
+		{"log-level = \"debug\"\nmax-inflight = 9\n[table]\n", `key "table"`},
+		{"log-level = \"debug\"\nmax-inflight = 9\ntls-cert = \"x.pem\"\n", "-tls-cert and -tls-key"},
+	} {
+		e.rewrite(t, tc.text)
+		err := e.r.reload()
+		require.Error(t, err, tc.text)
+		assert.Contains(t, err.Error(), tc.want)
+		assert.Equal(t, slog.LevelInfo, e.level.Level(), tc.text)
+		assert.Equal(t, 8, e.srv.Engine().Limits().MaxInflight, tc.text)
+	}
+}
+
+// The TLS certificate is read again at each reload; a certificate that
+// does not load rejects the reload whole.
+func TestReloadTLS(t *testing.T) {
+	ca := testcert.NewCA(t, "ca")
+	p1 := ca.Server(t, "one")
+	p2 := ca.Server(t, "two")
+	e := newReloadEnv(t, "tls-cert = \""+p1.CertFile+"\"\ntls-key = \""+p1.KeyFile+"\"\n")
+	serial := func() string { return e.tls.Config().Certificates[0].Leaf.SerialNumber.String() }
+	require.Equal(t, p1.Leaf.SerialNumber.String(), serial())
+
+	// The same file names, new contents (a renewal).
+	copyFile(t, p2.CertFile, p1.CertFile)
+	copyFile(t, p2.KeyFile, p1.KeyFile)
+	require.NoError(t, e.r.reload())
+	assert.Equal(t, p2.Leaf.SerialNumber.String(), serial())
+
+	// A missing key: rejected, the level not applied either.
+	e.rewrite(t, "log-level = \"debug\"\ntls-cert = \""+p1.CertFile+"\"\ntls-key = \"/nonexistent-key.pem\"\n")
+	err := e.r.reload()
+	require.ErrorContains(t, err, "/nonexistent-key.pem")
+	assert.Equal(t, slog.LevelInfo, e.level.Level())
+	assert.Equal(t, p2.Leaf.SerialNumber.String(), serial())
+}
+
+// The reload hook list takes other parts' hooks, two-phase.
+func TestReloadHooks(t *testing.T) {
+	e := newReloadEnv(t, "max-inflight = 8\n")
+	var applied []string
+	e.r.hooks = append(e.r.hooks, reloadHook{name: "test", keys: []string{"state-ttl"}, prepare: func(c *config) (func(), error) {
+		if c.stateTTL == time.Hour {
+			return nil, assert.AnError
+		}
+		return func() { applied = append(applied, c.stateTTL.String()) }, nil
+	}})
+	e.rewrite(t, "state-ttl = \"2h\"\n")
+	require.NoError(t, e.r.reload())
+	assert.Equal(t, []string{"2h0m0s"}, applied)
+	assert.NotContains(t, e.log.String(), "need a restart")
+	e.rewrite(t, "state-ttl = \"1h\"\nmax-inflight = 3\n")
+	require.ErrorIs(t, e.r.reload(), assert.AnError)
+	assert.Equal(t, 64, e.srv.Engine().Limits().MaxInflight, "nothing applied")
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(to, b, 0o600))
+}
+
+// The process: SIGHUP reloads instead of ending it, and HTTPS serves with
+// the reloaded certificate.
+func TestSIGHUPReloadsTLS(t *testing.T) {
+	ca := testcert.NewCA(t, "ca")
+	p1 := ca.Server(t, "one")
+	p2 := ca.Server(t, "two")
+	dir := t.TempDir()
+	cert, key := dir+"/cert.pem", dir+"/key.pem"
+	copyFile(t, p1.CertFile, cert)
+	copyFile(t, p1.KeyFile, key)
+	file := writeConfig(t, "tls-cert = \""+cert+"\"\ntls-key = \""+key+"\"\nmax-inflight = 8\n")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "MCPEDGE_TEST_ARGS=-tcp= -http 127.0.0.1:0 -config "+file)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer cmd.Process.Kill()
+	var log lockedBuffer
+	addrc := make(chan string, 1)
+	reloaded := make(chan struct{}, 4)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			log.Write(append(sc.Bytes(), '\n'))
+			if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case addrc <- m[1]:
+				default:
+				}
+			}
+			if strings.Contains(sc.Text(), "configuration reloaded") {
+				select {
+				case reloaded <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case <-time.After(wait):
+		t.Fatalf("no addr= in the log:\n%s", log.String())
+	}
+	assert.Contains(t, log.String(), "url=https://")
+
+	get := func() string {
+		t.Helper()
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: wait}).Get("https://" + addr + "/mcp")
+		require.NoError(t, err, "log:\n%s", log.String())
+		resp.Body.Close()
+		return resp.TLS.PeerCertificates[0].SerialNumber.String()
+	}
+	require.Equal(t, p1.Leaf.SerialNumber.String(), get())
+
+	copyFile(t, p2.CertFile, cert)
+	copyFile(t, p2.KeyFile, key)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
+	select {
+	case <-reloaded:
+	case <-time.After(wait):
+		t.Fatalf("no reload in the log:\n%s", log.String())
+	}
+	require.Equal(t, p2.Leaf.SerialNumber.String(), get())
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "log:\n%s", log.String())
+}
