@@ -193,6 +193,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 2
 		}
 		tlsState = mcphttp.NewTLS(cfg)
+	} else if c.tlsCert != "" {
+		log.Warn("-tls-cert ignored: TLS is for the HTTP transport, which is off")
 	}
 
 	info, _ := builtin.Info(c.handlers)
