@@ -68,6 +68,8 @@ type config struct {
 	// 2026-07-28: the keys requestState is signed with, and its age.
 	stateKeyFile string
 	stateTTL     time.Duration
+
+	auth authFlags // auth.go
 }
 
 func main() {
@@ -115,6 +117,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.rateBurst, "rate-burst", 0, "burst allowed above -rate and -rate-ip (0: the rate, rounded up)")
 	fs.Float64Var(&c.rateIP, "rate-ip", 0, "requests per second all sessions of one client address may send (0: none)")
 	fs.Int64Var(&c.maxBuffered, "max-buffered", tcp.DefaultMaxBuffered(), "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
+	registerAuthFlags(fs, &c.auth)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mcpedge [flags]\n\nServes MCP with a built-in handler set. Each flag has an environment twin,\nMCPEDGE_<FLAG> in upper case with '-' as '_'; a flag given wins.\n\n")
 		fs.PrintDefaults()
@@ -181,6 +184,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	verifier, err := c.auth.newVerifier(c.http, c.httpPath, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpedge: auth:", err)
+		return 2
+	}
+	if verifier != nil {
+		defer verifier.Close()
+	}
+
 	info, _ := builtin.Info(c.handlers)
 	opts := mcpedge.Options{
 		EngineOptions: mcpedge.EngineOptions{
@@ -199,6 +211,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		},
 		Stdio:        mcpedge.StdioOptions{Framer: framer, MaxOutbound: c.maxOutbound, DrainTimeout: c.drain, ReadTimeout: orNone(c.readTimeout)},
 		DrainTimeout: orNone(c.drain),
+		Auth:         verifier,
 	}
 	if !c.stdio {
 		// One connection budget for every network transport.
