@@ -2,10 +2,10 @@ package mcpedge_test
 
 import (
 	"bufio"
-	"net"
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
