@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpedge/mcpedge/auth"
+
 	"github.com/mcpedge/mcpedge/engine"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 	"github.com/mcpedge/mcpedge/transport/stdio"
@@ -50,6 +52,14 @@ type Options struct {
 	// it. 0 means 10 s; < 0 means no wait (requests in flight are
 	// cancelled at once). Shutdown is bounded by its own context instead.
 	DrainTimeout time.Duration
+
+	// Auth, when set, authorizes every request on every transport
+	// (docs/authorization.md): Streamable HTTP checks each request's
+	// Authorization header and serves the RFC 9728 metadata; TCP and stdio
+	// take the token from params._meta["io.mcpedge/token"] of initialize
+	// (or of each 2026-07-28 request). auth.Middleware is put first in
+	// EngineOptions.Receive. Reload the Verifier to rotate its keys.
+	Auth *auth.Verifier
 }
 
 // DefaultDrainTimeout is Options.DrainTimeout's default.
@@ -114,6 +124,14 @@ type stdioRun struct {
 // New returns a Server configured by opts. It creates the engine and the
 // configured transports; nothing listens until Serve.
 func New(opts Options) *Server {
+	if opts.Auth != nil {
+		opts.Receive = append([]engine.Middleware{auth.Middleware(opts.Auth)}, opts.Receive...)
+		if opts.HTTP != nil {
+			h := *opts.HTTP
+			h.Auth = opts.Auth
+			opts.HTTP = &h
+		}
+	}
 	eng := engine.New(opts.EngineOptions)
 	s := &Server{
 		eng:     eng,

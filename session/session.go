@@ -107,6 +107,8 @@ type Session struct {
 	stateless bool // serves only 2026-07-28 requests (NewStateless)
 
 	memo atomic.Pointer[Memo]
+
+	auth atomic.Pointer[any] // the caller an authorizing layer verified (auth.go)
 }
 
 // Memo is a value a layer above keeps per session, keyed by the bytes it

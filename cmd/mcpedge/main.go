@@ -74,6 +74,8 @@ type config struct {
 	tlsCert     string
 	tlsKey      string
 	tlsClientCA string
+
+	auth authFlags // auth.go
 }
 
 func main() {
@@ -128,6 +130,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error)
 	fs.IntVar(&c.rateBurst, "rate-burst", 0, "burst allowed above -rate and -rate-ip (0: the rate, rounded up)")
 	fs.Float64Var(&c.rateIP, "rate-ip", 0, "requests per second all sessions of one client address may send (0: none)")
 	fs.Var(newSize(&c.maxBuffered, tcp.DefaultMaxBuffered()), "max-buffered", "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
+	registerAuthFlags(fs, &c.auth)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mcpedge [flags]\n\nServes MCP with a built-in handler set. Each flag has an environment twin,\nMCPEDGE_<FLAG> in upper case with '-' as '_', and a key in the -config\nfile named as the flag; a flag given wins over its twin, which wins over\nthe file.\n\n")
 		fs.PrintDefaults()
@@ -197,6 +200,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		log.Warn("-tls-cert ignored: TLS is for the HTTP transport, which is off")
 	}
 
+	verifier, err := c.auth.newVerifier(c.http, c.httpPath, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpedge: auth:", err)
+		return 2
+	}
+	if verifier != nil {
+		defer verifier.Close()
+	}
+
 	info, _ := builtin.Info(c.handlers)
 	opts := mcpedge.Options{
 		EngineOptions: mcpedge.EngineOptions{
@@ -215,6 +227,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		},
 		Stdio:        mcpedge.StdioOptions{Framer: framer, MaxOutbound: c.maxOutbound, DrainTimeout: c.drain, ReadTimeout: orNone(c.readTimeout)},
 		DrainTimeout: orNone(c.drain),
+		Auth:         verifier,
 	}
 	if !c.stdio {
 		// One connection budget for every network transport.
@@ -267,6 +280,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpedge:", err)
 		return 2
+	}
+	if verifier != nil {
+		reload.hooks = append(reload.hooks, authReloadHook(verifier, log))
 	}
 	defer reload.watch(ctx)()
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -239,4 +240,35 @@ func TestSIGHUPReloadsTLS(t *testing.T) {
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait(), "log:\n%s", log.String())
+}
+
+// A reload swaps the static tokens of a running verifier; a reload that
+// turns authorization off is refused whole.
+func TestReloadAuthTokens(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	require.NoError(t, os.WriteFile(tokens, []byte("first-token-0123456789\n"), 0o600))
+	e := newReloadEnv(t, "auth-token-file = \""+tokens+"\"\nauth-audience = \"http://127.0.0.1/mcp\"\n")
+	c, err := parse([]string{"-config", e.file}, io.Discard)
+	require.NoError(t, err)
+	logger := slog.New(slog.NewTextHandler(e.log, nil))
+	v, err := c.auth.newVerifier(c.http, c.httpPath, logger)
+	require.NoError(t, err)
+	t.Cleanup(v.Close)
+	e.r.hooks = append(e.r.hooks, authReloadHook(v, logger))
+	ctx := context.Background()
+	_, err = v.Verify(ctx, "first-token-0123456789")
+	require.NoError(t, err)
+
+	require.NoError(t, os.WriteFile(tokens, []byte("second-token-0123456789\n"), 0o600))
+	require.NoError(t, e.r.reload())
+	_, err = v.Verify(ctx, "second-token-0123456789")
+	require.NoError(t, err, "the new token is accepted after the reload")
+	_, err = v.Verify(ctx, "first-token-0123456789")
+	require.Error(t, err, "the old token is refused after the reload")
+
+	e.rewrite(t, "auth-audience = \"http://127.0.0.1/mcp\"\n")
+	require.Error(t, e.r.reload(), "turning authorization off needs a restart")
+	_, err = v.Verify(ctx, "second-token-0123456789")
+	require.NoError(t, err, "a refused reload keeps the verifier")
 }

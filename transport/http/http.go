@@ -81,6 +81,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpedge/mcpedge/auth"
+
 	"github.com/klauspost/compress/zstd"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
@@ -181,6 +183,11 @@ type Options struct {
 	// IdleTimeout bounds the wait for the next request on a keep-alive
 	// connection; 0 means 2 minutes, < 0 none.
 	IdleTimeout time.Duration
+
+	// Auth, when set, makes the server an OAuth 2.1 resource server: every
+	// request to the endpoints carries a bearer token Auth verifies, and
+	// the RFC 9728 metadata is served (auth.go, docs/authorization.md).
+	Auth *auth.Verifier
 }
 
 // Sentinel errors.

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpedge/mcpedge/auth"
+
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/mcp"
@@ -23,14 +25,21 @@ const watchAfter = 20 * time.Millisecond
 // handle routes a request.
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
+	if s.opts.Auth != nil && s.serveMetadata(ctx, path) {
+		return
+	}
 	switch {
 	case bytes.Equal(path, s.path):
 		if !s.checkHostOrigin(ctx) {
 			return
 		}
+		ai, ok := s.authenticate(ctx)
+		if !ok {
+			return
+		}
 		switch {
 		case ctx.IsPost():
-			s.post(ctx)
+			s.post(ctx, ai)
 		case ctx.IsGet():
 			s.get(ctx)
 		case ctx.IsDelete():
@@ -42,11 +51,15 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 	case !s.opts.NoLegacySSE && bytes.Equal(path, s.ssePath):
 		if s.checkHostOrigin(ctx) {
-			s.legacyGet(ctx)
+			if _, ok := s.authenticate(ctx); ok {
+				s.legacyGet(ctx)
+			}
 		}
 	case !s.opts.NoLegacySSE && bytes.Equal(path, s.msgPath):
 		if s.checkHostOrigin(ctx) {
-			s.legacyPost(ctx)
+			if _, ok := s.authenticate(ctx); ok {
+				s.legacyPost(ctx)
+			}
 		}
 	default:
 		s.fail(ctx, fasthttp.StatusNotFound, codeTransport, "Not Found: the MCP endpoint is "+s.opts.Path)
@@ -297,7 +310,7 @@ func (c *call) wait(conn net.Conn) {
 }
 
 // post serves POST on the MCP endpoint: one JSON-RPC message.
-func (s *Server) post(ctx *fasthttp.RequestCtx) {
+func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 	if ct := ctx.Request.Header.ContentType(); !mediaTypeIs(ct, ctJSON) {
 		s.fail(ctx, fasthttp.StatusUnsupportedMediaType, codeTransport, "Unsupported Media Type: Content-Type must be application/json")
 		return
@@ -324,6 +337,10 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.decodeError(ctx, m, err)
+		s.putCall(c)
+		return
+	}
+	if !s.authorizeMessage(ctx, ai, m) {
 		s.putCall(c)
 		return
 	}
@@ -368,6 +385,10 @@ func (s *Server) post(ctx *fasthttp.RequestCtx) {
 		defer c.h.posts.Add(-1) // evaluated now: c.h is reset before this runs
 	}
 
+	if !s.bindAuth(ctx, c.sess, ai) {
+		s.putCall(c)
+		return
+	}
 	kind := m.Kind
 	c.idBuf = append(c.idBuf[:0], m.ID...)
 	c.id = c.idBuf
