@@ -213,6 +213,8 @@ type Server struct {
 	zsw   sync.Pool // *zstd.Encoder for streams
 
 	zstdOnce sync.Once
+
+	cobs engine.ConnObserver // nil: none (metrics.go)
 	zenc     *zstd.Encoder
 	zdec     *zstd.Decoder
 
@@ -309,6 +311,7 @@ func New(eng *engine.Server, opts Options) *Server {
 		TCPKeepalive:                 true,
 		Logger:                       fasthttpLogger{s.log},
 	}
+	s.observe() // metrics.go
 	if !opts.Stateless {
 		s.reaperWG.Add(1)
 		go s.reap()
@@ -360,6 +363,9 @@ func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 		ctx.SetConnectionClose()
 	}
 	s.handle(ctx)
+	if s.cobs != nil {
+		s.countBytes(ctx) // metrics.go
+	}
 }
 
 // ListenAndServe listens on Options.Addr and serves until Shutdown, when it

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/session"
+)
+
+// An Observer is told how requests end, for metrics (package admin
+// implements it). Set it as Options.Observer; nil costs one nil check per
+// request. Its methods run on the path of every request (the event loop
+// included): they must be cheap and must not block.
+type Observer interface {
+	// RequestDone is called once per request answered: method as the
+	// client sent it (it aliases the message: do not keep it), code 0 for
+	// a result or the JSON-RPC error code, d the time from the request's
+	// arrival to its answer being handed to its transport. A request
+	// refused by a limit that its reply sink answered in its own terms
+	// (an HTTP 429 or 503, engine.Refuser) has code CodeServerBusy.
+	// sess.Transport names the transport.
+	RequestDone(sess *session.Session, method string, code int, d time.Duration)
+	// Refused is called for each request refused by a limit, with the
+	// LimitError's Limit (one of the Limit* names).
+	Refused(sess *session.Session, limit string)
+	// SessionClosed is called once when a session ends, with its cause
+	// (the transports' typed reasons: tcp.ErrIdleTimeout,
+	// mcphttp.ErrSessionIdle, ...).
+	SessionClosed(sess *session.Session, cause error)
+}
+
+// A ConnObserver is told of the connections a transport opens and closes
+// and of the bytes it moves. A transport finds it with
+// Server.ConnObserver: the Options.Observer when it implements this
+// interface too, else nil (and the transport pays one nil check).
+// transport is "tcp", "http" or "stdio". Its methods must be cheap and must
+// not block.
+type ConnObserver interface {
+	// ConnOpened is called when a connection is accepted and served.
+	ConnOpened(transport string)
+	// ConnClosed is called once when a served connection closes, with the
+	// transport's typed reason (nil when it has none to give).
+	ConnClosed(transport string, reason error)
+	// ConnRefused is called when a connection is refused at accept (a
+	// connection limit), with the reason.
+	ConnRefused(transport string, reason error)
+	// Bytes counts bytes read from (in) and written to (out) clients.
+	Bytes(transport string, in, out int)
+	// SlowConsumer is called when a client is cut off for not reading
+	// (an SSE stream over its buffer; a TCP connection closes with
+	// tcp.ErrSlowConsumer as its reason instead).
+	SlowConsumer(transport string)
+}
+
+// ConnObserver returns the ConnObserver of Options.Observer, or nil.
+func (s *Server) ConnObserver() ConnObserver {
+	o, _ := s.opts.Observer.(ConnObserver)
+	return o
+}
+
+// PoolStats returns the worker pool's busy workers and the submissions
+// waiting for one.
+func (s *Server) PoolStats() (running, waiting int) {
+	return s.pool.Running(), s.pool.Waiting()
+}
+
+// handleObserved is handleMessage with a request's end told to s.obs when
+// it is answered at once (a queued request's is told by run).
+func (s *Server) handleObserved(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
+	t0 := time.Now()
+	start := len(out)
+	res, queued = s.handleMessageInner(sess, m, frame, out, reply)
+	if !queued && len(res) >= start {
+		s.obs.RequestDone(sess, m.Method, answerCode(res[start:], m.ID), time.Since(t0))
+	}
+	return res, queued
+}
+
+// refuse is the package's refuse, told to s.obs.
+func (s *Server) refuse(sess *session.Session, out []byte, reply session.Sink, id []byte, err *LimitError) []byte {
+	if s.obs != nil {
+		s.obs.Refused(sess, err.Limit)
+	}
+	return refuse(out, reply, id, err)
+}
+
+const (
+	answerStart = `{"jsonrpc":"2.0","id":`
+	errorStart  = `,"error":{"code":`
+)
+
+// answerCode returns the JSON-RPC error code of ans, the answer to the
+// request with id as codec.AppendResult and AppendError write it, or 0 for
+// a result. An empty answer (the reply sink answered a refusal itself) is
+// CodeServerBusy.
+func answerCode(ans, id []byte) int {
+	if len(ans) == 0 {
+		return codec.CodeServerBusy
+	}
+	p := len(answerStart) + len(id)
+	if len(id) == 0 {
+		p += len("null")
+	}
+	if len(ans) < p+len(errorStart)+1 || string(ans[p:p+len(errorStart)]) != errorStart {
+		return 0
+	}
+	p += len(errorStart)
+	neg := ans[p] == '-'
+	if neg {
+		p++
+	}
+	code := 0
+	for ; p < len(ans) && ans[p] >= '0' && ans[p] <= '9' && code < 1<<20; p++ {
+		code = code*10 + int(ans[p]-'0')
+	}
+	if neg {
+		code = -code
+	}
+	return code
+}
