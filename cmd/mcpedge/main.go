@@ -68,6 +68,8 @@ type config struct {
 	// 2026-07-28: the keys requestState is signed with, and its age.
 	stateKeyFile string
 	stateTTL     time.Duration
+
+	admin adminConfig // admin.go
 }
 
 func main() {
@@ -115,6 +117,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.rateBurst, "rate-burst", 0, "burst allowed above -rate and -rate-ip (0: the rate, rounded up)")
 	fs.Float64Var(&c.rateIP, "rate-ip", 0, "requests per second all sessions of one client address may send (0: none)")
 	fs.Int64Var(&c.maxBuffered, "max-buffered", tcp.DefaultMaxBuffered(), "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
+	adminFlags(fs, &c.admin)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mcpedge [flags]\n\nServes MCP with a built-in handler set. Each flag has an environment twin,\nMCPEDGE_<FLAG> in upper case with '-' as '_'; a flag given wins.\n\n")
 		fs.PrintDefaults()
@@ -233,6 +236,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	adm, err := startAdmin(c, &opts, log) // admin.go
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpedge:", err)
+		return 2
+	}
+	defer adm.stop()
 	srv := mcpedge.New(opts)
 	if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated}); err != nil {
 		_ = srv.Shutdown(context.Background())
@@ -245,9 +254,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// stop) within -drain.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	adm.serve(ctx, srv)
 
 	if c.stdio {
 		log.Info("serving MCP on stdio", "handlers", c.handlers, "framing", framer.Name())
+		adm.markReady()
 		// A drain that ran out of time is logged by the server, not an
 		// error of the session.
 		if err := srv.ServeStdio(ctx, stdin, stdout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -265,6 +276,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if a := srv.HTTPAddr(ctx); a != nil {
 		log.Info("serving MCP over Streamable HTTP", "addr", a.String(), "url", "http://"+a.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
 	}
+	adm.markReady()
 	code := 0
 	// A listener that failed is logged by the server; a drain that ran
 	// out of time is logged and exits 0.

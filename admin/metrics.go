@@ -1,0 +1,382 @@
+// Package admin is mcpedge's operations surface: Metrics, an
+// engine.Observer that counts requests, errors, refusals, connections,
+// bytes and bus traffic in a VictoriaMetrics Set of its own; Readiness,
+// what /readyz answers; and Server, the admin listener that serves
+// /metrics (Prometheus text format), /healthz, /readyz and /debug/pprof/.
+//
+// Nothing here is package-level state: each Metrics owns its Set, so two
+// servers in one process count apart. The engine and the transports do not
+// import this package: they call the engine.Observer and
+// engine.ConnObserver interfaces, and pay one nil check when none is
+// installed.
+package admin
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/mcpedge/mcpedge"
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/mcpedge/mcpedge/session"
+	mcphttp "github.com/mcpedge/mcpedge/transport/http"
+	"github.com/mcpedge/mcpedge/transport/netlimit"
+	"github.com/mcpedge/mcpedge/transport/tcp"
+)
+
+// Transports, the values of the transport label.
+var transports = [...]string{"tcp", "http", "stdio", "other"}
+
+const nTransports = len(transports)
+
+func transportIndex(t string) int {
+	switch t {
+	case "tcp":
+		return 0
+	case "http":
+		return 1
+	case "stdio":
+		return 2
+	}
+	return 3
+}
+
+// methods are the values of the method label; any other method is
+// "other", so that a client cannot grow the label set.
+var methods = [...]string{
+	mcp.MethodInitialize, mcp.MethodPing,
+	mcp.MethodToolsList, mcp.MethodToolsCall,
+	mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList, mcp.MethodResourcesRead,
+	mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
+	mcp.MethodPromptsList, mcp.MethodPromptsGet,
+	mcp.MethodCompletionComplete, mcp.MethodLoggingSetLevel,
+	mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksList, mcp.MethodTasksCancel, mcp.MethodTasksUpdate,
+	mcp.MethodServerDiscover, mcp.MethodSubscriptionsListen,
+	"other",
+}
+
+const nMethods = len(methods)
+
+// codes are the JSON-RPC error codes counted by their own label value;
+// others are "other".
+var codes = [...]int{
+	codec.CodeParseError, codec.CodeInvalidRequest, codec.CodeMethodNotFound, codec.CodeInvalidParams,
+	codec.CodeInternalError, codec.CodeServerBusy, codec.CodeRequestTimeout, codec.CodeResourceNotFound,
+	codec.CodeURLElicitationNeeded, codec.CodeRequestCancelled,
+	mcp.CodeHeaderMismatch, mcp.CodeMissingClientCapability, mcp.CodeUnsupportedProtocolVersion,
+}
+
+const nCodes = len(codes) + 1 // and "other"
+
+// limits are the values of the limit label of refusals.
+var limits = [...]string{engine.LimitRate, engine.LimitRateIP, engine.LimitInflight, engine.LimitWorkers, engine.LimitShutdown, "other"}
+
+// reasons name the typed causes of a connection or session closing, in
+// the order they are tested; a cause that is none of them is "other", and
+// nil (none given) is "closed".
+var reasons = [...]struct {
+	err  error
+	name string
+}{
+	{tcp.ErrSlowConsumer, "slow_consumer"},
+	{mcphttp.ErrSlowConsumer, "slow_consumer"},
+	{session.ErrSlowConsumer, "slow_consumer"},
+	{tcp.ErrTooLarge, "too_large"},
+	{tcp.ErrFraming, "framing"},
+	{tcp.ErrReadTimeout, "read_timeout"},
+	{tcp.ErrIdleTimeout, "idle_timeout"},
+	{tcp.ErrBufferBudget, "buffer_budget"},
+	{tcp.ErrPanic, "panic"},
+	{engine.ErrPanic, "panic"},
+	{engine.ErrKeepAlive, "keepalive"},
+	{engine.ErrShuttingDown, "shutdown"},
+	{mcphttp.ErrSessionIdle, "session_idle"},
+	{mcphttp.ErrInitTimeout, "init_timeout"},
+	{mcphttp.ErrEvicted, "evicted"},
+	{mcphttp.ErrDeleted, "deleted"},
+	{mcphttp.ErrClientGone, "client_gone"},
+	{mcphttp.ErrServerClosed, "server_closed"},
+	{mcphttp.ErrStreamEnded, "stream_ended"},
+	{netlimit.ErrTooManyConnsPerIP, "max_conns_per_ip"},
+	{netlimit.ErrTooManyConns, "max_conns"},
+	{tcp.ErrTooManyConns, "max_conns"},
+	{session.ErrClosed, "closed"},
+	{io.EOF, "closed"},
+	{net.ErrClosed, "closed"},
+	{syscall.ECONNRESET, "reset"},
+	{syscall.EPIPE, "reset"},
+	{os.ErrDeadlineExceeded, "timeout"},
+}
+
+// reasonNames are the distinct reason label values.
+var reasonNames = func() []string {
+	seen := map[string]bool{}
+	out := []string{}
+	for _, r := range reasons {
+		if !seen[r.name] {
+			seen[r.name] = true
+			out = append(out, r.name)
+		}
+	}
+	return append(out, "other")
+}()
+
+// Reason returns the label value of a close cause: the name of the first
+// typed error of the transports, the engine or the session it matches,
+// "closed" for nil, else "other".
+func Reason(err error) string {
+	if err == nil {
+		return "closed"
+	}
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return "other"
+}
+
+// LatencyBuckets are the upper bounds, in seconds, of the request latency
+// histograms.
+var LatencyBuckets = []float64{
+	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+	0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+}
+
+// Metrics counts what a server does, in a metrics.Set of its own. It is
+// an engine.Observer and an engine.ConnObserver: install it as
+// engine.Options.Observer (mcpedge.Options.Observer) before the server is
+// built, wrap the bus with Bus, then call Attach with the server for the
+// figures read when scraped (sessions, in-flight requests, the worker
+// pool, event stores). Its methods are safe for concurrent use; those on
+// the request path are a few atomic additions, and a map lookup for the
+// method.
+//
+// Series are created on first use, so a scrape lists only the methods,
+// codes and reasons seen.
+type Metrics struct {
+	set *metrics.Set
+
+	methodIndex map[string]int // read-only after NewMetrics
+	codeIndex   map[int]int
+
+	requests [nTransports][nMethods]lazyCounter
+	latency  [nTransports][nMethods]atomic.Pointer[metrics.PrometheusHistogram]
+	errs     [nTransports][nCodes]lazyCounter
+	refused  [nTransports][len(limits)]lazyCounter
+
+	connOpened  [nTransports]*metrics.Counter
+	connClosed  [nTransports]atomic.Uint64 // every close, for the open gauge
+	connReason  [nTransports]map[string]*metrics.Counter
+	connRefused [nTransports]map[string]*metrics.Counter
+	sessClosed  [nTransports]map[string]*metrics.Counter
+	bytesIn     [nTransports]*metrics.Counter
+	bytesOut    [nTransports]*metrics.Counter
+	slow        [nTransports]*metrics.Counter
+
+	busPublished *metrics.Counter
+	busDelivered *metrics.Counter
+	authFailures *metrics.Counter
+}
+
+// lazyCounter is a counter made on first use.
+type lazyCounter struct{ c atomic.Pointer[metrics.Counter] }
+
+func (l *lazyCounter) get(set *metrics.Set, name func() string) *metrics.Counter {
+	if c := l.c.Load(); c != nil {
+		return c
+	}
+	c := set.GetOrCreateCounter(name())
+	l.c.Store(c)
+	return c
+}
+
+// NewMetrics returns a Metrics with a Set of its own.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		set:         metrics.NewSet(),
+		methodIndex: make(map[string]int, nMethods),
+		codeIndex:   make(map[int]int, len(codes)),
+	}
+	for i, name := range methods {
+		m.methodIndex[name] = i
+	}
+	for i, c := range codes {
+		m.codeIndex[c] = i
+	}
+	for i, t := range transports {
+		l := `{transport="` + t + `"}`
+		m.connOpened[i] = m.set.NewCounter("mcpedge_connections_accepted_total" + l)
+		m.bytesIn[i] = m.set.NewCounter("mcpedge_bytes_in_total" + l)
+		m.bytesOut[i] = m.set.NewCounter("mcpedge_bytes_out_total" + l)
+		m.slow[i] = m.set.NewCounter("mcpedge_slow_consumers_total" + l)
+		m.connReason[i] = make(map[string]*metrics.Counter, len(reasonNames))
+		m.connRefused[i] = make(map[string]*metrics.Counter, len(reasonNames))
+		m.sessClosed[i] = make(map[string]*metrics.Counter, len(reasonNames))
+		for _, r := range reasonNames {
+			lr := `{transport="` + t + `",reason="` + r + `"}`
+			m.connReason[i][r] = m.set.NewCounter("mcpedge_connections_closed_total" + lr)
+			m.connRefused[i][r] = m.set.NewCounter("mcpedge_connections_refused_total" + lr)
+			m.sessClosed[i][r] = m.set.NewCounter("mcpedge_sessions_closed_total" + lr)
+		}
+		opened, closed := m.connOpened[i], &m.connClosed[i]
+		m.set.NewGauge("mcpedge_connections_open"+l, func() float64 {
+			return float64(int64(opened.Get()) - int64(closed.Load()))
+		})
+	}
+	m.busPublished = m.set.NewCounter("mcpedge_bus_published_total")
+	m.busDelivered = m.set.NewCounter("mcpedge_bus_delivered_total")
+	m.authFailures = m.set.NewCounter("mcpedge_auth_failures_total")
+	return m
+}
+
+// Set returns the metrics.Set the Metrics count in, to add metrics of
+// one's own to /metrics.
+func (m *Metrics) Set() *metrics.Set { return m.set }
+
+func (m *Metrics) method(name string) int {
+	if i, ok := m.methodIndex[name]; ok {
+		return i
+	}
+	return nMethods - 1
+}
+
+// RequestDone implements engine.Observer.
+func (m *Metrics) RequestDone(sess *session.Session, method string, code int, d time.Duration) {
+	t, mi := transportIndex(sess.Transport), m.method(method)
+	m.requests[t][mi].get(m.set, func() string {
+		return `mcpedge_requests_total{transport="` + transports[t] + `",method="` + methods[mi] + `"}`
+	}).Inc()
+	h := m.latency[t][mi].Load()
+	if h == nil {
+		h = m.set.GetOrCreatePrometheusHistogramExt(`mcpedge_request_duration_seconds{transport="`+transports[t]+`",method="`+methods[mi]+`"}`, LatencyBuckets)
+		m.latency[t][mi].Store(h)
+	}
+	h.Update(d.Seconds())
+	if code != 0 {
+		ci, ok := m.codeIndex[code]
+		if !ok {
+			ci = nCodes - 1
+		}
+		m.errs[t][ci].get(m.set, func() string {
+			c := "other"
+			if ci < len(codes) {
+				c = strconv.Itoa(codes[ci])
+			}
+			return `mcpedge_request_errors_total{transport="` + transports[t] + `",code="` + c + `"}`
+		}).Inc()
+	}
+}
+
+// Refused implements engine.Observer.
+func (m *Metrics) Refused(sess *session.Session, limit string) {
+	t, li := transportIndex(sess.Transport), len(limits)-1
+	for i, l := range limits[:len(limits)-1] {
+		if l == limit {
+			li = i
+			break
+		}
+	}
+	m.refused[t][li].get(m.set, func() string {
+		return `mcpedge_requests_refused_total{transport="` + transports[t] + `",limit="` + limits[li] + `"}`
+	}).Inc()
+}
+
+// SessionClosed implements engine.Observer.
+func (m *Metrics) SessionClosed(sess *session.Session, cause error) {
+	m.sessClosed[transportIndex(sess.Transport)][Reason(cause)].Inc()
+}
+
+// ConnOpened implements engine.ConnObserver.
+func (m *Metrics) ConnOpened(transport string) { m.connOpened[transportIndex(transport)].Inc() }
+
+// ConnClosed implements engine.ConnObserver.
+func (m *Metrics) ConnClosed(transport string, reason error) {
+	t, r := transportIndex(transport), Reason(reason)
+	m.connClosed[t].Add(1)
+	m.connReason[t][r].Inc()
+	if r == "slow_consumer" {
+		m.slow[t].Inc()
+	}
+}
+
+// ConnRefused implements engine.ConnObserver.
+func (m *Metrics) ConnRefused(transport string, reason error) {
+	m.connRefused[transportIndex(transport)][Reason(reason)].Inc()
+}
+
+// Bytes implements engine.ConnObserver.
+func (m *Metrics) Bytes(transport string, in, out int) {
+	t := transportIndex(transport)
+	if in > 0 {
+		m.bytesIn[t].Add(in)
+	}
+	if out > 0 {
+		m.bytesOut[t].Add(out)
+	}
+}
+
+// SlowConsumer implements engine.ConnObserver.
+func (m *Metrics) SlowConsumer(transport string) { m.slow[transportIndex(transport)].Inc() }
+
+// AuthFailed counts a request refused by authentication or authorization
+// (mcpedge_auth_failures_total). The auth layer calls it once per refused
+// request; a nil *Metrics does nothing, so a caller may hold one
+// unconditionally.
+func (m *Metrics) AuthFailed() {
+	if m != nil {
+		m.authFailures.Inc()
+	}
+}
+
+// Bus returns inner counting its messages: published
+// (mcpedge_bus_published_total) and delivered to a subscriber
+// (mcpedge_bus_delivered_total). Give it as engine.Options.Bus.
+func (m *Metrics) Bus(inner session.Bus) session.Bus { return &countingBus{inner: inner, m: m} }
+
+type countingBus struct {
+	inner session.Bus
+	m     *Metrics
+}
+
+func (b *countingBus) Publish(topic string, payload []byte) {
+	b.m.busPublished.Inc()
+	b.inner.Publish(topic, payload)
+}
+
+func (b *countingBus) Subscribe(topic string, fn func(topic string, payload []byte)) func() {
+	return b.inner.Subscribe(topic, func(topic string, payload []byte) {
+		b.m.busDelivered.Inc()
+		fn(topic, payload)
+	})
+}
+
+// Attach adds the figures of srv read when scraped: live sessions,
+// requests in flight, the worker pool's busy workers and queue, the
+// event stores' bytes (HTTP), and panics recovered.
+func (m *Metrics) Attach(srv *mcpedge.Server) {
+	eng := srv.Engine()
+	m.set.NewGauge("mcpedge_sessions_live", func() float64 { return float64(eng.Sessions().Len()) })
+	m.set.NewGauge("mcpedge_requests_in_flight", func() float64 { return float64(eng.Active()) })
+	m.set.NewGauge("mcpedge_workers_busy", func() float64 { r, _ := eng.PoolStats(); return float64(r) })
+	m.set.NewGauge("mcpedge_workers_queued", func() float64 { _, w := eng.PoolStats(); return float64(w) })
+	m.set.NewGauge("mcpedge_event_store_bytes", func() float64 { return float64(srv.EventStoreBytes()) })
+	m.set.RegisterMetricsWriter(func(w io.Writer) {
+		metrics.WriteCounterUint64(w, "mcpedge_panics_total", eng.Panics())
+	})
+}
+
+// WritePrometheus writes every metric of m, then the Go runtime's and the
+// process's, in Prometheus text format.
+func (m *Metrics) WritePrometheus(w io.Writer) {
+	m.set.WritePrometheus(w)
+	metrics.WriteProcessMetrics(w)
+}
