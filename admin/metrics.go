@@ -116,30 +116,29 @@ var reasons = [...]struct {
 	{os.ErrDeadlineExceeded, "timeout"},
 }
 
-// reasonNames are the distinct reason label values.
-var reasonNames = func() []string {
-	seen := map[string]bool{}
-	out := []string{}
-	for _, r := range reasons {
-		if !seen[r.name] {
-			seen[r.name] = true
-			out = append(out, r.name)
-		}
-	}
-	return append(out, "other")
-}()
+// nReasons bounds the distinct reason label values (reasons, "other").
+const nReasons = len(reasons) + 1
 
 // Reason returns the label value of a close cause: the name of the first
 // typed error of the transports, the engine or the session it matches,
 // "closed" for nil, else "other".
-func Reason(err error) string {
+func Reason(err error) string { return reasonName(reasonIndex(err)) }
+
+func reasonIndex(err error) int {
 	if err == nil {
-		return "closed"
+		err = session.ErrClosed
 	}
-	for _, r := range reasons {
+	for i, r := range reasons {
 		if errors.Is(err, r.err) {
-			return r.name
+			return i
 		}
+	}
+	return len(reasons)
+}
+
+func reasonName(i int) string {
+	if i < len(reasons) {
+		return reasons[i].name
 	}
 	return "other"
 }
@@ -173,14 +172,14 @@ type Metrics struct {
 	errs     [nTransports][nCodes]lazyCounter
 	refused  [nTransports][len(limits)]lazyCounter
 
-	connOpened  [nTransports]*metrics.Counter
-	connClosed  [nTransports]atomic.Uint64 // every close, for the open gauge
-	connReason  [nTransports]map[string]*metrics.Counter
-	connRefused [nTransports]map[string]*metrics.Counter
-	sessClosed  [nTransports]map[string]*metrics.Counter
-	bytesIn     [nTransports]*metrics.Counter
-	bytesOut    [nTransports]*metrics.Counter
-	slow        [nTransports]*metrics.Counter
+	connOpened  [nTransports]lazyCounter
+	open        [nTransports]atomic.Int64 // opened less closed
+	connReason  [nTransports][nReasons]lazyCounter
+	connRefused [nTransports][nReasons]lazyCounter
+	sessClosed  [nTransports][nReasons]lazyCounter
+	bytesIn     [nTransports]lazyCounter
+	bytesOut    [nTransports]lazyCounter
+	slow        [nTransports]lazyCounter
 
 	busPublished *metrics.Counter
 	busDelivered *metrics.Counter
@@ -212,24 +211,10 @@ func NewMetrics() *Metrics {
 	for i, c := range codes {
 		m.codeIndex[c] = i
 	}
-	for i, t := range transports {
-		l := `{transport="` + t + `"}`
-		m.connOpened[i] = m.set.NewCounter("mcpedge_connections_accepted_total" + l)
-		m.bytesIn[i] = m.set.NewCounter("mcpedge_bytes_in_total" + l)
-		m.bytesOut[i] = m.set.NewCounter("mcpedge_bytes_out_total" + l)
-		m.slow[i] = m.set.NewCounter("mcpedge_slow_consumers_total" + l)
-		m.connReason[i] = make(map[string]*metrics.Counter, len(reasonNames))
-		m.connRefused[i] = make(map[string]*metrics.Counter, len(reasonNames))
-		m.sessClosed[i] = make(map[string]*metrics.Counter, len(reasonNames))
-		for _, r := range reasonNames {
-			lr := `{transport="` + t + `",reason="` + r + `"}`
-			m.connReason[i][r] = m.set.NewCounter("mcpedge_connections_closed_total" + lr)
-			m.connRefused[i][r] = m.set.NewCounter("mcpedge_connections_refused_total" + lr)
-			m.sessClosed[i][r] = m.set.NewCounter("mcpedge_sessions_closed_total" + lr)
-		}
-		opened, closed := m.connOpened[i], &m.connClosed[i]
-		m.set.NewGauge("mcpedge_connections_open"+l, func() float64 {
-			return float64(int64(opened.Get()) - int64(closed.Load()))
+	for i, t := range transports[:2] { // tcp, http: stdio has no connections
+		open := &m.open[i]
+		m.set.NewGauge(`mcpedge_connections_open{transport="`+t+`"}`, func() float64 {
+			return float64(open.Load())
 		})
 	}
 	m.busPublished = m.set.NewCounter("mcpedge_bus_published_total")
@@ -290,42 +275,62 @@ func (m *Metrics) Refused(sess *session.Session, limit string) {
 	}).Inc()
 }
 
+// counter returns the counter of name with the transport label and, when
+// reason >= 0, the reason label, made on first use in c.
+func (m *Metrics) counter(c *lazyCounter, name string, t, reason int) *metrics.Counter {
+	return c.get(m.set, func() string {
+		if reason < 0 {
+			return name + `{transport="` + transports[t] + `"}`
+		}
+		return name + `{transport="` + transports[t] + `",reason="` + reasonName(reason) + `"}`
+	})
+}
+
 // SessionClosed implements engine.Observer.
 func (m *Metrics) SessionClosed(sess *session.Session, cause error) {
-	m.sessClosed[transportIndex(sess.Transport)][Reason(cause)].Inc()
+	t, r := transportIndex(sess.Transport), reasonIndex(cause)
+	m.counter(&m.sessClosed[t][r], "mcpedge_sessions_closed_total", t, r).Inc()
 }
 
 // ConnOpened implements engine.ConnObserver.
-func (m *Metrics) ConnOpened(transport string) { m.connOpened[transportIndex(transport)].Inc() }
+func (m *Metrics) ConnOpened(transport string) {
+	t := transportIndex(transport)
+	m.open[t].Add(1)
+	m.counter(&m.connOpened[t], "mcpedge_connections_accepted_total", t, -1).Inc()
+}
 
 // ConnClosed implements engine.ConnObserver.
 func (m *Metrics) ConnClosed(transport string, reason error) {
-	t, r := transportIndex(transport), Reason(reason)
-	m.connClosed[t].Add(1)
-	m.connReason[t][r].Inc()
-	if r == "slow_consumer" {
-		m.slow[t].Inc()
+	t, r := transportIndex(transport), reasonIndex(reason)
+	m.open[t].Add(-1)
+	m.counter(&m.connReason[t][r], "mcpedge_connections_closed_total", t, r).Inc()
+	if reasonName(r) == "slow_consumer" {
+		m.SlowConsumer(transport)
 	}
 }
 
 // ConnRefused implements engine.ConnObserver.
 func (m *Metrics) ConnRefused(transport string, reason error) {
-	m.connRefused[transportIndex(transport)][Reason(reason)].Inc()
+	t, r := transportIndex(transport), reasonIndex(reason)
+	m.counter(&m.connRefused[t][r], "mcpedge_connections_refused_total", t, r).Inc()
 }
 
 // Bytes implements engine.ConnObserver.
 func (m *Metrics) Bytes(transport string, in, out int) {
 	t := transportIndex(transport)
 	if in > 0 {
-		m.bytesIn[t].Add(in)
+		m.counter(&m.bytesIn[t], "mcpedge_bytes_in_total", t, -1).Add(in)
 	}
 	if out > 0 {
-		m.bytesOut[t].Add(out)
+		m.counter(&m.bytesOut[t], "mcpedge_bytes_out_total", t, -1).Add(out)
 	}
 }
 
 // SlowConsumer implements engine.ConnObserver.
-func (m *Metrics) SlowConsumer(transport string) { m.slow[transportIndex(transport)].Inc() }
+func (m *Metrics) SlowConsumer(transport string) {
+	t := transportIndex(transport)
+	m.counter(&m.slow[t], "mcpedge_slow_consumers_total", t, -1).Inc()
+}
 
 // AuthFailed counts a request refused by authentication or authorization
 // (mcpedge_auth_failures_total). The auth layer calls it once per refused

@@ -198,8 +198,9 @@ func (s *Server) Serve() error {
 // Shutdown stops the listener and waits for the requests in progress
 // (a CPU profile included) until ctx ends, then closes what is left.
 func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
 	_ = s.ln.Close() // in case Serve never ran
-	if err := s.srv.Shutdown(ctx); err != nil {
+	if err != nil {
 		return s.srv.Close()
 	}
 	return nil
