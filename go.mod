@@ -3,6 +3,7 @@ module github.com/mcpedge/mcpedge
 go 1.26.0
 
 require (
+	github.com/VictoriaMetrics/metrics v1.44.0
 	github.com/bytedance/sonic v1.15.5
 	github.com/google/jsonschema-go v0.4.3
 	github.com/panjf2000/ants/v2 v2.12.1
@@ -14,7 +15,6 @@ require (
 )
 
 require (
-	github.com/VictoriaMetrics/metrics v1.44.0 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
 	github.com/valyala/histogram v1.2.0 // indirect
 )

@@ -41,7 +41,7 @@ func serve(t *testing.T) *served {
 	srv := mcpedge.New(opts)
 	require.NoError(t, builtin.Install("bench", srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated}))
 	ready := new(admin.Readiness)
-	as, err := admin.Listen("127.0.0.1:0", m, ready)
+	as, err := admin.Listen("127.0.0.1:0", m, ready, nil)
 	require.NoError(t, err)
 	m.Attach(srv)
 	go func() { _ = as.Serve() }()

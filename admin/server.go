@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -171,17 +172,23 @@ type Server struct {
 }
 
 // Listen binds addr at once (so that a bad address fails at start) and
-// returns the Server that Serve will run.
-func Listen(addr string, m *Metrics, ready *Readiness) (*Server, error) {
+// returns the Server that Serve will run. The HTTP server's own errors
+// (accept back-off, bad requests) go to logger at warning level (nil:
+// the standard logger).
+func Listen(addr string, m *Metrics, ready *Readiness, logger *slog.Logger) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin: listen %s: %w", addr, err)
 	}
-	return &Server{ln: ln, srv: &http.Server{
+	srv := &http.Server{
 		Handler:           Handler(m, ready),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       time.Minute,
-	}}, nil
+	}
+	if logger != nil {
+		srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
+	}
+	return &Server{ln: ln, srv: srv}, nil
 }
 
 // Addr returns the address the admin listener listens on.

@@ -61,7 +61,7 @@ func startAdmin(c *config, opts *mcpedge.Options, log *slog.Logger) (*adminRun, 
 	}
 	m := admin.NewMetrics()
 	ready := new(admin.Readiness)
-	srv, err := admin.Listen(addr, m, ready)
+	srv, err := admin.Listen(addr, m, ready, log)
 	if err != nil && !c.admin.addr.set {
 		// The default address taken (another mcpedge on this host): serve
 		// MCP without the admin listener rather than not at all.
@@ -112,7 +112,8 @@ func (a *adminRun) serve(ctx context.Context, srv *mcpedge.Server) {
 		<-ctx.Done()
 		a.ready.SetDraining(true)
 	}()
-	a.log.Info("serving admin endpoints", "addr", a.srv.Addr().String(), "metrics", "http://"+a.srv.Addr().String()+"/metrics")
+	// Not "addr=": tests and scripts read the MCP address from that key.
+	a.log.Info("serving admin endpoints", "url", "http://"+a.srv.Addr().String()+"/", "metrics", "http://"+a.srv.Addr().String()+"/metrics")
 }
 
 // markReady tells /readyz the MCP listeners are up.
