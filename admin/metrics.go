@@ -187,7 +187,9 @@ type Metrics struct {
 }
 
 // lazyCounter is a counter made on first use.
-type lazyCounter struct{ c atomic.Pointer[metrics.Counter] }
+type lazyCounter struct {
+	c atomic.Pointer[metrics.Counter]
+}
 
 func (l *lazyCounter) get(set *metrics.Set, name func() string) *metrics.Counter {
 	if c := l.c.Load(); c != nil {

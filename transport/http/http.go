@@ -213,10 +213,10 @@ type Server struct {
 	zsw   sync.Pool // *zstd.Encoder for streams
 
 	zstdOnce sync.Once
-
-	cobs engine.ConnObserver // nil: none (metrics.go)
 	zenc     *zstd.Encoder
 	zdec     *zstd.Decoder
+
+	cobs engine.ConnObserver // nil: none (metrics.go)
 
 	srv      *fasthttp.Server
 	mu       sync.Mutex
