@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"time"
 	"unsafe"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -157,7 +156,7 @@ func (s *Server) enqueue(sess *session.Session, m *codec.Message, frame, out []b
 	rebase(&r.msg, m, frame, r.buf)
 	r.tool = f.rebase(frame, r.buf)
 	if s.obs != nil {
-		r.obsStart = time.Now()
+		r.obsStart = s.monotonic()
 	}
 	if mm != nil && mm.on {
 		r.mod = *mm
@@ -229,7 +228,7 @@ func (s *Server) handleBig(sess *session.Session, frame []byte) bool {
 	r.buf = append(r.buf[:0], frame...)
 	r.big = true
 	if s.obs != nil {
-		r.obsStart = time.Now()
+		r.obsStart = s.monotonic()
 	}
 	if err := s.pool.Invoke(r); err != nil {
 		s.release(r)

@@ -193,7 +193,8 @@ type Server struct {
 	receiveFast MethodHandler // around fastInner
 	sender      Sender
 
-	obs Observer // Options.Observer; nil: none
+	obs   Observer  // Options.Observer; nil: none
+	epoch time.Time // New's time, with its monotonic reading (observe.go)
 }
 
 // New returns a Server configured by opts.
@@ -247,6 +248,7 @@ func New(opts Options) *Server {
 	s := &Server{
 		opts:     opts,
 		obs:      opts.Observer,
+		epoch:    time.Now(),
 		reg:      handlers.NewRegistry(handlers.Options{PageSize: opts.PageSize}),
 		sessions: session.NewTable(),
 		bus:      opts.Bus,

@@ -67,14 +67,19 @@ func (s *Server) PoolStats() (running, waiting int) {
 // handleObserved is handleMessage with a request's end told to s.obs when
 // it is answered at once (a queued request's is told by run).
 func (s *Server) handleObserved(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
-	t0 := time.Now()
+	t0 := s.monotonic()
 	start := len(out)
 	res, queued = s.handleMessageInner(sess, m, frame, out, reply)
 	if !queued && len(res) >= start {
-		s.obs.RequestDone(sess, m.Method, answerCode(res[start:], m.ID), time.Since(t0))
+		s.obs.RequestDone(sess, m.Method, answerCode(res[start:], m.ID), s.monotonic()-t0)
 	}
 	return res, queued
 }
+
+// monotonic is the time since the server was made, read from the
+// monotonic clock alone: time.Now also reads the wall clock, which costs
+// several times more, and twice per request on the event loop.
+func (s *Server) monotonic() time.Duration { return time.Since(s.epoch) }
 
 // refuse is the package's refuse, told to s.obs.
 func (s *Server) refuse(sess *session.Session, out []byte, reply session.Sink, id []byte, err *LimitError) []byte {

@@ -62,7 +62,7 @@ type request struct {
 	out     []byte
 	outBody int
 
-	obsStart time.Time // when it arrived, with an Observer
+	obsStart time.Duration // when it arrived (Server.monotonic), with an Observer
 }
 
 // ErrNonBlocking is returned to a handler registered as NonBlocking that
@@ -128,7 +128,7 @@ func (s *Server) run(r *request) {
 		codec.PutBuffer(b)
 		b = nil
 	} else if s.obs != nil {
-		s.obs.RequestDone(r.sess, r.msg.Method, answerCode(b.B, r.msg.ID), time.Since(r.obsStart))
+		s.obs.RequestDone(r.sess, r.msg.Method, answerCode(b.B, r.msg.ID), s.monotonic()-r.obsStart)
 	}
 	if f, ok := r.reply.(Replier); ok {
 		f.Final(b)
