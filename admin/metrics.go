@@ -242,12 +242,14 @@ func (m *Metrics) RequestDone(sess *session.Session, method string, code int, d 
 	m.requests[t][mi].get(m.set, func() string {
 		return `mcpedge_requests_total{transport="` + transports[t] + `",method="` + methods[mi] + `"}`
 	}).Inc()
-	h := m.latency[t][mi].Load()
-	if h == nil {
-		h = m.set.GetOrCreatePrometheusHistogramExt(`mcpedge_request_duration_seconds{transport="`+transports[t]+`",method="`+methods[mi]+`"}`, LatencyBuckets)
-		m.latency[t][mi].Store(h)
+	if d >= 0 { // timed (engine.InlineTimingSample)
+		h := m.latency[t][mi].Load()
+		if h == nil {
+			h = m.set.GetOrCreatePrometheusHistogramExt(`mcpedge_request_duration_seconds{transport="`+transports[t]+`",method="`+methods[mi]+`"}`, LatencyBuckets)
+			m.latency[t][mi].Store(h)
+		}
+		h.Update(d.Seconds())
 	}
-	h.Update(d.Seconds())
 	if code != 0 {
 		ci, ok := m.codeIndex[code]
 		if !ok {

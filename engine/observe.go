@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -15,7 +16,11 @@ type Observer interface {
 	// RequestDone is called once per request answered: method as the
 	// client sent it (it aliases the message: do not keep it), code 0 for
 	// a result or the JSON-RPC error code, d the time from the request's
-	// arrival to its answer being handed to its transport. A request
+	// arrival to its answer being handed to its transport, or -1 when the
+	// request was not timed: answers given at once (on the event loop,
+	// sub-microsecond) are timed one in InlineTimingSample, since reading
+	// the clock twice would cost more than some of them; requests served by
+	// handlers on the worker pool are all timed. A request
 	// refused by a limit that its reply sink answered in its own terms
 	// (an HTTP 429 or 503, engine.Refuser) has code CodeServerBusy.
 	// sess.Transport names the transport.
@@ -64,14 +69,26 @@ func (s *Server) PoolStats() (running, waiting int) {
 	return s.pool.Running(), s.pool.Waiting()
 }
 
+// InlineTimingSample: one in this many requests answered at once is timed
+// for Observer.RequestDone (a power of two).
+const InlineTimingSample = 16
+
 // handleObserved is handleMessage with a request's end told to s.obs when
-// it is answered at once (a queued request's is told by run).
+// it is answered at once (a queued request's is told by run, which times
+// every one: enqueue reads the clock).
 func (s *Server) handleObserved(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
-	t0 := s.monotonic()
+	t0 := time.Duration(-1)
+	if rand.Uint32()&(InlineTimingSample-1) == 0 {
+		t0 = s.monotonic()
+	}
 	start := len(out)
 	res, queued = s.handleMessageInner(sess, m, frame, out, reply)
 	if !queued && len(res) >= start {
-		s.obs.RequestDone(sess, m.Method, answerCode(res[start:], m.ID), s.monotonic()-t0)
+		d := time.Duration(-1)
+		if t0 >= 0 {
+			d = s.monotonic() - t0
+		}
+		s.obs.RequestDone(sess, m.Method, answerCode(res[start:], m.ID), d)
 	}
 	return res, queued
 }
