@@ -276,3 +276,10 @@ func mustURL(t *testing.T, s string) *url.URL {
 	require.NoError(t, err)
 	return u
 }
+
+func TestMethodIndex(t *testing.T) {
+	for i, m := range admin.Methods {
+		assert.Equal(t, i, admin.MethodIndex(m), m)
+	}
+	assert.Equal(t, len(admin.Methods)-1, admin.MethodIndex("nope"))
+}

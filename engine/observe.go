@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"math/rand/v2"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -69,24 +68,29 @@ func (s *Server) PoolStats() (running, waiting int) {
 	return s.pool.Running(), s.pool.Waiting()
 }
 
-// InlineTimingSample: one in this many requests answered at once is timed
-// for Observer.RequestDone (a power of two).
+// InlineTimingSample: about one in this many requests answered at once is
+// timed for Observer.RequestDone (a power of two).
 const InlineTimingSample = 16
 
 // handleObserved is handleMessage with a request's end told to s.obs when
 // it is answered at once (a queued request's is told by run, which times
 // every one: enqueue reads the clock).
+//
+// The arrival time is the one handleNonRequest recorded (Session.Touch),
+// so no clock is read at the start; its low bits, clock jitter, pick the
+// requests timed, so the clock is read at the end for about one in
+// InlineTimingSample. On an event loop, which serves a session alone, it
+// is this message's; where a session's messages arrive on several
+// goroutines at once (HTTP), a later one's at worst.
 func (s *Server) handleObserved(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
-	t0 := time.Duration(-1)
-	if rand.Uint32()&(InlineTimingSample-1) == 0 {
-		t0 = s.monotonic()
-	}
 	start := len(out)
 	res, queued = s.handleMessageInner(sess, m, frame, out, reply)
 	if !queued && len(res) >= start {
 		d := time.Duration(-1)
-		if t0 >= 0 {
-			d = s.monotonic() - t0
+		if t0 := sess.IdleSince().UnixNano(); t0&(InlineTimingSample-1) == 0 {
+			if d = time.Duration(time.Now().UnixNano() - t0); d < 0 { // the wall clock stepped back
+				d = -1
+			}
 		}
 		s.obs.RequestDone(sess, m.Method, answerCode(res[start:], m.ID), d)
 	}
