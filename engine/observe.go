@@ -98,8 +98,8 @@ func (s *Server) handleObserved(sess *session.Session, m *codec.Message, frame, 
 }
 
 // monotonic is the time since the server was made, read from the
-// monotonic clock alone: time.Now also reads the wall clock, which costs
-// several times more, and twice per request on the event loop.
+// monotonic clock alone (time.Now also reads the wall clock): what
+// queued requests are timed with, from enqueue to run's end.
 func (s *Server) monotonic() time.Duration { return time.Since(s.epoch) }
 
 // refuse is the package's refuse, told to s.obs.
