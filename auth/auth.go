@@ -225,9 +225,21 @@ func InsufficientScope(scopes []string) *Error {
 
 // Verifier verifies tokens. Its methods are safe for concurrent use.
 type Verifier struct {
-	st    atomic.Pointer[state]
-	cache *xsync.Map[[sha256.Size]byte, cached]
-	log   *slog.Logger
+	st     atomic.Pointer[state]
+	cache  *xsync.Map[[sha256.Size]byte, cached]
+	log    *slog.Logger
+	onFail atomic.Pointer[func()]
+}
+
+// OnFailure sets fn to be called once for each token Verify refuses
+// (missing, invalid or lacking a scope): a metrics counter. fn must not
+// block. Safe for concurrent use.
+func (v *Verifier) OnFailure(fn func()) { v.onFail.Store(&fn) }
+
+func (v *Verifier) failed() {
+	if fn := v.onFail.Load(); fn != nil && *fn != nil {
+		(*fn)()
+	}
 }
 
 type cached struct {
@@ -319,6 +331,14 @@ func (v *Verifier) Metadata() []byte { return v.st.Load().meta }
 // with Status 403, with the Info. Any other failure is an *Error with
 // Status 401.
 func (v *Verifier) Verify(ctx context.Context, token string) (*Info, error) {
+	info, err := v.verifyToken(ctx, token)
+	if err != nil {
+		v.failed()
+	}
+	return info, err
+}
+
+func (v *Verifier) verifyToken(ctx context.Context, token string) (*Info, error) {
 	if token == "" {
 		return nil, ErrNoToken
 	}

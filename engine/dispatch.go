@@ -110,6 +110,14 @@ func (s *Server) decode(sess *session.Session, frame []byte, m *codec.Message) (
 // once into a pooled request, m rebased onto the copy (with the tools/call
 // fields already scanned), and the worker pool runs its handler (run).
 func (s *Server) handleMessage(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
+	if s.obs != nil && m.Kind == codec.KindRequest {
+		return s.handleObserved(sess, m, frame, out, reply) // observe.go
+	}
+	return s.handleMessageInner(sess, m, frame, out, reply)
+}
+
+// handleMessageInner is handleMessage without the Observer.
+func (s *Server) handleMessageInner(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
 	start := len(out)
 	defer func() {
 		if p := recover(); p != nil {
@@ -129,7 +137,7 @@ func (s *Server) handleMessage(sess *session.Session, m *codec.Message, frame, o
 		reply = sess.Out
 	}
 	if e := s.checkRate(sess); e != nil {
-		return refuse(out, reply, m.ID, e), false
+		return s.refuse(sess, out, reply, m.ID, e), false
 	}
 	var f toolFields
 	if dst, ok := s.fast(sess, m, out, &f); ok {
@@ -147,6 +155,9 @@ func (s *Server) enqueue(sess *session.Session, m *codec.Message, frame, out []b
 	r.buf = append(r.buf[:0], frame...)
 	rebase(&r.msg, m, frame, r.buf)
 	r.tool = f.rebase(frame, r.buf)
+	if s.obs != nil {
+		r.obsStart = s.monotonic()
+	}
 	if mm != nil && mm.on {
 		r.mod = *mm
 		r.mod.rebase(frame, r.buf)
@@ -158,7 +169,7 @@ func (s *Server) enqueue(sess *session.Session, m *codec.Message, frame, out []b
 	if err := s.pool.Invoke(r); err != nil {
 		s.unadmit(r)
 		s.release(r)
-		return refuse(out, reply, m.ID, errWorkers), false
+		return s.refuse(sess, out, reply, m.ID, errWorkers), false
 	}
 	return out, true
 }
@@ -171,7 +182,7 @@ func (s *Server) enqueue(sess *session.Session, m *codec.Message, frame, out []b
 func (s *Server) admit(r *request, out []byte) ([]byte, bool) {
 	id := r.msg.ID
 	if !s.adm.admit() {
-		return refuse(out, r.reply, id, errShutdown), false
+		return s.refuse(r.sess, out, r.reply, id, errShutdown), false
 	}
 	r.rc.reset(r.sess.Context())
 	r.ctx = &r.rc
@@ -180,7 +191,7 @@ func (s *Server) admit(r *request, out []byte) ([]byte, bool) {
 		r.tracked = true
 		return out, true
 	case session.ErrInflightLimit:
-		out = refuse(out, r.reply, id, errInflight)
+		out = s.refuse(r.sess, out, r.reply, id, errInflight)
 	case session.ErrDuplicateID:
 		out = codec.AppendError(out, id, codec.CodeInvalidRequest, "invalid request: a request with this id is in flight", nil)
 	default:
@@ -216,6 +227,9 @@ func (s *Server) handleBig(sess *session.Session, frame []byte) bool {
 	r := s.newRequest(sess, sess.Out)
 	r.buf = append(r.buf[:0], frame...)
 	r.big = true
+	if s.obs != nil {
+		r.obsStart = s.monotonic()
+	}
 	if err := s.pool.Invoke(r); err != nil {
 		s.release(r)
 		return false
@@ -250,7 +264,7 @@ func (s *Server) serveBig(r *request) {
 		}
 	}
 	if e := s.checkRate(sess); e != nil {
-		b.B = refuse(b.B, r.reply, m.ID, e)
+		b.B = s.refuse(sess, b.B, r.reply, m.ID, e)
 		return
 	}
 	var f toolFields

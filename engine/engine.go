@@ -135,6 +135,12 @@ type Options struct {
 	// DiscoverCache is the cache hint of server/discover results.
 	DiscoverCache handlers.CacheHint
 
+	// Observer, if not nil, is told how each request ends, of refusals
+	// and of sessions closing (metrics: package admin); a ConnObserver
+	// too, it is told of the transports' connections and bytes. nil costs
+	// one nil check per request.
+	Observer Observer
+
 	// Bus carries resource updates and list changes; nil means an
 	// in-process bus.
 	Bus session.Bus
@@ -188,6 +194,9 @@ type Server struct {
 	receive     MethodHandler // around serveInner
 	receiveFast MethodHandler // around fastInner
 	sender      Sender
+
+	obs   Observer  // Options.Observer; nil: none
+	epoch time.Time // New's time, with its monotonic reading (observe.go)
 }
 
 // New returns a Server configured by opts.
@@ -240,6 +249,8 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		opts:     opts,
+		obs:      opts.Observer,
+		epoch:    time.Now(),
 		reg:      handlers.NewRegistry(handlers.Options{PageSize: opts.PageSize}),
 		sessions: session.NewTable(),
 		bus:      opts.Bus,
@@ -318,6 +329,9 @@ func (s *Server) newSession(out session.Sink) *session.Session {
 func (s *Server) closeSession(sess *session.Session, cause error) {
 	if sess.Close(cause) {
 		s.log.Debug("session closed", "session", sess.ID(), "cause", cause)
+		if s.obs != nil {
+			s.obs.SessionClosed(sess, cause)
+		}
 		if c, ok := sess.Out.(session.Closer); ok {
 			c.CloseSink(cause)
 		}

@@ -103,13 +103,13 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 	l.kinds[handlers.ListPrompts] = agreed.PromptsListChanged
 	l.kinds[handlers.ListResources] = agreed.ResourcesListChanged
 	if !s.adm.admit() {
-		return refuse(out, reply, m.ID, errShutdown), false, true
+		return s.refuse(sess, out, reply, m.ID, errShutdown), false, true
 	}
 	s.adm.done() // a stream does not hold the drain up: Shutdown ends it
 	switch err := sess.Track(l.id, l, int(s.maxInflight.Load())); err {
 	case nil:
 	case session.ErrInflightLimit:
-		return refuse(out, reply, m.ID, errInflight), false, true
+		return s.refuse(sess, out, reply, m.ID, errInflight), false, true
 	case session.ErrDuplicateID:
 		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "invalid request: a request with this id is in flight", nil), false, true
 	default:

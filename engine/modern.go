@@ -259,7 +259,7 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 		return codec.AppendErrorObject(out, m.ID, e), false, true
 	}
 	if le := s.checkRate(sess); le != nil {
-		return refuse(out, reply, m.ID, le), false, true
+		return s.refuse(sess, out, reply, m.ID, le), false, true
 	}
 	start := len(out)
 	switch m.Method {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/bytedance/sonic"
 	"github.com/mcpedge/mcpedge/codec"
@@ -60,6 +61,8 @@ type request struct {
 	req     Request
 	out     []byte
 	outBody int
+
+	obsStart time.Duration // when it arrived (Server.monotonic), with an Observer
 }
 
 // ErrNonBlocking is returned to a handler registered as NonBlocking that
@@ -124,6 +127,8 @@ func (s *Server) run(r *request) {
 	if len(b.B) == 0 || r.sess.State() == session.StateClosed {
 		codec.PutBuffer(b)
 		b = nil
+	} else if s.obs != nil {
+		s.obs.RequestDone(r.sess, r.msg.Method, answerCode(b.B, r.msg.ID), s.monotonic()-r.obsStart)
 	}
 	if f, ok := r.reply.(Replier); ok {
 		f.Final(b)

@@ -94,6 +94,11 @@ type Session struct {
 	// Tracker tracks the server-to-client requests of this session.
 	Tracker *Tracker
 
+	// Transport names the transport serving the session ("tcp", "http",
+	// "stdio"), for metrics and logs; set by the transport once, before
+	// it hands the session any message.
+	Transport string
+
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 

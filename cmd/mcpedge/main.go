@@ -75,7 +75,8 @@ type config struct {
 	tlsKey      string
 	tlsClientCA string
 
-	auth authFlags // auth.go
+	auth  authFlags   // auth.go
+	admin adminConfig // admin.go
 }
 
 func main() {
@@ -131,6 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error)
 	fs.Float64Var(&c.rateIP, "rate-ip", 0, "requests per second all sessions of one client address may send (0: none)")
 	fs.Var(newSize(&c.maxBuffered, tcp.DefaultMaxBuffered()), "max-buffered", "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
 	registerAuthFlags(fs, &c.auth)
+	adminFlags(fs, &c.admin)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mcpedge [flags]\n\nServes MCP with a built-in handler set. Each flag has an environment twin,\nMCPEDGE_<FLAG> in upper case with '-' as '_', and a key in the -config\nfile named as the flag; a flag given wins over its twin, which wins over\nthe file.\n\n")
 		fs.PrintDefaults()
@@ -263,6 +265,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	adm, err := startAdmin(c, &opts, log) // admin.go
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpedge:", err)
+		return 2
+	}
+	if adm != nil && verifier != nil {
+		verifier.OnFailure(adm.metrics.AuthFailed)
+	}
+	defer adm.stop()
 	srv := mcpedge.New(opts)
 	if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated}); err != nil {
 		_ = srv.Shutdown(context.Background())
@@ -285,9 +296,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		reload.hooks = append(reload.hooks, authReloadHook(verifier, log))
 	}
 	defer reload.watch(ctx)()
+	adm.serve(ctx, srv)
 
 	if c.stdio {
 		log.Info("serving MCP on stdio", "handlers", c.handlers, "framing", framer.Name())
+		adm.markReady()
 		// A drain that ran out of time is logged by the server, not an
 		// error of the session.
 		if err := srv.ServeStdio(ctx, stdin, stdout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -309,6 +322,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if a := srv.HTTPAddr(ctx); a != nil {
 		log.Info("serving MCP over Streamable HTTP", "addr", a.String(), "url", scheme+"://"+a.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
 	}
+	adm.markReady()
 	code := 0
 	// A listener that failed is logged by the server; a drain that ran
 	// out of time is logged and exits 0.

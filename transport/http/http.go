@@ -229,6 +229,8 @@ type Server struct {
 	zenc     *zstd.Encoder
 	zdec     *zstd.Decoder
 
+	cobs engine.ConnObserver // nil: none (metrics.go)
+
 	srv      *fasthttp.Server
 	mu       sync.Mutex
 	ln       net.Listener
@@ -321,6 +323,7 @@ func New(eng *engine.Server, opts Options) *Server {
 		TCPKeepalive:                 true,
 		Logger:                       fasthttpLogger{s.log},
 	}
+	s.observe() // metrics.go
 	if !opts.Stateless {
 		s.reaperWG.Add(1)
 		go s.reap()
@@ -378,6 +381,9 @@ func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 		ctx.SetConnectionClose()
 	}
 	s.handle(ctx)
+	if s.cobs != nil {
+		s.countBytes(ctx) // metrics.go
+	}
 }
 
 // ListenAndServe listens on Options.Addr and serves until Shutdown, when it

@@ -61,6 +61,7 @@ func (s *Server) legacyGet(ctx *fasthttp.RequestCtx) {
 	st := s.newStream()
 	l := &legacySession{s: s, st: st}
 	l.sess = s.eng.Open(l).Session()
+	l.sess.Transport = "http"
 	if ip.IsValid() {
 		l.sess.SetRemote(ip)
 	}

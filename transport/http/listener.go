@@ -130,6 +130,9 @@ func (l *listener) logAcceptError(err error, delay time.Duration) {
 // refuse answers a connection over the connection limit with 503 and
 // closes it.
 func (l *listener) refuse(c net.Conn, why error) {
+	if l.s.cobs != nil {
+		l.s.cobs.ConnRefused("http", why)
+	}
 	if now := time.Now().UnixNano(); now-l.lastRefuse.Load() > int64(acceptLogEvery) {
 		l.lastRefuse.Store(now)
 		l.s.log.Warn("HTTP connection refused", "remote", c.RemoteAddr().String(), "cause", why, "open", l.conns.Open())

@@ -354,8 +354,10 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 			return
 		}
 		c.sess = s.eng.OpenStateless(discard{}).Session()
+		c.sess.Transport = "http"
 	case s.opts.Stateless:
 		c.sess = s.eng.Open(discard{}).Session()
+		c.sess.Transport = "http"
 		if m.Kind != codec.KindRequest || m.Method != mcp.MethodInitialize {
 			c.sess.SetVersion(version, nil, nil)
 		}

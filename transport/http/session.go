@@ -156,6 +156,7 @@ func (s *Server) newSession(ip netip.Addr) (*hsession, error) {
 	// The reaper leaves it alone while posts is above zero.
 	h.posts.Store(1) // the initialize that creates it; the caller releases it
 	h.sess = s.eng.Open(h).Session()
+	h.sess.Transport = "http"
 	if ip.IsValid() {
 		h.sess.SetRemote(ip)
 	}

@@ -142,6 +142,9 @@ func (st *stream) push(withID bool, sid, seq uint64, data []byte, bounded bool) 
 	if bounded && st.busy && len(st.pend) >= st.s.opts.MaxStreamBuffer {
 		conn := st.failLocked(ErrSlowConsumer)
 		st.mu.Unlock()
+		if st.s.cobs != nil {
+			st.s.cobs.SlowConsumer("http")
+		}
 		st.s.log.Warn("closing slow SSE consumer", "cause", ErrSlowConsumer, "limit", st.s.opts.MaxStreamBuffer)
 		abortWrite(conn)
 		st.signal()

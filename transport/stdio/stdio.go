@@ -93,6 +93,7 @@ func Serve(ctx context.Context, eng *engine.Server, in io.Reader, out io.Writer,
 	}
 	go w.loop()
 	conn := eng.Open(w)
+	conn.Session().Transport = "stdio"
 
 	readErr := make(chan error, 1)
 	var since atomic.Int64 // UnixNano when the partial message began; 0: none

@@ -165,6 +165,9 @@ func (s *Server) refuse(nc net.Conn, err error) {
 	if errors.Is(err, netlimit.ErrTooManyConnsPerIP) {
 		limit = "max-conns-per-ip"
 	}
+	if s.cobs != nil {
+		s.cobs.ConnRefused("tcp", err)
+	}
 	if s.refuseLogs.allow() {
 		s.log.Warn("connection refused", "remote", nc.RemoteAddr(), "cause", ErrTooManyConns, "limit", limit, "err", err)
 	}

@@ -137,6 +137,7 @@ type Server struct {
 	framer codec.Framer
 	log    *slog.Logger
 	limit  *netlimit.Limiter
+	cobs   engine.ConnObserver // nil: none
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -193,7 +194,7 @@ func New(eng *engine.Server, opts Options) *Server {
 		f = codec.NewlineFramer{MaxSize: eng.Options().MaxMessage}
 	}
 	return &Server{
-		eng: eng, opts: opts, framer: f, log: eng.Logger(), limit: limit,
+		eng: eng, opts: opts, framer: f, log: eng.Logger(), limit: limit, cobs: eng.ConnObserver(),
 		ready: make(chan struct{}), quit: make(chan struct{}), acceptDone: make(chan struct{}),
 		stopped: make(chan struct{}), kick: make(chan struct{}, 1), epoch: time.Now(),
 		enrolling: make(chan struct{}, 4*opts.Loops),
@@ -304,6 +305,10 @@ func (s *Server) onOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	k.c = c
 	k.sess = s.eng.Open(k).Session()
 	k.sess.SetRemote(k.ip)
+	k.sess.Transport = "tcp"
+	if s.cobs != nil {
+		s.cobs.ConnOpened("tcp")
+	}
 	now := s.now()
 	k.lastSeen.Store(now)
 	k.since.Store(now) // the first message is awaited
@@ -329,6 +334,9 @@ func (s *Server) onClose(c gnet.Conn, err error) gnet.Action {
 		cause = *r
 	} else if cause == nil {
 		cause = session.ErrClosed
+	}
+	if s.cobs != nil {
+		s.cobs.ConnClosed("tcp", cause)
 	}
 	s.eng.Conn(k.sess).Close(fmt.Errorf("tcp: connection closed: %w", cause))
 	return gnet.None
@@ -380,6 +388,9 @@ func (s *Server) onTraffic(c gnet.Conn) (action gnet.Action) {
 		_, _ = c.Discard(consumed)
 	}
 	k.track(rest, framed)
+	if s.cobs != nil {
+		s.cobs.Bytes("tcp", consumed, len(out.B))
+	}
 	if len(out.B) > 0 {
 		_, _ = c.Write(out.B) // gnet copies what the socket does not take
 	}
@@ -531,6 +542,9 @@ func (k *conn) Send(b *codec.Buffer) error {
 		k.pending.Add(-n)
 		codec.PutBuffer(b)
 		return fmt.Errorf("tcp: write: %w", err)
+	}
+	if k.s.cobs != nil {
+		k.s.cobs.Bytes("tcp", 0, int(n))
 	}
 	return nil
 }

@@ -1,0 +1,4 @@
+package admin
+
+// MethodIndex exports methodIndex to tests.
+var MethodIndex, Methods = methodIndex, methods[:]

@@ -1,0 +1,214 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultAddr is where the admin listener listens by default.
+const DefaultAddr = "127.0.0.1:7402"
+
+// Readiness is what /readyz answers: 200 once SetReady(true) was called
+// (the MCP listeners are up) and until SetDraining(true) (shutdown began),
+// 503 otherwise. The zero value is not ready. Its methods are safe for
+// concurrent use; the shutdown path calls SetDraining(true) first, so that
+// a load balancer stops sending new clients while requests drain.
+type Readiness struct {
+	ready, draining atomic.Bool
+}
+
+// SetReady marks the server ready (its listeners are up) or not.
+func (r *Readiness) SetReady(v bool) { r.ready.Store(v) }
+
+// SetDraining marks the server draining: /readyz answers 503 from then
+// on, whatever SetReady says, until SetDraining(false).
+func (r *Readiness) SetDraining(v bool) { r.draining.Store(v) }
+
+// Draining reports whether SetDraining(true) was called.
+func (r *Readiness) Draining() bool { return r.draining.Load() }
+
+// Ready reports what /readyz answers: ready and not draining.
+func (r *Readiness) Ready() bool { return r.ready.Load() && !r.draining.Load() }
+
+// Handler returns the admin endpoints on a mux of their own:
+//
+//	/metrics         m in Prometheus text format, with Go runtime and process figures
+//	/healthz         200 "ok" while the process serves
+//	/readyz          200 "ready", or 503 "not ready" / "draining" (ready)
+//	/debug/pprof/    the runtime's profiles, as net/http/pprof serves them
+//
+// The pprof handlers are registered on this mux only; net/http/pprof is
+// not imported (its init registers on http.DefaultServeMux).
+func Handler(m *Metrics, ready *Readiness) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		m.WritePrometheus(w)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		switch {
+		case ready.Draining():
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("draining\n"))
+		case !ready.Ready():
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("not ready\n"))
+		default:
+			_, _ = w.Write([]byte("ready\n"))
+		}
+	})
+	mux.HandleFunc("/debug/pprof/", pprofIndex)
+	mux.HandleFunc("/debug/pprof/cmdline", pprofCmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprofCPU)
+	mux.HandleFunc("/debug/pprof/trace", pprofTrace)
+	return mux
+}
+
+// pprofIndex serves /debug/pprof/: the list of profiles, or the named one
+// (?debug=N for text, ?gc=1 to collect garbage before a heap profile).
+func pprofIndex(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, "/debug/pprof/")
+	if name == "" {
+		profiles := pprof.Profiles()
+		sort.Slice(profiles, func(i, j int) bool { return profiles[i].Name() < profiles[j].Name() })
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "profiles (append ?debug=1 for text):")
+		for _, p := range profiles {
+			fmt.Fprintf(w, "%d\t/debug/pprof/%s\n", p.Count(), p.Name())
+		}
+		fmt.Fprintln(w, "\t/debug/pprof/profile?seconds=N (CPU)\n\t/debug/pprof/trace?seconds=N\n\t/debug/pprof/cmdline")
+		return
+	}
+	p := pprof.Lookup(name)
+	if p == nil {
+		http.Error(w, "unknown profile "+strconv.Quote(name), http.StatusNotFound)
+		return
+	}
+	debug, _ := strconv.Atoi(r.FormValue("debug"))
+	if name == "heap" && r.FormValue("gc") != "" {
+		runtime.GC()
+	}
+	if debug != 0 {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	} else {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	}
+	_ = p.WriteTo(w, debug)
+}
+
+func pprofCmdline(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte(strings.Join(os.Args, "\x00")))
+}
+
+// seconds reads ?seconds= (default 30 for a profile, 1 for a trace).
+func seconds(r *http.Request, def int) time.Duration {
+	n, err := strconv.Atoi(r.FormValue("seconds"))
+	if err != nil || n <= 0 {
+		n = def
+	}
+	return time.Duration(n) * time.Second
+}
+
+func sleep(r *http.Request, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+}
+
+func pprofCPU(w http.ResponseWriter, r *http.Request) {
+	d := seconds(r, 30)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", `attachment; filename="profile"`)
+	if err := pprof.StartCPUProfile(w); err != nil {
+		w.Header().Del("Content-Disposition")
+		http.Error(w, "could not start CPU profile: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	sleep(r, d)
+	pprof.StopCPUProfile()
+}
+
+func pprofTrace(w http.ResponseWriter, r *http.Request) {
+	d := seconds(r, 1)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", `attachment; filename="trace"`)
+	if err := trace.Start(w); err != nil {
+		w.Header().Del("Content-Disposition")
+		http.Error(w, "could not start trace: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	sleep(r, d)
+	trace.Stop()
+}
+
+// Server is the admin listener: Handler on an address of its own, never
+// an MCP port.
+type Server struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+// Listen binds addr at once (so that a bad address fails at start) and
+// returns the Server that Serve will run. The HTTP server's own errors
+// (accept back-off, bad requests) go to logger at warning level (nil:
+// the standard logger).
+func Listen(addr string, m *Metrics, ready *Readiness, logger *slog.Logger) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin: listen %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           Handler(m, ready),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       time.Minute,
+	}
+	if logger != nil {
+		srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
+	}
+	return &Server{ln: ln, srv: srv}, nil
+}
+
+// Addr returns the address the admin listener listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve serves until Shutdown or Close; it then returns nil.
+func (s *Server) Serve() error {
+	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Shutdown stops the listener and waits for the requests in progress
+// (a CPU profile included) until ctx ends, then closes what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	_ = s.ln.Close() // in case Serve never ran
+	if err != nil {
+		return s.srv.Close()
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/session"
+)
+
+// An Observer is told how requests end, for metrics (package admin
+// implements it). Set it as Options.Observer; nil costs one nil check per
+// request. Its methods run on the path of every request (the event loop
+// included): they must be cheap and must not block.
+type Observer interface {
+	// RequestDone is called once per request answered: method as the
+	// client sent it (it aliases the message: do not keep it), code 0 for
+	// a result or the JSON-RPC error code, d the time from the request's
+	// arrival to its answer being handed to its transport, or -1 when the
+	// request was not timed: answers given at once (on the event loop,
+	// sub-microsecond) are timed one in InlineTimingSample, since reading
+	// the clock twice would cost more than some of them; requests served by
+	// handlers on the worker pool are all timed. A request
+	// refused by a limit that its reply sink answered in its own terms
+	// (an HTTP 429 or 503, engine.Refuser) has code CodeServerBusy.
+	// sess.Transport names the transport.
+	RequestDone(sess *session.Session, method string, code int, d time.Duration)
+	// Refused is called for each request refused by a limit, with the
+	// LimitError's Limit (one of the Limit* names).
+	Refused(sess *session.Session, limit string)
+	// SessionClosed is called once when a session ends, with its cause
+	// (the transports' typed reasons: tcp.ErrIdleTimeout,
+	// mcphttp.ErrSessionIdle, ...).
+	SessionClosed(sess *session.Session, cause error)
+}
+
+// A ConnObserver is told of the connections a transport opens and closes
+// and of the bytes it moves. A transport finds it with
+// Server.ConnObserver: the Options.Observer when it implements this
+// interface too, else nil (and the transport pays one nil check).
+// transport is "tcp", "http" or "stdio". Its methods must be cheap and must
+// not block.
+type ConnObserver interface {
+	// ConnOpened is called when a connection is accepted and served.
+	ConnOpened(transport string)
+	// ConnClosed is called once when a served connection closes, with the
+	// transport's typed reason (nil when it has none to give).
+	ConnClosed(transport string, reason error)
+	// ConnRefused is called when a connection is refused at accept (a
+	// connection limit), with the reason.
+	ConnRefused(transport string, reason error)
+	// Bytes counts bytes read from (in) and written to (out) clients.
+	Bytes(transport string, in, out int)
+	// SlowConsumer is called when a client is cut off for not reading
+	// (an SSE stream over its buffer; a TCP connection closes with
+	// tcp.ErrSlowConsumer as its reason instead).
+	SlowConsumer(transport string)
+}
+
+// ConnObserver returns the ConnObserver of Options.Observer, or nil.
+func (s *Server) ConnObserver() ConnObserver {
+	o, _ := s.opts.Observer.(ConnObserver)
+	return o
+}
+
+// PoolStats returns the worker pool's busy workers and the submissions
+// waiting for one.
+func (s *Server) PoolStats() (running, waiting int) {
+	return s.pool.Running(), s.pool.Waiting()
+}
+
+// InlineTimingSample: about one in this many requests answered at once is
+// timed for Observer.RequestDone (a power of two).
+const InlineTimingSample = 16
+
+// handleObserved is handleMessage with a request's end told to s.obs when
+// it is answered at once (a queued request's is told by run, which times
+// every one: enqueue reads the clock).
+//
+// The arrival time is the one handleNonRequest recorded (Session.Touch),
+// so no clock is read at the start; its low bits, clock jitter, pick the
+// requests timed, so the clock is read at the end for about one in
+// InlineTimingSample. On an event loop, which serves a session alone, it
+// is this message's; where a session's messages arrive on several
+// goroutines at once (HTTP), a later one's at worst.
+func (s *Server) handleObserved(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
+	start := len(out)
+	res, queued = s.handleMessageInner(sess, m, frame, out, reply)
+	if !queued && len(res) >= start {
+		d := time.Duration(-1)
+		if t0 := sess.IdleSince().UnixNano(); t0&(InlineTimingSample-1) == 0 {
+			if d = time.Duration(time.Now().UnixNano() - t0); d < 0 { // the wall clock stepped back
+				d = -1
+			}
+		}
+		s.obs.RequestDone(sess, m.Method, answerCode(res[start:], m.ID), d)
+	}
+	return res, queued
+}
+
+// monotonic is the time since the server was made, read from the
+// monotonic clock alone (time.Now also reads the wall clock): what
+// queued requests are timed with, from enqueue to run's end.
+func (s *Server) monotonic() time.Duration { return time.Since(s.epoch) }
+
+// refuse is the package's refuse, told to s.obs.
+func (s *Server) refuse(sess *session.Session, out []byte, reply session.Sink, id []byte, err *LimitError) []byte {
+	if s.obs != nil {
+		s.obs.Refused(sess, err.Limit)
+	}
+	return refuse(out, reply, id, err)
+}
+
+const (
+	answerStart = `{"jsonrpc":"2.0","id":`
+	errorStart  = `,"error":{"code":`
+)
+
+// answerCode returns the JSON-RPC error code of ans, the answer to the
+// request with id as codec.AppendResult and AppendError write it, or 0 for
+// a result. An empty answer (the reply sink answered a refusal itself) is
+// CodeServerBusy.
+func answerCode(ans, id []byte) int {
+	if len(ans) == 0 {
+		return codec.CodeServerBusy
+	}
+	p := len(answerStart) + len(id)
+	if len(id) == 0 {
+		p += len("null")
+	}
+	if len(ans) < p+len(errorStart)+1 || string(ans[p:p+len(errorStart)]) != errorStart {
+		return 0
+	}
+	p += len(errorStart)
+	neg := ans[p] == '-'
+	if neg {
+		p++
+	}
+	code := 0
+	for ; p < len(ans) && ans[p] >= '0' && ans[p] <= '9' && code < 1<<20; p++ {
+		code = code*10 + int(ans[p]-'0')
+	}
+	if neg {
+		code = -code
+	}
+	return code
+}
