@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/bytedance/sonic v1.15.5
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/jsonschema-go v0.4.3
 	github.com/panjf2000/ants/v2 v2.12.1
 	github.com/panjf2000/gnet/v2 v2.10.0
