@@ -16,6 +16,11 @@
 // and calls those the context names (toolCalls) or else each one, then
 // reads the first resource and gets the first prompt the server offers.
 // Anything else (the suite's default is 2025-11-25) runs initialize.
+//
+// The auth/ scenarios take their credentials from the context: client_id
+// and client_secret, private_key_pem and signing_algorithm (client
+// credentials with private_key_jwt), and idp_* (enterprise-managed
+// authorization: the ID token to exchange at the IdP for an ID-JAG).
 package main
 
 import (
