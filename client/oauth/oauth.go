@@ -9,6 +9,14 @@
 // with PKCE S256 and the resource parameter (RFC 8707). Tokens are
 // refreshed when they expire.
 //
+// Without a user, the client credentials grant (the OAuth client
+// credentials extension) authenticates the client with a secret or a
+// signed JWT (private_key_jwt, RFC 7523, with a SigningKey), and
+// enterprise-managed authorization (the extension of that name, SEP-990)
+// trades the user's identity assertion for an ID-JAG at the enterprise
+// IdP (RFC 8693) and the ID-JAG for an access token (RFC 7523 JWT bearer
+// grant), with an IdentityProvider.
+//
 // The user's part of the flow, visiting the authorization URL, is a
 // Browser: HeadlessBrowser follows redirects with HTTP GETs, which is what
 // automated authorization servers (and the conformance suite) need.
@@ -56,10 +64,18 @@ type Config struct {
 	// Scopes are requested when neither the challenge nor the resource
 	// metadata names any.
 	Scopes []string
-	// GrantType is GrantAuthorizationCode (the default) or
+	// GrantType is GrantAuthorizationCode (the default, or
+	// GrantJWTBearer when IdentityProvider is set),
 	// GrantClientCredentials (machine to machine, with ClientID and
-	// ClientSecret).
+	// ClientSecret or SigningKey) or GrantJWTBearer (enterprise-managed
+	// authorization, with IdentityProvider, ClientID and ClientSecret).
 	GrantType string
+	// SigningKey, with ClientID, authenticates the client at the token
+	// endpoint with private_key_jwt (RFC 7523 §2.2) instead of a secret.
+	SigningKey *SigningKey
+	// IdentityProvider is the enterprise IdP that issues ID-JAGs for
+	// GrantJWTBearer.
+	IdentityProvider *IdentityProvider
 	// Browser visits the authorization URL; nil means a HeadlessBrowser.
 	Browser Browser
 	// HTTPClient talks to the metadata, registration and token endpoints;
@@ -137,6 +153,9 @@ func New(serverURL string, cfg Config) (*Authorizer, error) {
 	}
 	if cfg.GrantType == "" {
 		cfg.GrantType = GrantAuthorizationCode
+		if cfg.IdentityProvider != nil {
+			cfg.GrantType = GrantJWTBearer
+		}
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -267,8 +286,14 @@ func (a *Authorizer) authorizeLocked(ctx context.Context, prmURL string, challen
 		return err
 	}
 	scopes := a.chooseScopes(challengeScopes)
-	if a.cfg.GrantType == GrantClientCredentials {
+	switch a.cfg.GrantType {
+	case GrantClientCredentials:
 		return a.clientCredentialsLocked(ctx, scopes)
+	case GrantJWTBearer:
+		if a.reg.id == "" {
+			return ErrNoClient
+		}
+		return a.jwtBearerLocked(ctx, scopes)
 	}
 	if err := a.registerLocked(ctx); err != nil {
 		return err
@@ -401,6 +426,9 @@ func (a *Authorizer) authMethod() string {
 	if a.reg.method != "" {
 		return a.reg.method
 	}
+	if a.cfg.SigningKey != nil && a.reg.id == a.cfg.ClientID {
+		return "private_key_jwt"
+	}
 	if a.reg.secret == "" {
 		return "none"
 	}
@@ -418,41 +446,27 @@ func (a *Authorizer) authMethod() string {
 // client, and stores the token.
 func (a *Authorizer) tokenRequestLocked(ctx context.Context, form url.Values) error {
 	method := a.authMethod()
+	var basicID, basicSecret string
 	switch method {
 	case "client_secret_post":
 		form.Set("client_id", a.reg.id)
 		form.Set("client_secret", a.reg.secret)
 	case "client_secret_basic":
+		basicID, basicSecret = a.reg.id, a.reg.secret
+	case "private_key_jwt":
+		assertion, err := a.cfg.SigningKey.clientAssertion(a.reg.id, a.assertionAudience())
+		if err != nil {
+			return err
+		}
+		form.Set("client_id", a.reg.id)
+		form.Set("client_assertion_type", ClientAssertionJWT)
+		form.Set("client_assertion", assertion)
 	default:
 		form.Set("client_id", a.reg.id)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.as.TokenEndpoint, strings.NewReader(form.Encode()))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	if method == "client_secret_basic" {
-		req.SetBasicAuth(url.QueryEscape(a.reg.id), url.QueryEscape(a.reg.secret))
-	}
-	resp, err := a.hc.Do(req)
+	r, err := a.postToken(ctx, a.as.TokenEndpoint, form, basicID, basicSecret)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrTokenRequest, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%w: status %d: %s", ErrTokenRequest, resp.StatusCode, raw)
-	}
-	var r struct {
-		AccessToken  string        `json:"access_token"`
-		TokenType    string        `json:"token_type"`
-		RefreshToken string        `json:"refresh_token"`
-		ExpiresIn    codec.RawJSON `json:"expires_in"`
-		Scope        string        `json:"scope"`
-	}
-	if err := codec.Unmarshal(raw, &r); err != nil || r.AccessToken == "" {
-		return fmt.Errorf("%w: bad answer: %s", ErrTokenRequest, raw)
 	}
 	t := &Token{AccessToken: r.AccessToken, TokenType: r.TokenType, RefreshToken: r.RefreshToken, Scope: r.Scope}
 	if s := strings.Trim(string(r.ExpiresIn), `"`); s != "" && s != "null" {
@@ -465,6 +479,45 @@ func (a *Authorizer) tokenRequestLocked(ctx context.Context, form url.Values) er
 	}
 	a.tok = t
 	return nil
+}
+
+// tokenResponse is a token endpoint's answer (RFC 6749 §5.1, RFC 8693
+// §2.2.1).
+type tokenResponse struct {
+	AccessToken     string        `json:"access_token"`
+	TokenType       string        `json:"token_type"`
+	IssuedTokenType string        `json:"issued_token_type"`
+	RefreshToken    string        `json:"refresh_token"`
+	ExpiresIn       codec.RawJSON `json:"expires_in"`
+	Scope           string        `json:"scope"`
+}
+
+// postToken posts form to a token endpoint, with HTTP Basic client
+// authentication when basicID is set, and reads a token response.
+func (a *Authorizer) postToken(ctx context.Context, endpoint string, form url.Values, basicID, basicSecret string) (*tokenResponse, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	if basicID != "" {
+		req.SetBasicAuth(url.QueryEscape(basicID), url.QueryEscape(basicSecret))
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, raw)
+	}
+	var r tokenResponse
+	if err := codec.Unmarshal(raw, &r); err != nil || r.AccessToken == "" {
+		return nil, fmt.Errorf("bad answer: %s", raw)
+	}
+	return &r, nil
 }
 
 func randomString(n int) string {

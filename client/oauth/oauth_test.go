@@ -193,7 +193,7 @@ func (w *world) serveAS(rw http.ResponseWriter, r *http.Request) {
 				writeJSON(rw, 400, map[string]any{"error": "invalid_grant"})
 				return
 			}
-		case "client_credentials":
+		case "client_credentials", GrantJWTBearer:
 			scopes = strings.Fields(f.Get("scope"))
 		}
 		w.n++

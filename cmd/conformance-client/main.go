@@ -16,6 +16,11 @@
 // and calls those the context names (toolCalls) or else each one, then
 // reads the first resource and gets the first prompt the server offers.
 // Anything else (the suite's default is 2025-11-25) runs initialize.
+//
+// The auth/ scenarios take their credentials from the context: client_id
+// and client_secret, private_key_pem and signing_algorithm (client
+// credentials with private_key_jwt), and idp_* (enterprise-managed
+// authorization: the ID token to exchange at the IdP for an ID-JAG).
 package main
 
 import (
@@ -62,6 +67,16 @@ type scenarioContext struct {
 	ClientID     string     `json:"client_id"`
 	ClientSecret string     `json:"client_secret"`
 	ToolCalls    []toolCall `json:"toolCalls"`
+	// private_key_jwt (auth/client-credentials-jwt).
+	PrivateKeyPEM    string `json:"private_key_pem"`
+	SigningAlgorithm string `json:"signing_algorithm"`
+	// Enterprise-managed authorization (auth/cross-app-access-complete-flow,
+	// 0.2.0's auth/enterprise-managed-authorization).
+	IdPClientID      string `json:"idp_client_id"`
+	IdPClientSecret  string `json:"idp_client_secret"`
+	IdPIDToken       string `json:"idp_id_token"`
+	IdPIssuer        string `json:"idp_issuer"`
+	IdPTokenEndpoint string `json:"idp_token_endpoint"`
 }
 
 // toolCall is one call a scenario's context asks for.
@@ -118,6 +133,23 @@ func run() error {
 		}
 		if strings.Contains(scenario, "client-credentials") {
 			cfg.GrantType = oauth.GrantClientCredentials
+		}
+		if sc.PrivateKeyPEM != "" {
+			k, err := oauth.ParseSigningKey([]byte(sc.PrivateKeyPEM), sc.SigningAlgorithm)
+			if err != nil {
+				return err
+			}
+			cfg.SigningKey = k
+		}
+		if sc.IdPIDToken != "" {
+			cfg.GrantType = oauth.GrantJWTBearer
+			cfg.IdentityProvider = &oauth.IdentityProvider{
+				Issuer:        sc.IdPIssuer,
+				TokenEndpoint: sc.IdPTokenEndpoint,
+				ClientID:      sc.IdPClientID,
+				ClientSecret:  sc.IdPClientSecret,
+				IDToken:       sc.IdPIDToken,
+			}
 		}
 		a, err := oauth.New(serverURL, cfg)
 		if err != nil {
