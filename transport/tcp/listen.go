@@ -72,7 +72,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	}
 
 	s.mu.Lock()
-	if s.stopping {
+	if s.stopping || s.noAccept {
 		s.mu.Unlock()
 		_ = ln.Close()
 		_ = cli.Stop()
