@@ -229,7 +229,13 @@ type Server struct {
 	live liveStateless // stateless POSTs that stream
 
 	lingering atomic.Int32 // refused connections being drained
-	lingerWG  sync.WaitGroup
+
+	conns    connTable      // open connections and their states
+	wl       *listener      // the listener Serve accepts from
+	noAccept bool           // StopAccepting was called; under mu
+	draining atomic.Bool    // Drain was called
+	drainWG  sync.WaitGroup // the drain's idle closer
+	lingerWG sync.WaitGroup
 }
 
 // New returns a Streamable HTTP transport serving eng. The session reaper
@@ -309,6 +315,7 @@ func New(eng *engine.Server, opts Options) *Server {
 		TCPKeepalive:                 true,
 		Logger:                       fasthttpLogger{s.log},
 	}
+	s.srv.ConnState = s.connState
 	if !opts.Stateless {
 		s.reaperWG.Add(1)
 		go s.reap()
@@ -353,7 +360,7 @@ func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 			ctx.SetConnectionClose()
 		}
 	}()
-	if s.eng.ShuttingDown() {
+	if s.draining.Load() || s.eng.ShuttingDown() {
 		// Draining: each answer ends its connection, so that no client
 		// sends its next request on a keep-alive connection that Shutdown
 		// is about to close under it.
@@ -389,15 +396,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.loopback.Store(a.IP.IsLoopback())
 	}
 	s.mu.Lock()
-	if s.closing.Load() {
+	if s.closing.Load() || s.noAccept {
 		s.mu.Unlock()
 		_ = ln.Close()
 		return ErrServerClosed
 	}
 	s.ln = ln
+	s.wl = s.wrapListener(ln)
 	s.mu.Unlock()
 	s.readyOne.Do(func() { close(s.ready) })
-	return s.srv.Serve(s.wrapListener(ln))
+	return s.srv.Serve(s.wl)
 }
 
 // Addr waits until the server listens and returns its address (useful with
@@ -433,6 +441,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.readyOne.Do(func() { close(s.ready) })
 	s.stopOne.Do(func() { close(s.stop) })
 	s.reaperWG.Wait()
+	s.drainWG.Wait()
 	s.eng.Sessions().Range(func(sess *session.Session) bool {
 		if s.owns(sess) {
 			s.eng.Conn(sess).Close(ErrServerClosed)

@@ -1,0 +1,147 @@
+package http
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// ErrDraining is the reason logged for an idle keep-alive connection
+// closed by a drain (CloseIdle, Drain).
+var ErrDraining = errors.New("mcphttp: server draining")
+
+// drainTick is how often a drain closes the keep-alive connections that
+// have become idle since it last looked.
+const drainTick = 10 * time.Millisecond
+
+// connTable tracks the server's connections and whether each is idle
+// between requests (fasthttp's ConnState), so that a drain can close the
+// idle ones at once and lame-duck mode can close them a few at a time.
+type connTable struct {
+	m sync.Map // net.Conn -> *atomic.Int32 (fasthttp.ConnState)
+	n atomic.Int64
+}
+
+func (s *Server) connState(c net.Conn, st fasthttp.ConnState) {
+	t := &s.conns
+	switch st {
+	case fasthttp.StateNew:
+		v := new(atomic.Int32)
+		v.Store(int32(st))
+		t.m.Store(c, v)
+		t.n.Add(1)
+		s.log.Debug("http connection opened", "remote", c.RemoteAddr().String())
+	case fasthttp.StateActive, fasthttp.StateIdle:
+		if v, ok := t.m.Load(c); ok {
+			v.(*atomic.Int32).Store(int32(st))
+		}
+	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		if _, ok := t.m.LoadAndDelete(c); ok {
+			t.n.Add(-1)
+			s.log.Debug("http connection closed", "remote", c.RemoteAddr().String(), "reason", st.String())
+		}
+	}
+}
+
+// Conns returns the number of open HTTP connections.
+func (s *Server) Conns() int64 { return s.conns.n.Load() }
+
+// IdleConns returns the number of keep-alive connections idle between
+// requests.
+func (s *Server) IdleConns() int {
+	n := 0
+	s.conns.m.Range(func(_, v any) bool {
+		if fasthttp.ConnState(v.(*atomic.Int32).Load()) == fasthttp.StateIdle {
+			n++
+		}
+		return true
+	})
+	return n
+}
+
+// CloseIdle closes up to max keep-alive connections idle between requests
+// (max < 0: all of them) and returns how many it closed. A connection
+// with bytes waiting in its socket (a request on its way) is not idle.
+func (s *Server) CloseIdle(max int) int {
+	n := 0
+	s.conns.m.Range(func(k, v any) bool {
+		if max >= 0 && n >= max {
+			return false
+		}
+		st := v.(*atomic.Int32)
+		c := k.(net.Conn)
+		if fasthttp.ConnState(st.Load()) != fasthttp.StateIdle || unread(c) {
+			return true
+		}
+		if st.CompareAndSwap(int32(fasthttp.StateIdle), int32(fasthttp.StateClosed)) {
+			s.log.Debug("closing idle http connection", "remote", c.RemoteAddr().String(), "reason", ErrDraining)
+			_ = c.Close()
+			n++
+		}
+		return true
+	})
+	return n
+}
+
+// StopAccepting closes the listener: no connection is accepted after it
+// returns, and those open are served on. It is the first step of a drain
+// (package mcpedge's Server.Shutdown); Shutdown closes the rest.
+func (s *Server) StopAccepting() {
+	s.mu.Lock()
+	s.noAccept = true
+	wl := s.wl
+	s.mu.Unlock()
+	if wl != nil {
+		_ = wl.Close()
+	}
+}
+
+// Drain closes every idle keep-alive connection now, and then, until
+// Shutdown, each one as soon as it is idle; while the engine drains,
+// every answer also ends its connection. Requests in flight and streams
+// are served on.
+func (s *Server) Drain() {
+	first := s.draining.CompareAndSwap(false, true)
+	s.CloseIdle(-1)
+	if !first {
+		return
+	}
+	s.drainWG.Add(1)
+	go func() {
+		defer s.drainWG.Done()
+		t := time.NewTicker(drainTick)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+				s.CloseIdle(-1)
+			}
+		}
+	}()
+}
+
+// unread reports whether c's socket holds bytes not read yet.
+func unread(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	waiting := false
+	_ = rc.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		waiting = err == nil && n > 0
+	})
+	return waiting
+}
