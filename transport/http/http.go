@@ -451,6 +451,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.live.closeAll(s, ErrServerClosed)
 	err := s.srv.ShutdownWithContext(ctx)
 	s.lingerWG.Wait() // bounded by refuseLinger
+	if errors.Is(err, net.ErrClosed) {
+		err = nil // StopAccepting closed the listener already
+	}
 	if err != nil {
 		return fmt.Errorf("mcphttp: shutdown: %w", err)
 	}
