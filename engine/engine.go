@@ -302,6 +302,7 @@ func (s *Server) newSession(out session.Sink) *session.Session {
 		sess.SetRateLimit(s.opts.Rate, s.opts.RateBurst)
 	}
 	s.sessions.Add(sess)
+	s.log.Debug("session opened", "session", sess.ID())
 	return sess
 }
 

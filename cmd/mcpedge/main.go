@@ -11,12 +11,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mcpedge/mcpedge"
@@ -48,6 +45,8 @@ type config struct {
 	pageSize    int
 	drain       time.Duration
 	logLevel    string
+	logFormat   string
+	lameDuck    time.Duration
 	version     bool
 
 	// Edge limits: connections, timeouts, buffered bytes, sessions.
@@ -102,6 +101,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.pageSize, "page-size", 100, "items per list page")
 	fs.DurationVar(&c.drain, "drain", 10*time.Second, "how long shutdown waits for in-flight requests")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log line format: text or json")
+	fs.DurationVar(&c.lameDuck, "lame-duck", 0, "at shutdown, spread the closing of idle connections over this long before the drain proper, within -drain (0: close them at once)")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	// Edge limits.
 	fs.IntVar(&c.maxConns, "max-conns", netlimit.DefaultMaxConns(), "open connections, TCP and HTTP together (default: RLIMIT_NOFILE less a tenth; 0: none)")
@@ -154,12 +155,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "mcpedge", engine.Version, runtime.Version())
 		return 0
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		fmt.Fprintln(stderr, "mcpedge: -log-level:", err)
+	log, err := newLogger(stderr, c.logFormat, c.logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpedge:", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	framer, ok := codec.FramerByName(c.framing, c.maxMessage)
 	if !ok {
 		fmt.Fprintf(stderr, "mcpedge: -framing: unknown framing %q (newline, content-length)\n", c.framing)
@@ -174,6 +174,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stateKeys, err := readStateKeys(c.stateKeyFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpedge: -state-key-file:", err)
+		return 2
+	}
+	if c.lameDuck < 0 || (c.lameDuck > 0 && c.drain > 0 && c.lameDuck >= c.drain) {
+		fmt.Fprintln(stderr, "mcpedge: -lame-duck: must be positive and shorter than -drain, which it counts against")
 		return 2
 	}
 	if c.stateTTL <= 0 {
@@ -199,6 +203,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		},
 		Stdio:        mcpedge.StdioOptions{Framer: framer, MaxOutbound: c.maxOutbound, DrainTimeout: c.drain, ReadTimeout: orNone(c.readTimeout)},
 		DrainTimeout: orNone(c.drain),
+		LameDuck:     c.lameDuck,
 	}
 	if !c.stdio {
 		// One connection budget for every network transport.
@@ -241,17 +246,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	// SIGINT and SIGTERM end ctx: Serve and ServeStdio then shut the server
-	// down in the documented order (the engine drains, then the transports
-	// stop) within -drain.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// down in the documented order (readiness off, listeners closed, idle
+	// connections closed, the engine drains, the transports stop) within
+	// -drain. SIGHUP does not stop it.
+	ctx, stop := signals(log, nil)
 	defer stop()
 
 	if c.stdio {
 		log.Info("serving MCP on stdio", "handlers", c.handlers, "framing", framer.Name())
-		// A drain that ran out of time is logged by the server, not an
-		// error of the session.
-		if err := srv.ServeStdio(ctx, stdin, stdout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			log.Error("stdio", "err", err)
+		// A drain that ran out of time (a request cut) exits 1, as does a
+		// stdio error.
+		if err := srv.ServeStdio(ctx, stdin, stdout); err != nil {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				log.Error("stdio", "err", err)
+			}
 			return 1
 		}
 		return 0
@@ -266,12 +274,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		log.Info("serving MCP over Streamable HTTP", "addr", a.String(), "url", "http://"+a.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
 	}
 	code := 0
-	// A listener that failed is logged by the server; a drain that ran
-	// out of time is logged and exits 0.
-	if err := <-served; errors.As(err, new(*mcpedge.TransportError)) {
+	// A listener that failed is logged by the server; so is a drain that
+	// ran out of time, with requests still in flight that were cut: both
+	// exit 1.
+	if err := <-served; errors.As(err, new(*mcpedge.TransportError)) || errors.Is(err, context.DeadlineExceeded) {
 		code = 1
 	}
-	log.Info("stopped")
+	log.Info("stopped", "exit", code)
 	return code
 }
 
