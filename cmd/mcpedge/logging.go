@@ -82,4 +82,3 @@ func maskSecrets(v string) string {
 		return prefix + redacted
 	})
 }
-

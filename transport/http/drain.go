@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"errors"
 	"net"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpedge/mcpedge/codec"
 	"github.com/valyala/fasthttp"
 )
 
@@ -125,6 +127,44 @@ func (s *Server) Drain() {
 			}
 		}
 	}()
+}
+
+// sessionNotFound answers a request for a session that is not (or no
+// longer) known: 404, or, while the engine drains (the session may have
+// been closed by the drain after the request was sent), 503 with the
+// engine's -32000 {"limit":"shutdown"}, so that the client retries
+// elsewhere rather than re-initializing here.
+func (s *Server) sessionNotFound(ctx *fasthttp.RequestCtx, msg string) {
+	if s.eng.ShuttingDown() {
+		ctx.SetConnectionClose()
+		s.failData(ctx, fasthttp.StatusServiceUnavailable, codec.CodeServerBusy, "server shutting down", []byte(`{"limit":"shutdown"}`))
+		return
+	}
+	s.fail(ctx, fasthttp.StatusNotFound, codeSessionNotFound, msg)
+}
+
+// settle waits, until ctx ends, for every request already sent on an idle
+// keep-alive connection to be read (the connection turns active), so that
+// the connections closed next hold no unread request.
+func (s *Server) settle(ctx context.Context) {
+	for {
+		pending := false
+		s.conns.m.Range(func(k, v any) bool {
+			if fasthttp.ConnState(v.(*atomic.Int32).Load()) == fasthttp.StateIdle && unread(k.(net.Conn)) {
+				pending = true
+				return false
+			}
+			return true
+		})
+		if !pending {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // unread reports whether c's socket holds bytes not read yet.

@@ -442,6 +442,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOne.Do(func() { close(s.stop) })
 	s.reaperWG.Wait()
 	s.drainWG.Wait()
+	s.settle(ctx)
 	s.eng.Sessions().Range(func(sess *session.Session) bool {
 		if s.owns(sess) {
 			s.eng.Conn(sess).Close(ErrServerClosed)
