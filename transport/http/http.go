@@ -312,6 +312,7 @@ func New(eng *engine.Server, opts Options) *Server {
 		MaxRequestBodySize:           s.max,
 		DisablePreParseMultipartForm: true,
 		CloseOnShutdown:              true,
+		SecureErrorLogMessage:        true, // fasthttp's error logs never quote a request (headers, tokens)
 		TCPKeepalive:                 true,
 		Logger:                       fasthttpLogger{s.log},
 	}
