@@ -28,9 +28,10 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // secretKey matches the names of attributes whose values are secrets.
 var secretKey = regexp.MustCompile(`(?i)(authorization|token|secret|password|passwd|api[-_]?key|cookie|credential|bearer)`)
 
-// secretValue matches secrets inside a value: an Authorization scheme and
-// its credentials, and key=value or "key":"value" pairs of secret names.
-var secretValue = regexp.MustCompile(`(?i)((?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]+|((?:authorization|token|secret|password|api[-_]?key|access_token|refresh_token)"?\s*[:=]\s*"?)[^"\s&,}]+`)
+// secretValue matches secrets inside a value: an Authorization header's
+// value, a Bearer or Basic scheme's credentials, and key=value or
+// "key":"value" pairs whose key names a secret (access_token, api_key...).
+var secretValue = regexp.MustCompile(`(?i)(authorization"?\s*[:=]\s*"?)[^\r\n"]+|((?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]+|((?:token|secret|password|passwd|api[-_]?key)"?\s*[:=]\s*"?)[^"\s&,;}]+`)
 
 const redacted = "[REDACTED]"
 
@@ -67,7 +68,7 @@ func redact(_ []string, a slog.Attr) slog.Attr {
 // maybeSecret is a cheap pre-check before the regular expression.
 func maybeSecret(v string) bool {
 	l := strings.ToLower(v)
-	for _, w := range []string{"bearer", "basic", "token", "secret", "password", "authorization", "key"} {
+	for _, w := range []string{"bearer", "basic", "token", "secret", "password", "passwd", "authorization", "key"} {
 		if strings.Contains(l, w) {
 			return true
 		}
@@ -78,7 +79,6 @@ func maybeSecret(v string) bool {
 func maskSecrets(v string) string {
 	return secretValue.ReplaceAllStringFunc(v, func(m string) string {
 		sub := secretValue.FindStringSubmatch(m)
-		prefix := sub[1] + sub[2]
-		return prefix + redacted
+		return sub[1] + sub[2] + sub[3] + redacted
 	})
 }
