@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -37,7 +38,9 @@ func (s *Server) connState(c net.Conn, st fasthttp.ConnState) {
 		v.Store(int32(st))
 		t.m.Store(c, v)
 		t.n.Add(1)
-		s.log.Debug("http connection opened", "remote", c.RemoteAddr().String())
+		if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("http connection opened", "remote", c.RemoteAddr().String())
+		}
 	case fasthttp.StateActive, fasthttp.StateIdle:
 		if v, ok := t.m.Load(c); ok {
 			v.(*atomic.Int32).Store(int32(st))
@@ -45,7 +48,9 @@ func (s *Server) connState(c net.Conn, st fasthttp.ConnState) {
 	case fasthttp.StateClosed, fasthttp.StateHijacked:
 		if _, ok := t.m.LoadAndDelete(c); ok {
 			t.n.Add(-1)
-			s.log.Debug("http connection closed", "remote", c.RemoteAddr().String(), "reason", st.String())
+			if s.log.Enabled(context.Background(), slog.LevelDebug) {
+				s.log.Debug("http connection closed", "remote", c.RemoteAddr().String(), "reason", st.String())
+			}
 		}
 	}
 }
