@@ -46,7 +46,7 @@ type Options struct {
 
 	// DrainTimeout bounds a graceful stop that Serve or ServeStdio begins
 	// on its own (their context ended, a listener failed, stdin ended):
-	// both steps of the shutdown order (see the package doc) must fit in
+	// every step of the shutdown order (see the package doc) must fit in
 	// it. 0 means 10 s; < 0 means no wait (requests in flight are
 	// cancelled at once). Shutdown is bounded by its own context instead.
 	DrainTimeout time.Duration

@@ -430,11 +430,12 @@ func (s *Server) Sessions() int { return int(s.nsess.Load()) }
 
 // Shutdown stops accepting connections, ends every open SSE stream and
 // closes the transport's sessions, then waits until the connections are
-// idle or ctx ends. It is the second step of the shutdown order documented
-// in package mcpedge (whose Server.Shutdown runs the whole order): drain
-// the engine first (engine.Server.Shutdown: new requests refused with
-// -32000, those in flight finished and their answers written), then call
-// Shutdown.
+// idle or ctx ends (requests already sent on idle connections are read
+// first). It is the last step of the shutdown order documented in package
+// mcpedge (whose Server.Shutdown runs the whole order): StopAccepting and
+// Drain, then drain the engine (engine.Server.Shutdown: new requests
+// refused with -32000, those in flight finished and their answers
+// written), then call Shutdown.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing.Store(true)

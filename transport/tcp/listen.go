@@ -183,10 +183,11 @@ func (s *Server) refuse(nc net.Conn, err error) {
 
 // Shutdown stops accepting, closes every connection and stops the event
 // loops; it returns once nothing of the server runs, or with ctx's error.
-// It is the second step of the shutdown order documented in package
-// mcpedge (whose Server.Shutdown runs the whole order): drain the engine
-// first (engine.Server.Shutdown: new requests refused with -32000, those
-// in flight finished and their answers written), then call Shutdown.
+// It is the last step of the shutdown order documented in package
+// mcpedge (whose Server.Shutdown runs the whole order): StopAccepting and
+// Drain, then drain the engine (engine.Server.Shutdown: new requests
+// refused with -32000, those in flight finished and their answers
+// written), then call Shutdown.
 // Called before ListenAndServe, it makes ListenAndServe return at once and
 // Addr return nil.
 func (s *Server) Shutdown(ctx context.Context) error {
