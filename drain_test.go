@@ -373,3 +373,69 @@ func TestLameDuckSpreads(t *testing.T) {
 	assert.GreaterOrEqual(t, last.Sub(first), lame/4, "closes not spread: first %v, last %v after the start", first.Sub(b), last.Sub(b))
 	assert.GreaterOrEqual(t, time.Since(b), lame/2)
 }
+
+// TestDrainHTTPSequence: over HTTP, the listener refuses new connections
+// during the drain, an idle keep-alive connection is closed at once, and
+// the request in flight is answered before Shutdown returns.
+func TestDrainHTTPSequence(t *testing.T) {
+	srv, started, release := newServer(t, mcpedge.Options{HTTP: &mcpedge.HTTPOptions{Addr: "127.0.0.1:0"}})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	served := serve(ctx, srv)
+	addr := srv.HTTPAddr(ctx)
+	require.NotNil(t, addr)
+	url := "http://" + addr.String() + "/mcp"
+
+	// An idle keep-alive connection, watched for its close.
+	idle, err := net.Dial("tcp", addr.String())
+	require.NoError(t, err)
+	defer idle.Close()
+	require.NoError(t, idle.SetDeadline(time.Now().Add(wait)))
+	init := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	_, err = fmt.Fprintf(idle, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n%s", addr, len(init), init)
+	require.NoError(t, err)
+	buf := make([]byte, 4096)
+	n, err := idle.Read(buf) // the answer: the connection is now idle
+	require.NoError(t, err)
+	require.Contains(t, string(buf[:n]), "200 OK")
+	require.NoError(t, idle.SetReadDeadline(time.Now().Add(50*time.Millisecond)))
+	for err == nil {
+		_, err = idle.Read(buf) // the rest of the answer, if any, then the deadline
+	}
+	var ne net.Error
+	require.True(t, errors.As(err, &ne) && ne.Timeout(), "the keep-alive connection stays open before the drain: %v", err)
+	require.NoError(t, idle.SetReadDeadline(time.Now().Add(wait)))
+
+	busy := newHTTPSession(t, &http.Client{Timeout: wait}, url)
+	answered := make(chan message, 1)
+	go func() {
+		resp, err := busy.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"block","arguments":{}}}`, nil)
+		if err == nil {
+			answered <- answer(t, resp)
+		}
+		close(answered)
+	}()
+	<-started
+
+	_, shut := shutdown(srv)
+	require.Eventually(t, func() bool { return !srv.Ready() }, wait, time.Millisecond)
+	for {
+		if _, err := idle.Read(buf); err != nil {
+			require.ErrorIs(t, err, io.EOF, "idle keep-alive connection closed by the drain")
+			break
+		}
+	}
+	nc, err := net.DialTimeout("tcp", addr.String(), time.Second)
+	if err == nil {
+		nc.Close()
+	}
+	require.Error(t, err, "the listener still accepts during the drain")
+
+	close(release)
+	m, ok := <-answered
+	require.True(t, ok, "the request in flight got no answer")
+	require.Nil(t, m.Error)
+	assert.Equal(t, "released", m.Result.Content[0].Text)
+	require.NoError(t, result(t, shut))
+	assert.ErrorIs(t, result(t, served), mcpedge.ErrServerClosed)
+}
