@@ -1,6 +1,7 @@
 package mcpedge_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -439,3 +440,35 @@ func TestDrainHTTPSequence(t *testing.T) {
 	require.NoError(t, result(t, shut))
 	assert.ErrorIs(t, result(t, served), mcpedge.ErrServerClosed)
 }
+
+// TestDrainEndsListenStreams: a connection whose only business is a
+// subscriptions/listen stream is not closed as idle: the stream ends with
+// its empty result, then the connection closes.
+func TestDrainEndsListenStreams(t *testing.T) {
+	srv, _, _ := newServer(t, mcpedge.Options{TCP: &mcpedge.TCPOptions{Addr: "127.0.0.1:0", Loops: 1}})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	serve(ctx, srv)
+	addr := srv.TCPAddr(ctx)
+	require.NotNil(t, addr)
+	nc, err := net.Dial("tcp", addr.String())
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.SetDeadline(time.Now().Add(wait)))
+	c := &rawConn{t: t, nc: nc, r: bufioReader(nc)}
+	c.send(`{"jsonrpc":"2.0","id":"sub","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	ack, err := c.r.ReadBytes('\n')
+	require.NoError(t, err)
+	require.Contains(t, string(ack), "notifications/subscriptions")
+
+	_, shut := shutdown(srv)
+	last, err := c.r.ReadBytes('\n')
+	require.NoError(t, err, "the listen stream was cut without its result")
+	assert.Contains(t, string(last), `"id":"sub"`)
+	assert.Contains(t, string(last), `"result"`)
+	_, err = c.r.ReadBytes('\n')
+	assert.ErrorIs(t, err, io.EOF)
+	require.NoError(t, result(t, shut))
+}
+
+func bufioReader(nc net.Conn) *bufio.Reader { return bufio.NewReader(nc) }

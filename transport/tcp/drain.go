@@ -91,17 +91,19 @@ func (s *Server) Drain() {
 }
 
 // looksIdle reports, from the atomics the event loop publishes, whether k
-// has nothing in flight and nothing buffered.
+// has nothing in flight, no open stream (subscriptions/listen: the drain
+// ends it with its final answer first) and nothing buffered.
 func (k *conn) looksIdle() bool {
 	return !k.closed.Load() && k.opened.Load() && k.partial.Load() == 0 && k.pending.Load() == 0 &&
-		k.sess.InFlight() == 0
+		k.sess.InFlight() == 0 && k.sess.Streams() == 0
 }
 
 // closeIfIdle closes k with ErrDraining if, on its event loop, it is idle.
 func (k *conn) closeIfIdle() {
 	_ = k.c.EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 		if k.closed.Load() || k.c.OutboundBuffered() > 0 || k.c.InboundBuffered() > 0 ||
-			k.pending.Load() > 0 || k.partial.Load() > 0 || k.sess.InFlight() > 0 || unread(k.c.Fd()) {
+			k.pending.Load() > 0 || k.partial.Load() > 0 || k.sess.InFlight() > 0 || k.sess.Streams() > 0 ||
+			unread(k.c.Fd()) {
 			return nil
 		}
 		k.closeWith(ErrDraining)
