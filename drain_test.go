@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,10 +44,14 @@ func addSlow(t *testing.T, srv *mcpedge.Server) {
 }
 
 // shutdown runs srv.Shutdown with the drain timeout in a goroutine and
-// returns when it began and its result channel.
-func shutdown(srv *mcpedge.Server) (began time.Time, done chan error) {
+// returns when it began and its result channel; mark, when not nil, gets
+// the start first, before Shutdown is called.
+func shutdown(srv *mcpedge.Server, mark ...*atomic.Pointer[time.Time]) (began time.Time, done chan error) {
 	done = make(chan error, 1)
 	began = time.Now()
+	for _, m := range mark {
+		m.Store(&began)
+	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 		defer cancel()
@@ -159,8 +162,7 @@ func TestDrainTCPUnderLoad(t *testing.T) {
 	for range clients {
 		<-warm
 	}
-	b, shut := shutdown(srv)
-	began.Store(&b)
+	b, shut := shutdown(srv, &began)
 	require.NoError(t, result(t, shut))
 	elapsed := time.Since(b)
 	wg.Wait()
@@ -183,25 +185,20 @@ type httpSession struct {
 func newHTTPSession(t *testing.T, c *http.Client, url string) *httpSession {
 	t.Helper()
 	s := &httpSession{t: t, c: c, url: url}
-	resp, err := s.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil)
+	resp, err := s.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	s.id = resp.Header.Get("Mcp-Session-Id")
 	require.NotEmpty(t, s.id)
-	resp, err = s.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+	resp, err = s.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
 	return s
 }
 
-// post sends body and reads the whole answer; wrote, when not nil, is
-// called once the request is written.
-func (s *httpSession) post(body string, wrote func()) (*http.Response, error) {
-	ctx := context.Background()
-	if wrote != nil {
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote() }})
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, strings.NewReader(body))
+// post sends body and reads the whole answer.
+func (s *httpSession) post(body string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, s.url, strings.NewReader(body))
 	require.NoError(s.t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -265,16 +262,28 @@ func TestDrainHTTPKeepAlive(t *testing.T) {
 	errs := make(chan error, clients)
 	warm := make(chan struct{}, clients)
 	for i := range clients {
-		c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}, Timeout: wait}
+		// The time of the last write to the socket: net/http's
+		// WroteRequest trace comes before its flush.
+		var wrote atomic.Pointer[time.Time]
+		var d net.Dialer
+		c := &http.Client{Timeout: wait, Transport: &http.Transport{
+			MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				nc, err := d.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return &timedConn{Conn: nc, wrote: &wrote}, nil
+			},
+		}}
 		defer c.CloseIdleConnections()
 		s := newHTTPSession(t, c, url)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for n := 1; ; n++ {
-				var wrote atomic.Pointer[time.Time]
-				resp, err := s.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow","arguments":{"ms":%d}}}`, n, 5*(i%3)),
-					func() { now := time.Now(); wrote.Store(&now) })
+				wrote.Store(nil)
+				resp, err := s.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow","arguments":{"ms":%d}}}`, n, 5*(i%3)))
 				b, w := began.Load(), wrote.Load()
 				before := b == nil || (w != nil && w.Before(*b))
 				if err != nil || (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable) {
@@ -299,8 +308,7 @@ func TestDrainHTTPKeepAlive(t *testing.T) {
 	for range clients {
 		<-warm
 	}
-	b, shut := shutdown(srv)
-	began.Store(&b)
+	b, shut := shutdown(srv, &began)
 	require.NoError(t, result(t, shut))
 	elapsed := time.Since(b)
 	wg.Wait()
@@ -325,7 +333,7 @@ func TestDrainTimeoutCuts(t *testing.T) {
 	defer c.CloseIdleConnections()
 	s := newHTTPSession(t, c, "http://"+addr.String()+"/mcp")
 	go func() {
-		_, _ = s.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"block","arguments":{}}}`, nil)
+		_, _ = s.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"block","arguments":{}}}`)
 	}()
 	<-started
 	sctx, scancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -410,7 +418,7 @@ func TestDrainHTTPSequence(t *testing.T) {
 	busy := newHTTPSession(t, &http.Client{Timeout: wait}, url)
 	answered := make(chan message, 1)
 	go func() {
-		resp, err := busy.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"block","arguments":{}}}`, nil)
+		resp, err := busy.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"block","arguments":{}}}`)
 		if err == nil {
 			answered <- answer(t, resp)
 		}
@@ -472,3 +480,18 @@ func TestDrainEndsListenStreams(t *testing.T) {
 }
 
 func bufioReader(nc net.Conn) *bufio.Reader { return bufio.NewReader(nc) }
+
+// timedConn records when its last write returned.
+type timedConn struct {
+	net.Conn
+	wrote *atomic.Pointer[time.Time]
+}
+
+func (c *timedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		now := time.Now()
+		c.wrote.Store(&now)
+	}
+	return n, err
+}

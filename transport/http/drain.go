@@ -26,24 +26,73 @@ const drainTick = 10 * time.Millisecond
 // between requests (fasthttp's ConnState), so that a drain can close the
 // idle ones at once and lame-duck mode can close them a few at a time.
 type connTable struct {
-	m sync.Map // net.Conn -> *atomic.Int32 (fasthttp.ConnState)
+	m sync.Map // net.Conn -> *connInfo
 	n atomic.Int64
 }
+
+// connInfo is a connection's state for a drain.
+type connInfo struct {
+	state atomic.Int32 // fasthttp.ConnState, stateReading or stateClosing
+	mu    sync.Mutex   // orders poke and StateActive
+	poked bool         // poke set the read deadline in the past; under mu
+}
+
+// poke wakes c's goroutine, blocked reading its next request, with a read
+// deadline in the past, so that it closes c itself, if c is still idle
+// (or closing) with no byte waiting. It reports whether it did.
+func (ci *connInfo) poke(c net.Conn, from int32) bool {
+	ci.mu.Lock()
+	defer ci.mu.Unlock()
+	if ci.state.Load() != from || unread(c) {
+		return false
+	}
+	if from == int32(fasthttp.StateIdle) && !ci.state.CompareAndSwap(from, stateClosing) {
+		return false
+	}
+	ci.poked = true
+	_ = c.SetReadDeadline(aLongTimeAgo)
+	return true
+}
+
+// Drain states besides fasthttp's: stateReading from the first bytes of
+// a request on an idle connection to fasthttp's StateActive
+// (limitedConn.Read); stateClosing once CloseIdle asked an idle
+// connection to close.
+const (
+	stateReading = int32(-1)
+	stateClosing = int32(-2)
+)
 
 func (s *Server) connState(c net.Conn, st fasthttp.ConnState) {
 	t := &s.conns
 	switch st {
 	case fasthttp.StateNew:
-		v := new(atomic.Int32)
-		v.Store(int32(st))
+		v := new(connInfo)
+		if lc, ok := c.(*limitedConn); ok {
+			v = &lc.info // its reads mark it reading
+		}
+		v.state.Store(int32(st))
 		t.m.Store(c, v)
 		t.n.Add(1)
 		if s.log.Enabled(context.Background(), slog.LevelDebug) {
 			s.log.Debug("http connection opened", "remote", c.RemoteAddr().String())
 		}
-	case fasthttp.StateActive, fasthttp.StateIdle:
+	case fasthttp.StateIdle:
 		if v, ok := t.m.Load(c); ok {
-			v.(*atomic.Int32).Store(int32(st))
+			v.(*connInfo).state.Store(int32(st))
+		}
+	case fasthttp.StateActive:
+		if v, ok := t.m.Load(c); ok {
+			ci := v.(*connInfo)
+			ci.mu.Lock()
+			ci.state.Store(int32(st))
+			if ci.poked {
+				// A request came as CloseIdle poked: it is served. fasthttp
+				// sets its own read deadline next, if it has one.
+				ci.poked = false
+				_ = c.SetReadDeadline(time.Time{})
+			}
+			ci.mu.Unlock()
 		}
 	case fasthttp.StateClosed, fasthttp.StateHijacked:
 		if _, ok := t.m.LoadAndDelete(c); ok {
@@ -63,7 +112,7 @@ func (s *Server) Conns() int64 { return s.conns.n.Load() }
 func (s *Server) IdleConns() int {
 	n := 0
 	s.conns.m.Range(func(_, v any) bool {
-		if fasthttp.ConnState(v.(*atomic.Int32).Load()) == fasthttp.StateIdle {
+		if v.(*connInfo).state.Load() == int32(fasthttp.StateIdle) {
 			n++
 		}
 		return true
@@ -73,21 +122,31 @@ func (s *Server) IdleConns() int {
 
 // CloseIdle closes up to max keep-alive connections idle between requests
 // (max < 0: all of them) and returns how many it closed. A connection
-// with bytes waiting in its socket (a request on its way) is not idle.
+// with bytes waiting in its socket (a request on its way) is not idle. It
+// is closed by its own goroutine, woken by a read deadline in the past:
+// so a request whose first bytes that goroutine read just before is
+// served, never dropped. One that stays open (a race with fasthttp
+// setting its idle deadline) is woken again at the drain's next tick.
 func (s *Server) CloseIdle(max int) int {
 	n := 0
 	s.conns.m.Range(func(k, v any) bool {
+		ci := v.(*connInfo)
+		c := k.(net.Conn)
+		switch ci.state.Load() {
+		case stateClosing:
+			ci.poke(c, stateClosing) // again: it may have missed the first
+			return true
+		case int32(fasthttp.StateIdle):
+		default:
+			return true
+		}
 		if max >= 0 && n >= max {
 			return false
 		}
-		st := v.(*atomic.Int32)
-		c := k.(net.Conn)
-		if fasthttp.ConnState(st.Load()) != fasthttp.StateIdle || unread(c) {
-			return true
-		}
-		if st.CompareAndSwap(int32(fasthttp.StateIdle), int32(fasthttp.StateClosed)) {
-			s.log.Debug("closing idle http connection", "remote", c.RemoteAddr().String(), "reason", ErrDraining)
-			_ = c.Close()
+		if ci.poke(c, int32(fasthttp.StateIdle)) {
+			if s.log.Enabled(context.Background(), slog.LevelDebug) {
+				s.log.Debug("closing idle http connection", "remote", c.RemoteAddr().String(), "reason", ErrDraining)
+			}
 			n++
 		}
 		return true
@@ -150,12 +209,13 @@ func (s *Server) sessionNotFound(ctx *fasthttp.RequestCtx, msg string) {
 
 // settle waits, until ctx ends, for every request already sent on an idle
 // keep-alive connection to be read (the connection turns active), so that
-// the connections closed next hold no unread request.
+// fasthttp's own closing of idle connections, next, drops no request.
 func (s *Server) settle(ctx context.Context) {
 	for {
 		pending := false
 		s.conns.m.Range(func(k, v any) bool {
-			if fasthttp.ConnState(v.(*atomic.Int32).Load()) == fasthttp.StateIdle && unread(k.(net.Conn)) {
+			st := v.(*connInfo).state.Load()
+			if st == stateReading || ((st == int32(fasthttp.StateIdle) || st == stateClosing) && unread(k.(net.Conn))) {
 				pending = true
 				return false
 			}

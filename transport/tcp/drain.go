@@ -90,6 +90,31 @@ func (s *Server) Drain() {
 	}()
 }
 
+// settleMax bounds how long Shutdown, after a drain, waits for each
+// connection to be idle before it closes them all.
+const settleMax = time.Second
+
+// settle closes every connection as soon as it is idle, and returns once
+// none is left, or after settleMax or when ctx ends: a request the client
+// wrote before the drain ended is read and answered (refused, by then)
+// rather than reset by the close.
+func (s *Server) settle(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, settleMax)
+	defer cancel()
+	for s.conns.Load() > 0 {
+		s.table.each(func(k *conn) {
+			if !k.closed.Load() && k.opened.Load() {
+				k.closeIfIdle()
+			}
+		})
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
 // looksIdle reports, from the atomics the event loop publishes, whether k
 // has nothing in flight, no open stream (subscriptions/listen: the drain
 // ends it with its final answer first) and nothing buffered.

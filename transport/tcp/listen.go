@@ -194,11 +194,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	first := !s.stopping
 	s.stopping = true
-	started, ln, cli := s.started, s.ln, s.cli
+	started, ln, cli, draining := s.started, s.ln, s.cli, s.draining
 	s.mu.Unlock()
 	if !started {
 		s.readyOnce.Do(func() { close(s.ready) }) // release Addr waiters
 		return nil
+	}
+	if first && draining {
+		s.settle(ctx)
 	}
 	if first {
 		_ = ln.Close()
