@@ -48,7 +48,7 @@ type Options struct {
 
 	// DrainTimeout bounds a graceful stop that Serve or ServeStdio begins
 	// on its own (their context ended, a listener failed, stdin ended):
-	// both steps of the shutdown order (see the package doc) must fit in
+	// every step of the shutdown order (see the package doc) must fit in
 	// it. 0 means 10 s; < 0 means no wait (requests in flight are
 	// cancelled at once). Shutdown is bounded by its own context instead.
 	DrainTimeout time.Duration
@@ -60,6 +60,18 @@ type Options struct {
 	// (or of each 2026-07-28 request). auth.Middleware is put first in
 	// EngineOptions.Receive. Reload the Verifier to rotate its keys.
 	Auth *auth.Verifier
+
+	// LameDuck, when > 0, spreads the closing of idle connections over
+	// this long at the start of a shutdown, after the listeners close and
+	// before the drain proper (nats-server's lame-duck mode), so that the
+	// clients of a large server reconnect elsewhere a few at a time. It
+	// counts against the shutdown's deadline.
+	LameDuck time.Duration
+
+	// OnDraining, when set, is called once when a shutdown begins, before
+	// the listeners close: readiness turns off (see Server.Ready), for
+	// a /readyz endpoint or a load balancer to take the node out.
+	OnDraining func()
 }
 
 // DefaultDrainTimeout is Options.DrainTimeout's default.
@@ -107,6 +119,10 @@ type Server struct {
 
 	closing   chan struct{} // closed by the first Shutdown
 	closeOnce sync.Once
+	drainOnce sync.Once // beginDrain
+
+	lameDuck   time.Duration
+	onDraining func()
 
 	mu      sync.Mutex
 	serving bool                   // Serve was called
@@ -140,6 +156,9 @@ func New(opts Options) *Server {
 		log:     eng.Logger(),
 		closing: make(chan struct{}),
 		stdios:  make(map[*stdioRun]struct{}),
+
+		lameDuck:   opts.LameDuck,
+		onDraining: opts.OnDraining,
 	}
 	if s.drain == 0 {
 		s.drain = DefaultDrainTimeout
@@ -335,17 +354,28 @@ func (s *Server) stopWithin(parent context.Context) error {
 	return s.Shutdown(ctx)
 }
 
-// Shutdown stops the server gracefully in the order of the package doc:
-// first the engine drains (new requests are refused with -32000, those in
-// flight finish and their answers are written), then the transports close
-// their listeners and connections. Serve and ServeStdio then return
-// ErrServerClosed.
+// Shutdown stops the server gracefully, as a sequence (see the package
+// doc and docs/architecture.md, "Shutdown"):
+//
+//  1. readiness turns off (Ready reports false; Options.OnDraining is
+//     called);
+//  2. every listener stops accepting, TCP and HTTP;
+//  3. idle connections are closed: spread over Options.LameDuck when set,
+//     then at once, and every connection that becomes idle is closed in
+//     turn (a request already on its way is never dropped unread);
+//  4. the engine drains: new requests are refused with -32000, those in
+//     flight finish and their answers are written, listen streams end
+//     with their empty result;
+//  5. the transports close what is left (SSE streams, sessions) and stop.
+//
+// Serve and ServeStdio then return ErrServerClosed.
 //
 // Shutdown returns nil once everything has stopped, or, when ctx ends
 // first, an error wrapping ctx's error (errors.Is context.DeadlineExceeded
-// with a timeout): the transports are stopped even then. It may be called
-// more than once, and before Serve; a later call waits again, with its own
-// context, for what the first left running.
+// with a timeout): requests still in flight were cut, and the transports
+// are stopped even then. It may be called more than once, and before
+// Serve; a later call waits again, with its own context, for what the
+// first left running.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() { close(s.closing) })
 	s.mu.Lock()
@@ -358,14 +388,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		s.log.Info("shutting down: draining in-flight requests", args...)
 	}
+	s.beginDrain(ctx)
 
 	var errs []error
-	// 1. The engine drains.
+	// 4. The engine drains.
 	if err := s.eng.Shutdown(ctx); err != nil {
 		s.log.Warn("drain incomplete", "active", s.eng.Active(), "err", err)
 		errs = append(errs, fmt.Errorf("mcpedge: drain: %w", err))
 	}
-	// 2. The transports stop.
+	// 5. The transports stop.
 	if s.tcp != nil {
 		if err := s.tcp.Shutdown(ctx); err != nil {
 			s.log.Warn("tcp shutdown", "err", err)

@@ -157,7 +157,7 @@ func TestServeTCPAndHTTP(t *testing.T) {
 	assert.ErrorIs(t, srv.Serve(ctx), mcpedge.ErrServerClosed, "Serve after Shutdown")
 }
 
-// TestShutdownOrder: the engine drains first (a new request is refused
+// TestShutdownOrder: the engine drains (a new request is refused
 // with -32000 {"limit":"shutdown"} while the connection stays open, the
 // request in flight is answered), then the listener and the connections
 // close.

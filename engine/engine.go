@@ -3,7 +3,8 @@
 // notification bus. Package mcpedge (the module's root) wraps it with its
 // transports in one Server, the embedding API; use this package directly to
 // drive transports of your own. Shut a Server down in the order documented
-// in package mcpedge: this engine drains first, then the transports stop.
+// in package mcpedge: the transports stop accepting and close their idle
+// connections, this engine drains, then the transports stop.
 //
 // Transports need one thing of it, a Conn per session (Open): one
 // message's path is Conn.HandleFrame from an event loop (cheap answers are
@@ -319,6 +320,7 @@ func (s *Server) newSession(out session.Sink) *session.Session {
 		sess.SetRateLimit(rl.rate, rl.burst)
 	}
 	s.sessions.Add(sess)
+	s.log.Debug("session opened", "session", sess.ID())
 	return sess
 }
 
@@ -369,11 +371,11 @@ func (s *Server) Active() int64 { return s.active.Load() }
 // ShuttingDown reports whether Shutdown has begun.
 func (s *Server) ShuttingDown() bool { return s.adm.closing() }
 
-// Shutdown drains the server, the first step of the shutdown order
+// Shutdown drains the server, the engine's step of the shutdown order
 // documented in package mcpedge (whose Server.Shutdown runs the whole
-// order): new requests are refused at once with -32000, data
-// {"limit":"shutdown"}, while the transports still accept and their
-// connections stay open; requests in flight run to completion, and their
+// order; the transports have stopped accepting and closed their idle
+// connections before it): new requests are refused at once with -32000,
+// data {"limit":"shutdown"}, while connections stay open; requests in flight run to completion, and their
 // answers are written, until ctx ends (those still running are then
 // cancelled); then every session is closed and the pool released. The
 // transports are shut down after it returns (tcp.Server.Shutdown,

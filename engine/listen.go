@@ -118,6 +118,7 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 	// A stream is no answer a transport waits for before it closes its
 	// session (session.InFlight): the session's end ends the stream.
 	sess.Answered()
+	sess.StreamOpened() // ended in end
 	// Registered first, so that no change after the acknowledgement is
 	// missed; the acknowledgement is still the stream's first message, as
 	// notifications wait for l.mu.
@@ -195,6 +196,7 @@ func (l *listener) end(graceful bool) {
 			unsub()
 		}
 		l.sess.Done(l.id, l)
+		defer l.sess.StreamEnded() // once the final answer is handed over
 		var b *codec.Buffer
 		if graceful && l.sess.State() != session.StateClosed {
 			b = codec.GetBuffer()

@@ -104,6 +104,7 @@ type Session struct {
 
 	inflight   map[string]Canceler // guarded by mu; made on first use; keys alias the requests' ids
 	unanswered atomic.Int32        // tracked requests not yet Answered
+	streams    atomic.Int32        // open streams (subscriptions/listen)
 
 	mu      sync.Mutex
 	subs    map[string]func() // resource URI → unsubscribe from the bus
@@ -417,6 +418,19 @@ func (s *Session) CancelRequest(id []byte, cause error) bool {
 // has not yet been handed to the transport (Answered): what a transport
 // waits for before it closes a session whose input ended.
 func (s *Session) InFlight() int { return int(s.unanswered.Load()) }
+
+// StreamOpened and StreamEnded count the session's open streams, such as
+// subscriptions/listen: requests that stay open on their reply sink and
+// are no answer a transport waits for (they are not InFlight), but whose
+// connection a drain must not close as idle before the stream has ended
+// with its final answer.
+func (s *Session) StreamOpened() { s.streams.Add(1) }
+
+// StreamEnded records that a stream StreamOpened counted has ended.
+func (s *Session) StreamEnded() { s.streams.Add(-1) }
+
+// Streams returns the number of the session's open streams.
+func (s *Session) Streams() int { return int(s.streams.Load()) }
 
 // Answered records that the answer of a request Track accepted has been
 // handed to the transport (or that none will be). A request leaves the

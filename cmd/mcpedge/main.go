@@ -48,6 +48,8 @@ type config struct {
 	pageSize    int
 	drain       time.Duration
 	logLevel    string
+	logFormat   string
+	lameDuck    time.Duration
 	version     bool
 
 	// Edge limits: connections, timeouts, buffered bytes, sessions.
@@ -118,6 +120,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error)
 	fs.IntVar(&c.pageSize, "page-size", 100, "items per list page")
 	fs.DurationVar(&c.drain, "drain", 10*time.Second, "how long shutdown waits for in-flight requests")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log line format: text or json")
+	fs.DurationVar(&c.lameDuck, "lame-duck", 0, "at shutdown, spread the closing of idle connections over this long before the drain proper, within -drain (0: close them at once)")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	// Edge limits.
 	fs.IntVar(&c.maxConns, "max-conns", netlimit.DefaultMaxConns(), "open connections, TCP and HTTP together (default: RLIMIT_NOFILE less a tenth; 0: none)")
@@ -168,7 +172,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	level := new(slog.LevelVar)
 	level.Set(lvl)
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log, err := newLogger(stderr, c.logFormat, level)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpedge:", err)
+		return 2
+	}
 	framer, ok := codec.FramerByName(c.framing, c.maxMessage)
 	if !ok {
 		fmt.Fprintf(stderr, "mcpedge: -framing: unknown framing %q (newline, content-length)\n", c.framing)
@@ -183,6 +191,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stateKeys, err := readStateKeys(c.stateKeyFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpedge: -state-key-file:", err)
+		return 2
+	}
+	if c.lameDuck < 0 || (c.lameDuck > 0 && c.drain > 0 && c.lameDuck >= c.drain) {
+		fmt.Fprintln(stderr, "mcpedge: -lame-duck: must be positive and shorter than -drain, which it counts against")
 		return 2
 	}
 	if c.stateTTL <= 0 {
@@ -230,6 +242,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Stdio:        mcpedge.StdioOptions{Framer: framer, MaxOutbound: c.maxOutbound, DrainTimeout: c.drain, ReadTimeout: orNone(c.readTimeout)},
 		DrainTimeout: orNone(c.drain),
 		Auth:         verifier,
+		LameDuck:     c.lameDuck,
 	}
 	if !c.stdio {
 		// One connection budget for every network transport.
@@ -282,9 +295,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	// SIGINT and SIGTERM end ctx: Serve and ServeStdio then shut the server
-	// down in the documented order (the engine drains, then the transports
-	// stop) within -drain.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// down in the documented order (readiness off, listeners closed, idle
+	// connections closed, the engine drains, the transports stop) within
+	// -drain. SIGHUP does not stop it.
+	// SIGHUP: logged here, applied by reload.watch below.
+	ctx, stop := signals(log, func() { log.Info("SIGHUP: reloading the configuration") })
 	defer stop()
 	// SIGHUP reloads the configuration (reload.go).
 	reload, err := newReloader(args, c, log, level, srv, tlsState)
@@ -301,10 +316,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if c.stdio {
 		log.Info("serving MCP on stdio", "handlers", c.handlers, "framing", framer.Name())
 		adm.markReady()
-		// A drain that ran out of time is logged by the server, not an
-		// error of the session.
-		if err := srv.ServeStdio(ctx, stdin, stdout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			log.Error("stdio", "err", err)
+		// A drain that ran out of time (a request cut) exits 1, as does a
+		// stdio error.
+		if err := srv.ServeStdio(ctx, stdin, stdout); err != nil {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				log.Error("stdio", "err", err)
+			}
 			return 1
 		}
 		return 0
@@ -324,13 +341,45 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	adm.markReady()
 	code := 0
-	// A listener that failed is logged by the server; a drain that ran
-	// out of time is logged and exits 0.
-	if err := <-served; errors.As(err, new(*mcpedge.TransportError)) {
+	// A listener that failed is logged by the server; so is a drain that
+	// ran out of time, with requests still in flight that were cut: both
+	// exit 1.
+	if err := <-served; errors.As(err, new(*mcpedge.TransportError)) || errors.Is(err, context.DeadlineExceeded) {
 		code = 1
 	}
-	log.Info("stopped")
+	log.Info("stopped", "exit", code)
 	return code
+}
+
+// signals returns a context that ends at the first SIGTERM or SIGINT: the
+// server then drains (mcpedge.Server.Shutdown) within -drain. SIGHUP does
+// not end the process: onHUP is called for each one (configuration
+// reload hooks in here); nil logs that it is ignored. stop releases the
+// signals.
+func signals(log *slog.Logger, onHUP func()) (ctx context.Context, stop func()) {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+				if onHUP != nil {
+					onHUP()
+				} else {
+					log.Info("SIGHUP ignored: nothing to reload")
+				}
+			}
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(hup)
+		close(done)
+		cancel()
+	}
 }
 
 // orNone maps a flag's 0 ("none") to the Options' -1 (their 0 is "the

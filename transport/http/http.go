@@ -244,7 +244,13 @@ type Server struct {
 	live liveStateless // stateless POSTs that stream
 
 	lingering atomic.Int32 // refused connections being drained
-	lingerWG  sync.WaitGroup
+
+	conns    connTable      // open connections and their states
+	wl       *listener      // the listener Serve accepts from
+	noAccept bool           // StopAccepting was called; under mu
+	draining atomic.Bool    // Drain was called
+	drainWG  sync.WaitGroup // the drain's idle closer
+	lingerWG sync.WaitGroup
 }
 
 // New returns a Streamable HTTP transport serving eng. The session reaper
@@ -320,9 +326,11 @@ func New(eng *engine.Server, opts Options) *Server {
 		MaxRequestBodySize:           s.max,
 		DisablePreParseMultipartForm: true,
 		CloseOnShutdown:              true,
+		SecureErrorLogMessage:        true, // fasthttp's error logs never quote a request (headers, tokens)
 		TCPKeepalive:                 true,
 		Logger:                       fasthttpLogger{s.log},
 	}
+	s.srv.ConnState = s.connState
 	s.observe() // metrics.go
 	if !opts.Stateless {
 		s.reaperWG.Add(1)
@@ -374,7 +382,7 @@ func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 			ctx.SetConnectionClose()
 		}
 	}()
-	if s.eng.ShuttingDown() {
+	if s.draining.Load() || s.eng.ShuttingDown() {
 		// Draining: each answer ends its connection, so that no client
 		// sends its next request on a keep-alive connection that Shutdown
 		// is about to close under it.
@@ -413,15 +421,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.loopback.Store(a.IP.IsLoopback())
 	}
 	s.mu.Lock()
-	if s.closing.Load() {
+	if s.closing.Load() || s.noAccept {
 		s.mu.Unlock()
 		_ = ln.Close()
 		return ErrServerClosed
 	}
 	s.ln = ln
+	s.wl = s.wrapListener(ln)
 	s.mu.Unlock()
 	s.readyOne.Do(func() { close(s.ready) })
-	var l net.Listener = s.wrapListener(ln)
+	var l net.Listener = s.wl
 	if s.opts.TLS != nil {
 		// The handshake runs on the connection's goroutine, at its first
 		// read, bounded by ReadTimeout; the connection limit counts it
@@ -452,11 +461,12 @@ func (s *Server) Sessions() int { return int(s.nsess.Load()) }
 
 // Shutdown stops accepting connections, ends every open SSE stream and
 // closes the transport's sessions, then waits until the connections are
-// idle or ctx ends. It is the second step of the shutdown order documented
-// in package mcpedge (whose Server.Shutdown runs the whole order): drain
-// the engine first (engine.Server.Shutdown: new requests refused with
-// -32000, those in flight finished and their answers written), then call
-// Shutdown.
+// idle or ctx ends (requests already sent on idle connections are read
+// first). It is the last step of the shutdown order documented in package
+// mcpedge (whose Server.Shutdown runs the whole order): StopAccepting and
+// Drain, then drain the engine (engine.Server.Shutdown: new requests
+// refused with -32000, those in flight finished and their answers
+// written), then call Shutdown.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing.Store(true)
@@ -464,6 +474,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.readyOne.Do(func() { close(s.ready) })
 	s.stopOne.Do(func() { close(s.stop) })
 	s.reaperWG.Wait()
+	s.drainWG.Wait()
+	s.settle(ctx)
 	s.eng.Sessions().Range(func(sess *session.Session) bool {
 		if s.owns(sess) {
 			s.eng.Conn(sess).Close(ErrServerClosed)
@@ -473,6 +485,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.live.closeAll(s, ErrServerClosed)
 	err := s.srv.ShutdownWithContext(ctx)
 	s.lingerWG.Wait() // bounded by refuseLinger
+	if errors.Is(err, net.ErrClosed) {
+		err = nil // StopAccepting closed the listener already
+	}
 	if err != nil {
 		return fmt.Errorf("mcphttp: shutdown: %w", err)
 	}

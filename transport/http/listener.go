@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge/transport/netlimit"
+	"github.com/valyala/fasthttp"
 )
 
 // Accept back-off, as net/http's: 5 ms, doubling, at most 1 s.
@@ -84,7 +85,7 @@ func (l *listener) Accept() (net.Conn, error) {
 		}
 		delay = 0
 		if l.conns == nil {
-			return c, nil
+			return newLimitedConn(c, nil, netip.Addr{}), nil // for its state (connState)
 		}
 		ip := remoteIP(c)
 		if err := l.conns.Acquire(ip); err != nil {
@@ -197,14 +198,30 @@ func addrIP(a net.Addr) netip.Addr {
 	return netip.Addr{}
 }
 
-// limitedConn is a connection counted by a Limiter, released once when it
-// closes. It keeps the methods of *net.TCPConn that fasthttp and the
-// connection watcher use.
+// limitedConn is a connection counted by a Limiter (when conns is not
+// nil), released once when it closes. It keeps the methods of
+// *net.TCPConn that fasthttp and the connection watcher use, and its state
+// for a drain: fasthttp's ConnState, and stateReading as soon as a read
+// returns bytes on an idle connection (fasthttp reports StateActive only
+// once the headers are parsed), so that a drain never closes a connection
+// whose next request it has begun to read.
 type limitedConn struct {
 	net.Conn
 	conns    *netlimit.Limiter
 	ip       netip.Addr
 	released atomic.Bool
+	info     connInfo // for a drain (connState)
+}
+
+// Read reads, and marks an idle connection that got bytes as reading.
+func (c *limitedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		if st := c.info.state.Load(); st == int32(fasthttp.StateIdle) || st == stateClosing {
+			c.info.state.CompareAndSwap(st, stateReading)
+		}
+	}
+	return n, err
 }
 
 func newLimitedConn(c net.Conn, l *netlimit.Limiter, ip netip.Addr) *limitedConn {
@@ -213,7 +230,7 @@ func newLimitedConn(c net.Conn, l *netlimit.Limiter, ip netip.Addr) *limitedConn
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	if c.released.CompareAndSwap(false, true) {
+	if c.conns != nil && c.released.CompareAndSwap(false, true) {
 		c.conns.Release(c.ip)
 	}
 	return err

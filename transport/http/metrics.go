@@ -16,7 +16,11 @@ func (s *Server) observe() {
 	if s.cobs == nil {
 		return
 	}
-	s.srv.ConnState = func(_ net.Conn, st fasthttp.ConnState) {
+	prev := s.srv.ConnState // the drain's bookkeeping (drain.go)
+	s.srv.ConnState = func(c net.Conn, st fasthttp.ConnState) {
+		if prev != nil {
+			prev(c, st)
+		}
 		switch st {
 		case fasthttp.StateNew:
 			s.cobs.ConnOpened("http")

@@ -377,7 +377,7 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 			}
 			c.h, created = h, true
 		} else if c.h = s.lookup(sid); c.h == nil {
-			s.fail(ctx, fasthttp.StatusNotFound, codeSessionNotFound, "Session not found")
+			s.sessionNotFound(ctx, "Session not found")
 			s.putCall(c)
 			return
 		} else {
@@ -430,7 +430,7 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, kind codec.Kind, crea
 		ctx.SetStatusCode(fasthttp.StatusAccepted) // a notification or a response
 	case c.answer == nil:
 		if c.sess.State() == session.StateClosed && c.h != nil {
-			s.fail(ctx, fasthttp.StatusNotFound, codeSessionNotFound, "Session not found: it ended while the request was served")
+			s.sessionNotFound(ctx, "Session not found: it ended while the request was served")
 			return
 		}
 		ctx.SetStatusCode(fasthttp.StatusAccepted) // cancelled by the client: no answer is due

@@ -72,7 +72,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	}
 
 	s.mu.Lock()
-	if s.stopping {
+	if s.stopping || s.noAccept {
 		s.mu.Unlock()
 		_ = ln.Close()
 		_ = cli.Stop()
@@ -186,21 +186,25 @@ func (s *Server) refuse(nc net.Conn, err error) {
 
 // Shutdown stops accepting, closes every connection and stops the event
 // loops; it returns once nothing of the server runs, or with ctx's error.
-// It is the second step of the shutdown order documented in package
-// mcpedge (whose Server.Shutdown runs the whole order): drain the engine
-// first (engine.Server.Shutdown: new requests refused with -32000, those
-// in flight finished and their answers written), then call Shutdown.
+// It is the last step of the shutdown order documented in package
+// mcpedge (whose Server.Shutdown runs the whole order): StopAccepting and
+// Drain, then drain the engine (engine.Server.Shutdown: new requests
+// refused with -32000, those in flight finished and their answers
+// written), then call Shutdown.
 // Called before ListenAndServe, it makes ListenAndServe return at once and
 // Addr return nil.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	first := !s.stopping
 	s.stopping = true
-	started, ln, cli := s.started, s.ln, s.cli
+	started, ln, cli, draining := s.started, s.ln, s.cli, s.draining
 	s.mu.Unlock()
 	if !started {
 		s.readyOnce.Do(func() { close(s.ready) }) // release Addr waiters
 		return nil
+	}
+	if first && draining {
+		s.settle(ctx)
 	}
 	if first {
 		_ = ln.Close()

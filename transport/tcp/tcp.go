@@ -42,6 +42,7 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/lograte"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/panjf2000/gnet/v2"
@@ -146,6 +147,8 @@ type Server struct {
 	mu         sync.Mutex
 	stopping   bool
 	started    bool
+	noAccept   bool // StopAccepting was called
+	draining   bool // Drain was called
 	ln         net.Listener
 	cli        *gnet.Client
 	quit       chan struct{} // closed by Shutdown
@@ -155,6 +158,7 @@ type Server struct {
 	enrolling  chan struct{} // a slot per enrolment under way
 	acceptLogs logLimit
 	refuseLogs logLimit
+	warns      *lograte.Limiter // bad-input warnings, per client address
 
 	conns    atomic.Int64
 	ids      atomic.Uint64
@@ -197,7 +201,7 @@ func New(eng *engine.Server, opts Options) *Server {
 		eng: eng, opts: opts, framer: f, log: eng.Logger(), limit: limit, cobs: eng.ConnObserver(),
 		ready: make(chan struct{}), quit: make(chan struct{}), acceptDone: make(chan struct{}),
 		stopped: make(chan struct{}), kick: make(chan struct{}, 1), epoch: time.Now(),
-		enrolling: make(chan struct{}, 4*opts.Loops),
+		enrolling: make(chan struct{}, 4*opts.Loops), warns: lograte.New(0, 0, 0),
 	}
 }
 
@@ -261,7 +265,12 @@ func (k *conn) markClosing(cause error) bool {
 		return false
 	}
 	k.reason.Store(&cause)
-	k.s.log.Warn("closing connection", "remote", k.remote, "session", k.sess.ID(), "cause", cause)
+	switch cause {
+	case ErrTooLarge, ErrFraming, ErrReadTimeout, ErrSlowConsumer, ErrBufferBudget, ErrPanic:
+		// Bad input or a bad client: a warning, rate-limited per address so
+		// that a flood of garbage does not become a flood of logs.
+		k.s.warns.Warn(k.s.log, k.ip, "closing connection", "remote", k.remote, "session", k.sess.ID(), "cause", cause)
+	}
 	return true
 }
 
@@ -315,6 +324,7 @@ func (s *Server) onOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	s.conns.Add(1)
 	s.table.add(k)
 	k.opened.Store(true)
+	s.log.Debug("tcp connection opened", "remote", k.remote, "session", k.sess.ID())
 	return nil, gnet.None
 }
 
@@ -338,6 +348,7 @@ func (s *Server) onClose(c gnet.Conn, err error) gnet.Action {
 	if s.cobs != nil {
 		s.cobs.ConnClosed("tcp", cause)
 	}
+	s.log.Debug("tcp connection closed", "remote", k.remote, "session", k.sess.ID(), "reason", cause)
 	s.eng.Conn(k.sess).Close(fmt.Errorf("tcp: connection closed: %w", cause))
 	return gnet.None
 }
