@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -388,6 +389,7 @@ func (r *opsReport) markdown() string {
 
 	fmt.Fprintf(&b, "Metrics should cost at most a few per cent of server CPU per call (goal: metrics on ÷ admin off ≤ %.2f×):\n\n", opsMetricsGoal)
 	b.WriteString("| transport | figure | admin off | metrics on | on ÷ off | in each round | goal | met |\n|---|---|---:|---:|---:|---:|---:|:-:|\n")
+	var noisy []string
 	for _, tr := range []string{"http", "tcp"} {
 		off, on := r.find(tr, opsAdminOff), r.find(tr, opsMetricsOn)
 		if off == nil || on == nil {
@@ -396,14 +398,25 @@ func (r *opsReport) markdown() string {
 		row := func(fig string, fn func(*loadtest.Result) float64, fmtV func(float64) string, goal float64) {
 			ov, nv := omed(off, fn), omed(on, fn)
 			var per []string
+			var perV []float64
 			if off.refused == "" && on.refused == "" {
 				for i := range min(len(off.runs), len(on.runs)) {
 					if off.runs[i] != nil && on.runs[i] != nil {
 						per = append(per, strings.TrimSuffix(ratio(fn(on.runs[i]), fn(off.runs[i])), "×"))
+						if d := fn(off.runs[i]); d > 0 {
+							perV = append(perV, fn(on.runs[i])/d)
+						}
 					}
 				}
 			}
 			g, met := "-", "-"
+			if goal > 0 && len(perV) > 1 {
+				lo, hi := slices.Min(perV), slices.Max(perV)
+				if hi-lo > 2*(goal-1) {
+					noisy = append(noisy, fmt.Sprintf("- %s: the rounds' ratios of server CPU per call spread from %.2f× to %.2f×, wider than the goal's margin: on this machine the run cannot tell a difference of %.0f %% there from noise.",
+						strings.ToUpper(tr), lo, hi, 100*(goal-1)))
+				}
+			}
 			if goal > 0 {
 				g = "≤ " + strconv.FormatFloat(goal, 'f', 2, 64) + "×"
 				switch {
@@ -416,11 +429,14 @@ func (r *opsReport) markdown() string {
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", tr, fig, fmtV(ov), fmtV(nv), ratio(nv, ov), strings.Join(per, ", "), g, met)
 		}
-		row("server CPU/call", cpuPerReq, fmtCPU, opsMetricsGoal)
+		row("server CPU/call", cpuPerReq, fmtOpsCPU, opsMetricsGoal)
 		row("req/s", rps, fmtRPS, 0)
 		row("p99", p99, fmtUS, 0)
 	}
 	b.WriteString("\n")
+	if len(noisy) > 0 {
+		b.WriteString(strings.Join(noisy, "\n") + "\n\n")
+	}
 
 	b.WriteString("Authorization over HTTP (admin off), against no authorization:\n\n")
 	b.WriteString("| workload | authorization | req/s | p50 | p99 | server CPU/call | ÷ no auth | + per call | errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -447,7 +463,7 @@ func (r *opsReport) markdown() string {
 			plus = fmt.Sprintf("%+.1f µs", cpu-refCPU)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %.0f |\n", wl, name,
-			fmtRPS(omed(p, rps)), fmtUS(omed(p, p50)), fmtUS(omed(p, p99)), fmtCPU(cpu), vs, plus, omed(p, errs))
+			fmtRPS(omed(p, rps)), fmtUS(omed(p, p50)), fmtUS(omed(p, p99)), fmtOpsCPU(cpu), vs, plus, omed(p, errs))
 	}
 	b.WriteString("\n")
 	var notes []string
@@ -462,6 +478,15 @@ func (r *opsReport) markdown() string {
 	}
 	b.WriteString(opsEnd + "\n")
 	return b.String()
+}
+
+// fmtOpsCPU is fmtCPU with a second decimal under 10 µs, where a few per
+// cent is less than 0.1 µs.
+func fmtOpsCPU(v float64) string {
+	if v > 0 && v < 10 {
+		return strconv.FormatFloat(v, 'f', 2, 64) + " µs"
+	}
+	return fmtCPU(v)
 }
 
 // spliceOps puts section (markers included) into doc: in place of the one
