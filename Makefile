@@ -120,7 +120,7 @@ $(CONFORMANCE_DEPS): $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.jso
 clean: ## Remove bin/ and the interop node_modules
 	rm -rf $(BIN) $(INTEROP)/node_modules $(CONFORMANCE)/node_modules
 
-.PHONY: bench-peers bench-cores bench-stateless
+.PHONY: bench-peers bench-cores bench-stateless bench-ops
 bench-peers: ## Compare mcpedge with go-sdk, mcp-go and bare fasthttp/gnet floors; writes docs/benchmarks.md (about 15 min)
 	cd bench && $(GO) run ./cmd/benchpeers -root .. -out ../docs/benchmarks.md
 
@@ -133,6 +133,9 @@ bench-cores: ## Scaling: each server pinned (taskset, GOMAXPROCS) to S of CORES 
 
 bench-stateless: ## Stateless calls: mcpedge in protocol 2026-07-28 against 2025-11-25 over HTTP and TCP, beside go-sdk's and mcp-go's stateless modes; writes that section of docs/benchmarks.md (about 4 min)
 	cd bench && $(GO) run ./cmd/benchpeers -stateless-only -duration 3s -warmup 1s -rounds 3 -root .. -out ../docs/benchmarks.md
+
+bench-ops: ## Operations cost: mcpedge's server CPU per call with metrics on against off (HTTP, TCP), and with a static token, cached and uncached RS256 JWTs against no authorization (HTTP); writes that section of docs/benchmarks.md (about 2 min)
+	cd bench && $(GO) run ./cmd/benchpeers -ops-only -duration 3s -warmup 1s -rounds 3 -root .. -out ../docs/benchmarks.md
 
 .PHONY: conformance-client
 conformance-client: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suite's client scenarios against cmd/conformance-client (in a loopback-only network namespace)

@@ -48,7 +48,31 @@ var (
 	hVersion = "Mcp-Protocol-Version"
 	hMethod  = "Mcp-Method"
 	hName    = "Mcp-Name"
+	hAuth    = []byte("Authorization")
 )
+
+// bearerHeaders encodes each token's Authorization header value once.
+func bearerHeaders(tokens []string) [][]byte {
+	if len(tokens) == 0 {
+		return nil
+	}
+	out := make([][]byte, len(tokens))
+	for i, t := range tokens {
+		out[i] = []byte("Bearer " + t)
+	}
+	return out
+}
+
+// authorize sets the next bearer token on req, if the run has any.
+func (o *sessionOpts) authorize(req *fasthttp.Request) {
+	switch n := uint64(len(o.bearer)); n {
+	case 0:
+	case 1:
+		req.Header.SetCanonical(hAuth, o.bearer[0])
+	default:
+		req.Header.SetCanonical(hAuth, o.bearer[(o.bearerNext.Add(1)-1)%n])
+	}
+}
 
 func (s *httpSession) broken() *Error { return s.lost.Load() }
 
@@ -64,6 +88,7 @@ func (s *httpSession) Close() error {
 	req.SetRequestURI(s.t.url)
 	req.Header.SetMethod(fasthttp.MethodDelete)
 	req.Header.SetBytesV(hSession, s.sid)
+	s.t.opts.authorize(req)
 	_ = s.t.client.DoTimeout(req, resp, s.t.opts.timeout)
 	return nil
 }
@@ -108,6 +133,7 @@ func (s *httpSession) prepare(req *fasthttp.Request) {
 	if len(s.version) > 0 {
 		req.Header.SetBytesV(hVersion, s.version)
 	}
+	s.t.opts.authorize(req)
 }
 
 // modernHeaders sets the 2026-07-28 headers that name a request's method

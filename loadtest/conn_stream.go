@@ -42,6 +42,10 @@ type sessionOpts struct {
 	onNote   func(method string, params []byte)
 	// stateless: protocol 2026-07-28, no handshake and no session.
 	stateless bool
+	// bearer are the Authorization header values ("Bearer TOKEN"),
+	// encoded once, that HTTP requests carry in turn; none when empty.
+	bearer     [][]byte
+	bearerNext atomic.Uint64
 }
 
 // slot is one in-flight call. id is the call's id while it waits for its

@@ -67,6 +67,11 @@ type Config struct {
 	// (2026-07-28: no initialize, every request carries its _meta, over
 	// HTTP its headers, and no session). Not with Client.
 	Protocol string
+	// Bearer, when set, are access tokens sent as "Authorization: Bearer
+	// TOKEN" on every HTTP request (the handshake's too), one after
+	// another, a request each: distinct tokens defeat a server's cache of
+	// verified tokens. HTTP targets only, not with Client.
+	Bearer []string
 }
 
 // Progress is a run's state as Config.Progress sees it.
@@ -120,6 +125,19 @@ func (c *Config) defaults() error {
 		}
 	default:
 		return fmt.Errorf("%w: protocol %q: want %s", ErrConfig, c.Protocol, strings.Join(Protocols(), " or "))
+	}
+	if len(c.Bearer) > 0 {
+		if c.Target.Transport != "http" {
+			return fmt.Errorf("%w: a bearer token needs an HTTP target", ErrConfig)
+		}
+		if c.Client {
+			return fmt.Errorf("%w: a bearer token is not sent through the client library", ErrConfig)
+		}
+		for _, t := range c.Bearer {
+			if t == "" || strings.ContainsAny(t, " \t\r\n") {
+				return fmt.Errorf("%w: a bearer token is empty or has white space in it", ErrConfig)
+			}
+		}
 	}
 	return nil
 }
@@ -305,7 +323,7 @@ type workerLoad struct {
 }
 
 func newWorkerLoad(ctx context.Context, cfg *Config, m *mix) (*workerLoad, error) {
-	opts := &sessionOpts{timeout: cfg.Timeout, maxFrame: cfg.MaxMessage, stateless: cfg.stateless()}
+	opts := &sessionOpts{timeout: cfg.Timeout, maxFrame: cfg.MaxMessage, stateless: cfg.stateless(), bearer: bearerHeaders(cfg.Bearer)}
 	// nHolders connections, perHolder workers on each.
 	nHolders, perHolder := cfg.Connections, cfg.InFlight
 	var d dialer

@@ -57,6 +57,7 @@ type options struct {
 	viaClient                 bool
 	strategy                  string
 	protocol                  string
+	bearer, bearerFile        string
 
 	sessions, concurrency int
 	subscribers, updates  int
@@ -102,6 +103,8 @@ func parse(args []string, stderr io.Writer) (*options, string, error) {
 	fs.BoolVar(&o.viaClient, "client", false, "drive the load through the client library's pool (client.NewPool, CallRaw) instead of mcpload's own lean transports")
 	fs.StringVar(&o.strategy, "strategy", "round-robin", "with -client: the pool's strategy, round-robin, random or least-busy")
 	fs.StringVar(&o.protocol, "protocol", loadtest.ProtocolSession, "protocol revision: "+loadtest.ProtocolSession+" (initialize, then a session per connection) or "+loadtest.ProtocolStateless+" (stateless: no initialize, every request carries its _meta, over HTTP the revision's headers and no session); load mode only, not with -client")
+	fs.StringVar(&o.bearer, "bearer", "", "send `token` as \"Authorization: Bearer TOKEN\" on every HTTP request (prefer -bearer-file: arguments are visible to other users); load mode only")
+	fs.StringVar(&o.bearerFile, "bearer-file", "", "bearer tokens from `file`, one a line, used in turn, one per request (distinct tokens defeat a server's cache of verified ones); load mode only")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bar")
 	fs.BoolVar(&o.childStderr, "stdio-stderr", false, "pass a stdio server's standard error through")
 	fs.IntVar(&o.sessions, "sessions", 1000, "sessions mode: sessions to open")
@@ -184,6 +187,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		fmt.Fprintf(stderr, "mcpload: -protocol %s: only in load mode (-mode %s speaks the session revision)\n", o.protocol, o.mode)
 		return 2
 	}
+	if o.mode != "load" && (o.bearer != "" || o.bearerFile != "") {
+		fmt.Fprintf(stderr, "mcpload: -bearer, -bearer-file: only in load mode\n")
+		return 2
+	}
+	bearer, err := bearerTokens(o)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpload:", err)
+		return 2
+	}
 	var bar *progressbar.ProgressBar
 	if tty && !o.quiet && o.jsonOut != "-" {
 		bar = newBar(o, stdout)
@@ -207,6 +219,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			Target: target, Connections: o.conns, InFlight: o.inflight, Rate: o.rate,
 			Duration: o.duration, Requests: o.requests, Warmup: o.warmup, Steps: steps,
 			Timeout: o.timeout, PID: o.pid, Client: o.viaClient, Strategy: strategy, Protocol: o.protocol,
+			Bearer: bearer,
 		}
 		if o.childStderr {
 			cfg.Stderr = stderr
@@ -405,4 +418,31 @@ func writeFile(path string, stdout io.Writer, fn func(io.Writer) error) error {
 		return err
 	}
 	return f.Close()
+}
+
+// bearerTokens returns the tokens of -bearer or -bearer-file: a file's
+// non-blank lines, trimmed, in order.
+func bearerTokens(o *options) ([]string, error) {
+	switch {
+	case o.bearer != "" && o.bearerFile != "":
+		return nil, errors.New("-bearer and -bearer-file: one or the other")
+	case o.bearer != "":
+		return []string{o.bearer}, nil
+	case o.bearerFile == "":
+		return nil, nil
+	}
+	data, err := os.ReadFile(o.bearerFile)
+	if err != nil {
+		return nil, fmt.Errorf("-bearer-file: %w", err)
+	}
+	var tokens []string
+	for line := range strings.Lines(string(data)) {
+		if t := strings.TrimSpace(line); t != "" {
+			tokens = append(tokens, t)
+		}
+	}
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("-bearer-file %s: no token in it", o.bearerFile)
+	}
+	return tokens, nil
 }

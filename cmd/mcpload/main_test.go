@@ -4,15 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/mcpedge/mcpedge/internal/testserver"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/testserver"
 	"github.com/mcpedge/mcpedge/loadtest"
 	"github.com/mcpedge/mcpedge/transport/tcp"
 	"github.com/stretchr/testify/assert"
@@ -37,6 +42,9 @@ func TestUsage(t *testing.T) {
 		{"-protocol", "2026-07-28", "-client", "tcp://127.0.0.1:1"},
 		{"-protocol", "2026-07-28", "-mix", "echo,ping", "tcp://127.0.0.1:1"},
 		{"-protocol", "2026-07-28", "-mode", "sessions", "tcp://127.0.0.1:1"},
+		{"-bearer", "x", "tcp://127.0.0.1:1"},
+		{"-bearer", "x", "-mode", "sessions", "http://127.0.0.1:1/mcp"},
+		{"-bearer", "x", "-bearer-file", "f", "http://127.0.0.1:1/mcp"},
 	} {
 		var out, errb bytes.Buffer
 		assert.Equal(t, 2, run(context.Background(), args, &out, &errb, false), "%v: %s", args, errb.String())
@@ -180,4 +188,69 @@ func TestRunStateless(t *testing.T) {
 	assert.Equal(t, "2026-07-28", res.Protocol)
 	assert.Equal(t, int64(400), res.OK)
 	assert.Zero(t, res.Errors)
+}
+
+func TestBearerTokens(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tokens")
+	require.NoError(t, os.WriteFile(file, []byte("one\n\n  two  \r\nthree"), 0o600))
+	got, err := bearerTokens(&options{bearerFile: file})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"one", "two", "three"}, got)
+	got, err = bearerTokens(&options{bearer: "solo"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"solo"}, got)
+	got, err = bearerTokens(&options{})
+	require.NoError(t, err)
+	assert.Nil(t, got)
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("\n \n"), 0o600))
+	for _, o := range []*options{{bearer: "a", bearerFile: file}, {bearerFile: empty}, {bearerFile: filepath.Join(dir, "none")}} {
+		_, err := bearerTokens(o)
+		assert.Error(t, err)
+	}
+}
+
+// TestBearerFileRoundRobin: mcpload -bearer-file sends the file's tokens
+// in turn, one a request, to a server that checks them.
+func TestBearerFileRoundRobin(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		var msg codec.Message
+		body, _ := io.ReadAll(r.Body)
+		if codec.Decode(body, &msg) != nil || msg.Kind == codec.KindNotification {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Mcp-Session-Id", "s1")
+		switch msg.Method {
+		case "initialize":
+			_, _ = w.Write(codec.AppendResult(nil, msg.ID, []byte(`{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"fake","version":"0"}}`)))
+		default:
+			var p struct {
+				Arguments struct {
+					Text string `json:"text"`
+				} `json:"arguments"`
+			}
+			_ = codec.Unmarshal(msg.Params, &p)
+			_, _ = w.Write(codec.AppendResult(nil, msg.ID, []byte(`{"content":[{"type":"text","text":`+strconv.Quote(p.Arguments.Text)+`}]}`)))
+		}
+	}))
+	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "tokens")
+	require.NoError(t, os.WriteFile(file, []byte("t1\nt2\nt3\nt4\n"), 0o600))
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"-q", "-n", "10", "-warmup", "0", "-bearer-file", file, srv.URL + "/mcp"}, &out, &errb, false)
+	require.Equal(t, 0, code, "%s%s", out.String(), errb.String())
+	mu.Lock()
+	defer mu.Unlock()
+	require.GreaterOrEqual(t, len(seen), 12)
+	for i, a := range seen {
+		assert.Equal(t, "Bearer t"+strconv.Itoa(i%4+1), a, "request %d", i)
+	}
 }

@@ -15,6 +15,14 @@
 //
 //	cd bench && go run ./cmd/benchpeers -stateless-only -duration 4s -root .. -out ../docs/benchmarks.md
 //
+// With -ops-only it runs only the operations cost (ops.go: mcpedge's
+// server CPU per call with the admin listener's metrics on against off,
+// and with authorization by a static token and by RS256 JWTs, cached and
+// not, against none) and writes only its section; the full run measures
+// it too unless -ops=false.
+//
+//	cd bench && go run ./cmd/benchpeers -ops-only -duration 3s -warmup 1s -root .. -out ../docs/benchmarks.md
+//
 // With -cores it runs the scaling comparison instead (cores.go): each
 // server pinned to S cores, the load to the rest, for each S listed that
 // fits, and writes only its own section of the report.
@@ -56,6 +64,7 @@ type config struct {
 	profile        time.Duration
 	transports     []string
 	stateless      bool
+	ops            bool
 }
 
 func main() {
@@ -75,6 +84,8 @@ func main() {
 	flag.StringVar(&cores, "cores", "", "run the scaling comparison instead, for these server core counts (e.g. 1,2,4,8): servers pinned with taskset to S cores, the load to the rest; writes only the report's \"Scaling across cores\" section")
 	flag.BoolVar(&c.stateless, "stateless", true, "measure the stateless section too (mcpedge in protocol 2026-07-28 against 2025-11-25 over HTTP and TCP, beside the peers' stateless modes); false keeps the section the report has")
 	statelessOnly := flag.Bool("stateless-only", false, "run only the stateless comparison; writes only the report's \"Stateless calls\" section")
+	flag.BoolVar(&c.ops, "ops", true, "measure the operations cost too (mcpedge's server CPU per call with metrics on against off, with authorization against none); false keeps the section the report has")
+	opsOnly := flag.Bool("ops-only", false, "run only the operations cost; writes only the report's \"Operations cost\" section")
 	flag.DurationVar(&c.profile, "profile", 4*time.Second, "profile mcpedge in process (bench/cmd/profile) at 64 connections over HTTP and TCP for this long (0: skip)")
 	flag.Parse()
 	for _, f := range strings.Split(conns, ",") {
@@ -103,6 +114,21 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *opsOnly {
+		if cores != "" || *statelessOnly {
+			log.Fatal("benchpeers: -ops-only, -cores and -stateless-only are separate runs")
+		}
+		began := time.Now()
+		log.Printf("building into %s", c.bin)
+		if err := build(ctx, &c); err != nil {
+			log.Fatal("benchpeers: ", err)
+		}
+		if err := writeOps(ctx, &c); err != nil {
+			log.Fatal("benchpeers: ", err)
+		}
+		log.Printf("wrote the operations section of %s in %s", c.out, time.Since(began).Round(time.Second))
+		return
+	}
 	if *statelessOnly {
 		if cores != "" {
 			log.Fatal("benchpeers: -cores and -stateless-only are separate runs")
@@ -420,6 +446,16 @@ func run(ctx context.Context, c *config) error {
 		}
 		statelessSec = sec
 	}
+	// The operations section: its own servers too.
+	var opsSec string
+	if c.ops {
+		log.Printf("the operations cost")
+		sec, err := runOps(ctx, c)
+		if err != nil {
+			return err
+		}
+		opsSec = sec
+	}
 
 	// Idle sessions, each on a fresh server.
 	for _, tr := range []string{"http", "tcp"} {
@@ -479,13 +515,19 @@ func run(ctx context.Context, c *config) error {
 	rep.ended = time.Now()
 	doc := rep.markdown()
 	// Keep the sections make bench-cores wrote, and make bench-stateless
-	// when this run did not measure it.
+	// and make bench-ops when this run did not measure them.
 	old, _ := os.ReadFile(c.out)
 	if statelessSec == "" {
 		statelessSec = statelessSection(string(old))
 	}
 	if statelessSec != "" {
 		doc = spliceStateless(doc, statelessSec)
+	}
+	if opsSec == "" {
+		opsSec = opsSection(string(old))
+	}
+	if opsSec != "" {
+		doc = spliceOps(doc, opsSec)
 	}
 	if sec := coresSection(string(old)); sec != "" {
 		doc = spliceCores(doc, sec)
