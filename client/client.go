@@ -199,7 +199,7 @@ type Client struct {
 	discovered    atomic.Pointer[mcp.DiscoverResult]
 	logLevel      atomic.Pointer[string]
 	legacyVersion string
-	hdrTools      *xsync.Map[string, []paramHeader]
+	hdrTools      *xsync.Map[string, []mcp.HeaderParam]
 
 	mu       sync.Mutex
 	subs     map[string][]func(uri string)
@@ -240,7 +240,7 @@ func New(t Transport, opts Options) *Client {
 		subs:     map[string][]func(string){},
 		done:     make(chan struct{}),
 		notes:    make(chan func(), 256),
-		hdrTools: xsync.NewMap[string, []paramHeader](),
+		hdrTools: xsync.NewMap[string, []mcp.HeaderParam](),
 	}
 	c.legacyVersion = opts.ProtocolVersion
 	if mcp.ModernVersion(opts.ProtocolVersion) {

@@ -3,8 +3,6 @@ package client
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,109 +15,8 @@ import (
 // Mcp-Method, Mcp-Name (params.name or params.uri) and, for a tool whose
 // inputSchema marks properties with x-mcp-header, Mcp-Param-{name}.
 
-// paramHeader is one x-mcp-header of a tool: the header's name part and
-// the chain of properties keys leading to the value.
-type paramHeader struct {
-	name string
-	path []string
-}
-
 // maxSafeInt is the largest integer JavaScript holds exactly.
 const maxSafeInt = 1<<53 - 1
-
-// toolHeaders returns the x-mcp-header parameters of a tool's inputSchema,
-// or an error when an annotation breaks the spec's constraints (the tool
-// is then left out of tools/list).
-func toolHeaders(schema []byte) ([]paramHeader, error) {
-	if len(schema) == 0 || !strings.Contains(string(schema), "x-mcp-header") {
-		return nil, nil
-	}
-	var root any
-	if err := codec.Unmarshal(schema, &root); err != nil {
-		return nil, fmt.Errorf("inputSchema: %w", err)
-	}
-	var out []paramHeader
-	seen := map[string]bool{}
-	var walk func(obj map[string]any, path []string) error
-	walk = func(obj map[string]any, path []string) error {
-		props, _ := obj["properties"].(map[string]any)
-		for key, v := range props {
-			prop, ok := v.(map[string]any)
-			if !ok {
-				continue
-			}
-			p := append(path[:len(path):len(path)], key)
-			if raw, has := prop["x-mcp-header"]; has {
-				name, ok := raw.(string)
-				if !ok || !validToken(name) {
-					return fmt.Errorf("property %q: x-mcp-header %v is not a header name token", key, raw)
-				}
-				switch t, _ := prop["type"].(string); t {
-				case "string", "integer", "boolean":
-				default:
-					return fmt.Errorf("property %q: x-mcp-header on a property of type %q", key, t)
-				}
-				low := strings.ToLower(name)
-				if seen[low] {
-					return fmt.Errorf("x-mcp-header %q appears twice", name)
-				}
-				seen[low] = true
-				out = append(out, paramHeader{name: name, path: p})
-			}
-			if err := walk(prop, p); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	obj, ok := root.(map[string]any)
-	if !ok {
-		return nil, errors.New("inputSchema is not an object")
-	}
-	if err := walk(obj, nil); err != nil {
-		return nil, err
-	}
-	if n := countAnnotations(root); n != len(out) {
-		return nil, errors.New("x-mcp-header outside a chain of properties")
-	}
-	return out, nil
-}
-
-// countAnnotations counts the x-mcp-header members anywhere in v.
-func countAnnotations(v any) int {
-	n := 0
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			if k == "x-mcp-header" {
-				n++
-			}
-			n += countAnnotations(e)
-		}
-	case []any:
-		for _, e := range x {
-			n += countAnnotations(e)
-		}
-	}
-	return n
-}
-
-// validToken reports an HTTP field-name token (RFC 9110 tchar+).
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
 
 // headerValue returns v as a header value: as it is when it is plain,
 // visible ASCII, in the Base64 sentinel form otherwise.
@@ -141,7 +38,7 @@ func headerValue(v string) string {
 func (c *Client) filterTools(tools []mcp.Tool) []mcp.Tool {
 	kept := tools[:0]
 	for _, t := range tools {
-		hs, err := toolHeaders(t.InputSchema)
+		hs, err := mcp.ParseHeaderParams(t.InputSchema)
 		if err != nil {
 			c.log.Warn("tool left out: invalid x-mcp-header", "tool", t.Name, "err", err)
 			c.hdrTools.Delete(t.Name)
@@ -159,14 +56,14 @@ func (c *Client) filterTools(tools []mcp.Tool) []mcp.Tool {
 
 // toolParams returns a tool's x-mcp-header parameters, known from the
 // tools listed.
-func (c *Client) toolParams(tool string) []paramHeader {
+func (c *Client) toolParams(tool string) []mcp.HeaderParam {
 	hs, _ := c.hdrTools.Load(tool)
 	return hs
 }
 
 // setModernHeaders sets the headers 2026-07-28 requires of the POST of
 // msg.
-func setModernHeaders(h http.Header, msg []byte, params func(string) []paramHeader) {
+func setModernHeaders(h http.Header, msg []byte, params func(string) []mcp.HeaderParam) {
 	var m codec.Message
 	if codec.Decode(msg, &m) != nil || m.Method == "" {
 		return
@@ -202,8 +99,8 @@ func setModernHeaders(h http.Header, msg []byte, params func(string) []paramHead
 		return
 	}
 	for _, p := range hs {
-		if v, ok := argValue(args, p.path); ok {
-			h.Set("Mcp-Param-"+p.name, headerValue(v))
+		if v, ok := argValue(args, p.Path); ok {
+			h.Set(p.Header, headerValue(v))
 		}
 	}
 }

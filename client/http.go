@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/mcp"
 )
 
 // HTTP transport errors.
@@ -337,12 +338,12 @@ type httpConn struct {
 // modernHTTP is the 2026-07-28 binding of a connection.
 type modernHTTP struct {
 	version string
-	params  func(tool string) []paramHeader
+	params  func(tool string) []mcp.HeaderParam
 }
 
 // setModern implements modernConn: no session, the MCP-Protocol-Version
 // header on every POST, with Mcp-Method, Mcp-Name and Mcp-Param-*.
-func (c *httpConn) setModern(version string, params func(string) []paramHeader) {
+func (c *httpConn) setModern(version string, params func(string) []mcp.HeaderParam) {
 	if version == "" {
 		c.modern.Store(nil)
 		c.version.Store(nil)

@@ -77,7 +77,7 @@ type modernConn interface {
 	// setModern switches the connection to version ("" back to the
 	// session revisions); params returns the x-mcp-header parameters of
 	// a tool, nil when it has none.
-	setModern(version string, params func(tool string) []paramHeader)
+	setModern(version string, params func(tool string) []mcp.HeaderParam)
 }
 
 func (c *Client) newModernState(version string) (*modernState, error) {

@@ -147,7 +147,7 @@ func (r *Registry) AddToolWith(t *mcp.Tool, h ToolHandler, o ToolOptions) error 
 		return fmt.Errorf("%w %q: input schema: %w", ErrInvalidTool, t.Name, err)
 	}
 	tool.InputSchema = in.raw
-	hp, err := headerParams(in.raw)
+	hp, err := mcp.ParseHeaderParams(in.raw)
 	if err != nil {
 		return fmt.Errorf("%w %q: input schema: %w", ErrInvalidTool, t.Name, err)
 	}
