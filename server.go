@@ -13,9 +13,11 @@ import (
 	"github.com/mcpedge/mcpedge/auth"
 
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/session"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 	"github.com/mcpedge/mcpedge/transport/stdio"
 	"github.com/mcpedge/mcpedge/transport/tcp"
+	"github.com/valyala/fasthttp"
 )
 
 // Options configure a Server. The zero value works: an engine with its
@@ -68,10 +70,35 @@ type Options struct {
 	// counts against the shutdown's deadline.
 	LameDuck time.Duration
 
+	// Cluster, when set, makes the server a node of a cluster (package
+	// cluster's Node; docs/cluster.md): its bus carries notifications
+	// (EngineOptions.Bus, unless set already: then it must deliver through
+	// the cluster's bus, as a counting wrapper of it does), its name starts session and task ids
+	// (EngineOptions.NodeID), and Streamable HTTP requests for sessions
+	// other nodes own are forwarded to them (HTTPOptions.Route) while
+	// those nodes' requests for this one's are served here. Close the
+	// node after Shutdown.
+	Cluster Cluster
+
 	// OnDraining, when set, is called once when a shutdown begins, before
 	// the listeners close: readiness turns off (see Server.Ready), for
 	// a /readyz endpoint or a load balancer to take the node out.
 	OnDraining func()
+}
+
+// Cluster is a server's membership of a cluster, as package cluster's
+// Node implements it. A Cluster is safe for concurrent use.
+type Cluster interface {
+	// Node names this node; it starts the ids of its sessions and tasks.
+	Node() string
+	// Bus carries notifications between the nodes.
+	Bus() session.Bus
+	// Route forwards a request naming id to the node that owns id, when
+	// that is another node, and reports whether it did
+	// (HTTPOptions.Route).
+	Route(ctx *fasthttp.RequestCtx, id []byte) bool
+	// Serve serves with h the requests other nodes forward to this one.
+	Serve(h fasthttp.RequestHandler)
 }
 
 // DefaultDrainTimeout is Options.DrainTimeout's default.
@@ -148,6 +175,17 @@ func New(opts Options) *Server {
 			opts.HTTP = &h
 		}
 	}
+	if c := opts.Cluster; c != nil {
+		if opts.Bus == nil { // a Bus set already wraps c.Bus() (admin's counting bus)
+			opts.Bus = c.Bus()
+		}
+		opts.NodeID = c.Node()
+		if opts.HTTP != nil {
+			h := *opts.HTTP
+			h.Route = c.Route
+			opts.HTTP = &h
+		}
+	}
 	eng := engine.New(opts.EngineOptions)
 	s := &Server{
 		eng:     eng,
@@ -171,6 +209,9 @@ func New(opts Options) *Server {
 	}
 	if opts.HTTP != nil {
 		s.http = mcphttp.New(eng, *opts.HTTP)
+		if opts.Cluster != nil {
+			opts.Cluster.Serve(s.http.Handler())
+		}
 	}
 	return s
 }

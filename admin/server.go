@@ -28,6 +28,21 @@ const DefaultAddr = "127.0.0.1:7402"
 // a load balancer stops sending new clients while requests drain.
 type Readiness struct {
 	ready, draining atomic.Bool
+	check           atomic.Pointer[func() error]
+}
+
+// SetCheck adds a condition to readiness: while check returns an error,
+// /readyz answers 503 with its text (a cluster node that lost its peers).
+// check is called on each /readyz request and must be quick.
+func (r *Readiness) SetCheck(check func() error) { r.check.Store(&check) }
+
+// Check returns the error of the SetCheck condition, nil when there is
+// none or it holds.
+func (r *Readiness) Check() error {
+	if c := r.check.Load(); c != nil {
+		return (*c)()
+	}
+	return nil
 }
 
 // SetReady marks the server ready (its listeners are up) or not.
@@ -40,14 +55,17 @@ func (r *Readiness) SetDraining(v bool) { r.draining.Store(v) }
 // Draining reports whether SetDraining(true) was called.
 func (r *Readiness) Draining() bool { return r.draining.Load() }
 
-// Ready reports what /readyz answers: ready and not draining.
-func (r *Readiness) Ready() bool { return r.ready.Load() && !r.draining.Load() }
+// Ready reports what /readyz answers: ready, not draining, and the
+// SetCheck condition holding.
+func (r *Readiness) Ready() bool {
+	return r.ready.Load() && !r.draining.Load() && r.Check() == nil
+}
 
 // Handler returns the admin endpoints on a mux of their own:
 //
 //	/metrics         m in Prometheus text format, with Go runtime and process figures
 //	/healthz         200 "ok" while the process serves
-//	/readyz          200 "ready", or 503 "not ready" / "draining" (ready)
+//	/readyz          200 "ready", or 503 "not ready" / "not ready: <why>" / "draining" (ready)
 //	/debug/pprof/    the runtime's profiles, as net/http/pprof serves them
 //
 // The pprof handlers are registered on this mux only; net/http/pprof is
@@ -68,9 +86,12 @@ func Handler(m *Metrics, ready *Readiness) http.Handler {
 		case ready.Draining():
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("draining\n"))
-		case !ready.Ready():
+		case !ready.ready.Load():
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("not ready\n"))
+		case ready.Check() != nil:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("not ready: " + ready.Check().Error() + "\n"))
 		default:
 			_, _ = w.Write([]byte("ready\n"))
 		}

@@ -89,10 +89,11 @@ type Options struct {
 	// new one evicts the oldest that has ended, and is refused when none
 	// has.
 	MaxTasks int
-	// NodeID names this node of a cluster in the ids of the tasks it
-	// creates for 2026-07-28 requests ("<NodeID>.<random>", see
-	// TaskNode), so that a router can send tasks/get, tasks/update and
-	// tasks/cancel to the node that runs the task. It must not contain a
+	// NodeID names this node of a cluster in the ids of the sessions it
+	// opens and of the tasks it creates for 2026-07-28 requests
+	// ("<NodeID>.<random>", see TaskNode and SessionNode), so that a
+	// router can send a session's requests, and tasks/get, tasks/update
+	// and tasks/cancel, to the node that owns them. It must not contain a
 	// '.'. Empty: ids are random only.
 	NodeID string
 
@@ -315,7 +316,11 @@ func (s *Server) newSession(out session.Sink) *session.Session {
 	// The session's context does not hang off the server's: registering
 	// each session in a parent would cost memory per idle session, and
 	// Shutdown closes every session itself.
-	sess := session.New(context.Background(), out)
+	id := session.NewID()
+	if s.opts.NodeID != "" {
+		id = s.opts.NodeID + "." + id
+	}
+	sess := session.NewWithID(context.Background(), out, id)
 	if rl := s.rates.Load(); rl.rate > 0 {
 		sess.SetRateLimit(rl.rate, rl.burst)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -161,6 +162,15 @@ func TaskNode(taskID string) string {
 		return taskID[:i]
 	}
 	return ""
+}
+
+// SessionNode returns the node a session id names (Options.NodeID of the
+// node that opened the session), "" when none. It allocates nothing.
+func SessionNode(sessionID []byte) []byte {
+	if i := bytes.IndexByte(sessionID, '.'); i >= 0 {
+		return sessionID[:i]
+	}
+	return nil
 }
 
 // newTaskID returns an unguessable task id naming this node.

@@ -159,9 +159,16 @@ func (s *Session) Stateless() bool { return s.stateless }
 // New returns a session in StateNew with a fresh random id. parent bounds
 // the session's context, which Close cancels.
 func New(parent context.Context, out Sink) *Session {
+	return NewWithID(parent, out, NewID())
+}
+
+// NewWithID is New with the session id given: a cluster node prefixes
+// NewID with its name, so that any node knows which one owns a session.
+// id must be unguessable and visible ASCII.
+func NewWithID(parent context.Context, out Sink, id string) *Session {
 	ctx, cancel := context.WithCancelCause(parent)
 	s := &Session{
-		id:      NewID(),
+		id:      id,
 		Out:     out,
 		Tracker: NewTracker(),
 		ctx:     ctx,

@@ -193,6 +193,9 @@ func validate(c *config) error {
 	if c.stateTTL <= 0 {
 		return fmt.Errorf("-state-ttl: %v: must be positive", c.stateTTL)
 	}
+	if err := validateCluster(c); err != nil {
+		return err
+	}
 	for _, f := range []struct {
 		name string
 		v    float64

@@ -77,8 +77,9 @@ type config struct {
 	tlsKey      string
 	tlsClientCA string
 
-	auth  authFlags   // auth.go
-	admin adminConfig // admin.go
+	auth    authFlags    // auth.go
+	admin   adminConfig  // admin.go
+	cluster clusterFlags // cluster.go
 }
 
 func main() {
@@ -136,6 +137,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error)
 	fs.Float64Var(&c.rateIP, "rate-ip", 0, "requests per second all sessions of one client address may send (0: none)")
 	fs.Var(newSize(&c.maxBuffered, tcp.DefaultMaxBuffered()), "max-buffered", "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
 	registerAuthFlags(fs, &c.auth)
+	registerClusterFlags(fs, &c.cluster)
 	adminFlags(fs, &c.admin)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mcpedge [flags]\n\nServes MCP with a built-in handler set. Each flag has an environment twin,\nMCPEDGE_<FLAG> in upper case with '-' as '_', and a key in the -config\nfile named as the flag; a flag given wins over its twin, which wins over\nthe file.\n\n")
@@ -278,6 +280,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	node, err := startCluster(c, log) // cluster.go
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpedge:", err)
+		return 2
+	}
+	if node != nil {
+		// After the server's shutdown (deferred earlier, run later): the
+		// streams of forwarded requests have ended by then.
+		defer node.Close()
+		opts.Cluster = node
+		opts.Bus = node.Bus() // before startAdmin, which wraps it to count
+	}
 	adm, err := startAdmin(c, &opts, log) // admin.go
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpedge:", err)
@@ -287,8 +301,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		verifier.OnFailure(adm.metrics.AuthFailed)
 	}
 	defer adm.stop()
+	if adm != nil && node != nil {
+		adm.ready.SetCheck(node.Ready)
+	}
 	srv := mcpedge.New(opts)
-	if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated}); err != nil {
+	if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: srv.Engine().Bus().Publish, Subscribe: srv.Engine().Bus().Subscribe}); err != nil {
 		_ = srv.Shutdown(context.Background())
 		fmt.Fprintln(stderr, "mcpedge:", err)
 		return 2

@@ -18,6 +18,12 @@ type Env struct {
 	// ResourceUpdated, if set, announces that a resource changed (the
 	// engine's Server.ResourceUpdated).
 	ResourceUpdated func(uri string)
+	// Publish and Subscribe, if set, are the methods of the server's
+	// notification bus (engine.Server.Bus): the board is kept on every
+	// node of a cluster by publishing each write on it. Unset, the board
+	// is this process's alone.
+	Publish   func(topic string, payload []byte)
+	Subscribe func(topic string, fn func(topic string, payload []byte)) (cancel func())
 }
 
 func (e Env) updated(uri string) {

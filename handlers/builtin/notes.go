@@ -57,9 +57,9 @@ type capped struct {
 	bytes int
 }
 
-// put stores text under name unless that takes the map over maxCount
-// entries or maxBytes bytes; it returns an explanation when it refuses.
-func (c *capped) put(name, text string, maxCount, maxBytes int) string {
+// fits explains why storing text under name would take the map over
+// maxCount entries or maxBytes bytes, or returns "".
+func (c *capped) fits(name, text string, maxCount, maxBytes int) string {
 	old, had := c.m[name]
 	grow := len(text) - len(old)
 	if !had {
@@ -70,6 +70,20 @@ func (c *capped) put(name, text string, maxCount, maxBytes int) string {
 	}
 	if c.bytes+grow > maxBytes {
 		return fmt.Sprintf("would hold %d bytes, over its limit of %d", c.bytes+grow, maxBytes)
+	}
+	return ""
+}
+
+// put stores text under name unless that takes the map over maxCount
+// entries or maxBytes bytes; it returns an explanation when it refuses.
+func (c *capped) put(name, text string, maxCount, maxBytes int) string {
+	if why := c.fits(name, text, maxCount, maxBytes); why != "" {
+		return why
+	}
+	old, had := c.m[name]
+	grow := len(text) - len(old)
+	if !had {
+		grow += len(name)
 	}
 	if c.m == nil {
 		c.m = map[string]string{}
@@ -222,11 +236,39 @@ func addNotes(r *handlers.Registry) error {
 	return nil
 }
 
+// TopicBoard is the bus topic of board writes: with a bus (Env.Publish),
+// a write is applied by every node's subscriber, its own included, so
+// that the board reads the same on every node of a cluster. The payload
+// is {"name":…,"text":…}.
+const TopicBoard = "builtin/board"
+
+type boardWrite struct {
+	Name string `json:"name"`
+	Text string `json:"text"`
+}
+
 func addBoard(r *handlers.Registry, env Env) error {
 	var (
 		mu    sync.Mutex
 		board capped
 	)
+	shared := env.Publish != nil && env.Subscribe != nil
+	if shared {
+		// Writes of every node, this one's among them, in bus order. A
+		// write another node accepted is applied here too; it is refused
+		// only if this node's copy is over a limit the writer's was not,
+		// which the writer's check makes rare, and logged nowhere: the
+		// entry stays as it was here.
+		env.Subscribe(TopicBoard, func(_ string, payload []byte) {
+			var w boardWrite
+			if codec.Unmarshal(payload, &w) != nil || checkName(w.Name) != nil {
+				return
+			}
+			mu.Lock()
+			board.put(w.Name, w.Text, MaxBoardEntries, MaxBoardBytes)
+			mu.Unlock()
+		})
+	}
 	if err := handlers.AddTool(r, &mcp.Tool{
 		Name: "board_write",
 		Description: fmt.Sprintf("Pins a text under a name on the board that every session shares; read it as mem://board/{name}, "+
@@ -236,10 +278,22 @@ func addBoard(r *handlers.Registry, env Env) error {
 			return bad, nil, nil
 		}
 		mu.Lock()
-		why := board.put(in.Name, in.Text, MaxBoardEntries, MaxBoardBytes)
+		var why string
+		if shared {
+			why = board.fits(in.Name, in.Text, MaxBoardEntries, MaxBoardBytes)
+		} else {
+			why = board.put(in.Name, in.Text, MaxBoardEntries, MaxBoardBytes)
+		}
 		mu.Unlock()
 		if why != "" {
 			return mcp.ErrorResult("board limit reached: the board " + why), nil, nil
+		}
+		if shared {
+			payload, err := codec.Marshal(boardWrite{Name: in.Name, Text: in.Text})
+			if err != nil {
+				return nil, nil, err
+			}
+			env.Publish(TopicBoard, payload) // applied here by the subscriber, before Publish returns
 		}
 		uri := "mem://board/" + in.Name
 		env.updated(uri)

@@ -184,6 +184,18 @@ type Options struct {
 	// connection; 0 means 2 minutes, < 0 none.
 	IdleTimeout time.Duration
 
+	// Route, when set, is offered each request that names a session or a
+	// task another server may own, after its Host, Origin and credentials
+	// are checked and before anything else: POST, GET and DELETE with an
+	// Mcp-Session-Id, a legacy POST with a sessionId, and a 2026-07-28
+	// tasks/get, tasks/update or tasks/cancel POST by its Mcp-Name. id is
+	// that session or task id, valid during the call. Route returns true
+	// when it answered the request itself (package cluster forwards it to
+	// the node that owns id), false to let the server serve it. It runs on
+	// the request's goroutine and may block for as long as the answer
+	// takes.
+	Route func(ctx *fasthttp.RequestCtx, id []byte) bool
+
 	// Auth, when set, makes the server an OAuth 2.1 resource server: every
 	// request to the endpoints carries a bearer token Auth verifies, and
 	// the RFC 9728 metadata is served (auth.go, docs/authorization.md).

@@ -37,6 +37,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		if !ok {
 			return
 		}
+		if s.opts.Route != nil {
+			if id := routeID(ctx); len(id) > 0 && s.opts.Route(ctx, id) {
+				return
+			}
+		}
 		switch {
 		case ctx.IsPost():
 			s.post(ctx, ai)
@@ -58,12 +63,35 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	case !s.opts.NoLegacySSE && bytes.Equal(path, s.msgPath):
 		if s.checkHostOrigin(ctx) {
 			if _, ok := s.authenticate(ctx); ok {
+				if s.opts.Route != nil {
+					if id := ctx.QueryArgs().Peek("sessionId"); len(id) > 0 && s.opts.Route(ctx, id) {
+						return
+					}
+				}
 				s.legacyPost(ctx)
 			}
 		}
 	default:
 		s.fail(ctx, fasthttp.StatusNotFound, codeTransport, "Not Found: the MCP endpoint is "+s.opts.Path)
 	}
+}
+
+// routeID returns the id Options.Route is offered for a request on the
+// MCP endpoint: its Mcp-Session-Id, else the task a 2026-07-28 tasks/get,
+// tasks/update or tasks/cancel names in Mcp-Name.
+func routeID(ctx *fasthttp.RequestCtx) []byte {
+	h := &ctx.Request.Header
+	if sid := h.PeekCanonical(hdrSessionID); len(sid) > 0 {
+		return sid
+	}
+	if !ctx.IsPost() {
+		return nil
+	}
+	switch m := trimOWS(h.PeekCanonical(hdrMethod)); string(m) {
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		return trimOWS(h.PeekCanonical(hdrName))
+	}
+	return nil
 }
 
 // mode is where a call's answer goes.

@@ -1,0 +1,567 @@
+// Package cluster joins mcpedge servers into one, over NATS: any node
+// accepts any request, and a load balancer in front needs no stickiness.
+//
+// A Node is one server's membership. It carries three things between the
+// nodes, each on a subject of its own under Options.Prefix:
+//
+//   - Notifications (Bus): resource updates and list changes published on
+//     any node reach the subscribed sessions of every node, each once, in
+//     publish order per publisher. The engine and the handlers see only a
+//     session.Bus.
+//   - Forwarded requests (Route, Serve): a session of revisions 2024-11-05
+//     to 2025-11-25 lives on the node that initialized it, whose name
+//     starts its id ("<node>.<random>"). A Streamable HTTP request naming
+//     it (POST, DELETE, GET and its Last-Event-ID resumption, the legacy
+//     /message POST) that lands on another node is sent whole to the owner
+//     by NATS request-reply, served there by the owner's own HTTP handler,
+//     and its answer (JSON, or an SSE stream frame by frame) relayed back
+//     through the node that received it. 2026-07-28 task ids name their
+//     node the same way, so tasks/get, tasks/update and tasks/cancel reach
+//     the task's node.
+//   - Membership: with Options.Embed the Node runs a nats-server in
+//     process whose route port links it to Options.Routes (its client port
+//     is on loopback, at a port the system picks), a cluster with
+//     nothing else to install; with Options.URL it joins an existing NATS
+//     deployment.
+//
+// What each node owns (sessions, their streams and event stores, tasks) is
+// lost with it; its clients get 404 and initialize again, on any node.
+// What is shared is what crosses the bus. A forwarded request is sent once
+// and never retried, so it is never executed twice; a node that does not
+// answer within Options.ForwardTimeout is answered 504.
+//
+// A Node's methods are safe for concurrent use.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpedge/mcpedge/session"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/valyala/fasthttp"
+)
+
+// Options configure a Node. Node is required, and one of Embed and URL.
+type Options struct {
+	// Node names this node: letters, digits, '-' and '_', at most 64.
+	// Session and task ids start with it. Every node of a cluster needs a
+	// name of its own.
+	Node string
+
+	// Embed, when set, runs a nats-server in this process whose cluster
+	// (route) port listens on Embed ("host:port"; port 0 picks one, see
+	// RouteAddr); its client port listens on loopback only, at a port the
+	// system picks. Routes lists its peers.
+	Embed string
+	// Routes are the route URLs of the other nodes
+	// ("nats-route://host:port"), for Embed. A route to this node itself
+	// is dropped and logged; a route that cannot be reached is retried
+	// for as long as the node runs, and logged.
+	Routes []string
+	// Name names the NATS cluster of the embedded servers; empty means
+	// "mcpedge". Every node of a cluster gives the same name.
+	Name string
+
+	// URL, when set instead of Embed, joins an existing NATS deployment
+	// ("nats://host:4222", several separated by commas). NATSOptions
+	// carry its credentials and TLS.
+	URL string
+	// NATSOptions are added to the connection's options: credentials
+	// (nats.UserCredentials, nats.Token, nats.UserInfo), TLS
+	// (nats.RootCAs, nats.ClientCert), and the like.
+	NATSOptions []nats.Option
+
+	// Prefix starts every subject the cluster uses; empty means
+	// "mcpedge". Clusters that share a NATS deployment need prefixes of
+	// their own.
+	Prefix string
+	// ForwardTimeout bounds the wait for the owner of a forwarded request
+	// to start answering; the owner tells it is working every third of
+	// it, so a long call is not cut. 0 means 5 s.
+	ForwardTimeout time.Duration
+	// StreamIdle bounds the silence of a relayed SSE stream: the owner
+	// sends keep-alive comments (mcphttp.Options.KeepAlive, 15 s by
+	// default), so a stream silent this long lost its owner and is ended
+	// (the client resumes it with Last-Event-ID). 0 means 45 s.
+	StreamIdle time.Duration
+	// MaxForwarded bounds the forwarded requests this node serves at
+	// once; beyond it they are answered 503. 0 means 16384.
+	MaxForwarded int
+	// MaxPayload is the embedded server's largest message; 0 means 8 MiB.
+	// It bounds a forwarded request (larger is answered 413); answers are
+	// cut into frames of at most this size.
+	MaxPayload int
+
+	// Logger receives the node's log and the embedded server's; nil
+	// discards.
+	Logger *slog.Logger
+}
+
+// Errors of Start.
+var (
+	ErrBadName   = errors.New("cluster: a node name is 1 to 64 letters, digits, '-' or '_'")
+	ErrNoNATS    = errors.New("cluster: neither Embed nor URL is set")
+	ErrBothNATS  = errors.New("cluster: Embed and URL are exclusive")
+	ErrBadRoute  = errors.New("cluster: bad route URL")
+	ErrNotServed = errors.New("cluster: node not serving yet")
+)
+
+// Node is this server's membership of a cluster. Start it, give it to
+// mcpedge.Options.Cluster (or wire Bus, Route and Serve by hand), and
+// Close it after the server's Shutdown.
+type Node struct {
+	opts   Options
+	log    *slog.Logger
+	name   string
+	prefix string
+
+	srv *server.Server // embedded; nil with URL
+	nc  *nats.Conn
+	bus *Bus
+
+	subs []*nats.Subscription
+
+	// Forwarding, the sending side (forward.go).
+	replyPrefix string // "<prefix>.reply.<node>."
+	nextToken   atomic.Uint64
+	pendMu      sync.Mutex
+	pending     map[uint64]*forward
+
+	// Forwarding, the owner's side (serve.go).
+	handler  atomic.Pointer[fasthttp.RequestHandler]
+	tunMu    sync.Mutex
+	tunnels  map[string]*tunnelConn // by reply subject
+	serving  atomic.Int64
+	ctxs     sync.Pool
+	serveWG  sync.WaitGroup
+	closed   atomic.Bool
+	maxFrame int
+	tickOnce sync.Once
+	tickStop chan struct{} // the pending ticker's; nil before Serve
+
+	stats counters
+}
+
+// counters are the node's statistics (Stats).
+type counters struct {
+	forwarded, forwardTimeouts, forwardNoOwner, forwardRefused atomic.Uint64
+	served, servedRefused, cancelled                           atomic.Uint64
+	busOut, busIn, busDropped, badMessages, streamsCut         atomic.Uint64
+	disconnects, reconnects                                    atomic.Uint64
+}
+
+// Stats are a Node's counters since Start.
+type Stats struct {
+	Forwarded       uint64 // requests sent to their owner
+	ForwardTimeouts uint64 // of which the owner did not answer in time (504)
+	ForwardNoOwner  uint64 // requests naming a node nobody answers for (served locally: 404)
+	ForwardRefused  uint64 // not sent: too large, or NATS down (413, 503)
+	Served          uint64 // requests other nodes forwarded here
+	ServedRefused   uint64 // of which refused over MaxForwarded (503)
+	Cancelled       uint64 // forwarded streams whose client went away
+	BusOut          uint64 // notifications published to the other nodes
+	BusIn           uint64 // notifications received from them
+	BusDropped      uint64 // notifications not published (NATS down) or lost (slow consumer)
+	BadMessages     uint64 // messages from NATS that did not parse, dropped
+	StreamsCut      uint64 // relayed streams ended for a lost frame or a silent owner
+	Disconnects     uint64 // losses of the NATS connection
+	Reconnects      uint64 // and recoveries
+}
+
+// Stats returns the node's counters.
+func (n *Node) Stats() Stats {
+	c := &n.stats
+	return Stats{
+		Forwarded: c.forwarded.Load(), ForwardTimeouts: c.forwardTimeouts.Load(),
+		ForwardNoOwner: c.forwardNoOwner.Load(), ForwardRefused: c.forwardRefused.Load(),
+		Served: c.served.Load(), ServedRefused: c.servedRefused.Load(), Cancelled: c.cancelled.Load(),
+		BusOut: c.busOut.Load(), BusIn: c.busIn.Load(), BusDropped: c.busDropped.Load(),
+		BadMessages: c.badMessages.Load(), StreamsCut: c.streamsCut.Load(),
+		Disconnects: c.disconnects.Load(), Reconnects: c.reconnects.Load(),
+	}
+}
+
+// ValidName reports whether name can name a node.
+func ValidName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// DefaultName derives a node name from the host name and a port: "web-3"
+// serving on 7401 is "web-3-7401". Characters a name cannot hold become
+// '-'.
+func DefaultName(host string, port int) string {
+	if i := strings.IndexByte(host, '.'); i > 0 {
+		host = host[:i]
+	}
+	b := []byte(host)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			b[i] = '-'
+		}
+	}
+	name := string(b)
+	if name == "" {
+		name = "node"
+	}
+	suffix := "-" + strconv.Itoa(port)
+	if len(name)+len(suffix) > 64 {
+		name = name[:64-len(suffix)]
+	}
+	return name + suffix
+}
+
+// Start starts the node: the embedded nats-server (with Embed), the
+// connection, and the subscriptions. The node serves forwarded requests
+// once Serve gives it a handler; until then they are answered 503. It
+// returns when connected; with Embed, the routes to the peers come up in
+// the background (Ready reports them).
+func Start(ctx context.Context, opts Options) (*Node, error) {
+	if !ValidName(opts.Node) {
+		return nil, fmt.Errorf("%w: %q", ErrBadName, opts.Node)
+	}
+	switch {
+	case opts.Embed == "" && opts.URL == "":
+		return nil, ErrNoNATS
+	case opts.Embed != "" && opts.URL != "":
+		return nil, ErrBothNATS
+	}
+	if opts.Name == "" {
+		opts.Name = "mcpedge"
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "mcpedge"
+	}
+	if opts.ForwardTimeout <= 0 {
+		opts.ForwardTimeout = 5 * time.Second
+	}
+	if opts.StreamIdle <= 0 {
+		opts.StreamIdle = 45 * time.Second
+	}
+	if opts.MaxForwarded <= 0 {
+		opts.MaxForwarded = 16384
+	}
+	if opts.MaxPayload <= 0 {
+		opts.MaxPayload = 8 << 20
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{
+		opts:    opts,
+		log:     log.With("node", opts.Node),
+		name:    opts.Node,
+		prefix:  opts.Prefix,
+		pending: make(map[uint64]*forward),
+		tunnels: make(map[string]*tunnelConn),
+	}
+	n.replyPrefix = n.prefix + ".reply." + n.name + "."
+	n.ctxs.New = func() any { return new(fasthttp.RequestCtx) }
+
+	nopts := []nats.Option{
+		nats.Name("mcpedge " + opts.Node),
+		nats.NoEcho(), // this node's own notifications are delivered in process
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectBufSize(8 << 20),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			n.stats.disconnects.Add(1)
+			n.log.Warn("cluster: NATS connection lost; serving what this node owns", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			n.stats.reconnects.Add(1)
+			n.log.Info("cluster: NATS connection back", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				n.stats.busDropped.Add(1)
+			}
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			n.log.Warn("cluster: NATS error", "subject", subj, "err", err)
+		}),
+	}
+	url := opts.URL
+	if opts.Embed != "" {
+		srv, err := n.startEmbedded()
+		if err != nil {
+			return nil, err
+		}
+		n.srv = srv
+		nopts = append(nopts, nats.InProcessServer(srv))
+		url = ""
+	}
+	nopts = append(nopts, opts.NATSOptions...)
+	nc, err := nats.Connect(url, nopts...)
+	if err != nil {
+		n.shutdownEmbedded()
+		return nil, fmt.Errorf("cluster: connect: %w", err)
+	}
+	n.nc = nc
+	n.maxFrame = int(nc.MaxPayload()) - 64
+	if n.maxFrame < 1024 {
+		n.maxFrame = 1024
+	}
+	n.bus = newBus(n)
+	for _, s := range []struct {
+		subj string
+		fn   nats.MsgHandler
+	}{
+		{n.prefix + ".bus", n.bus.receive},
+		{n.replyPrefix + "*", n.onReply},
+		{n.prefix + ".http." + n.name, n.onForwarded},
+		{n.prefix + ".cancel." + n.name, n.onCancel},
+		{n.prefix + ".ping." + n.name, func(m *nats.Msg) { _ = m.Respond(nil) }},
+	} {
+		sub, err := nc.Subscribe(s.subj, s.fn)
+		if err != nil {
+			n.Close()
+			return nil, fmt.Errorf("cluster: subscribe %s: %w", s.subj, err)
+		}
+		_ = sub.SetPendingLimits(1<<20, 256<<20)
+		n.subs = append(n.subs, sub)
+	}
+	if err := nc.FlushWithContext(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		n.log.Warn("cluster: flush", "err", err)
+	}
+	n.log.Info("cluster: node started", "embed", opts.Embed, "routes", opts.Routes, "url", opts.URL)
+	return n, nil
+}
+
+// startEmbedded starts the in-process nats-server: the route port on
+// Options.Embed, the peers of Options.Routes, a client port on loopback.
+func (n *Node) startEmbedded() (*server.Server, error) {
+	host, portStr, err := net.SplitHostPort(n.opts.Embed)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: embed address %q: %w", n.opts.Embed, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("cluster: embed address %q: bad port", n.opts.Embed)
+	}
+	var routes []*url.URL
+	for _, r := range n.opts.Routes {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		u, err := url.Parse(r)
+		if err != nil || u.Host == "" || (u.Scheme != "nats-route" && u.Scheme != "nats") {
+			return nil, fmt.Errorf("%w: %q (want nats-route://host:port)", ErrBadRoute, r)
+		}
+		if sameAddr(u.Host, host, port) {
+			n.log.Warn("cluster: a route names this node itself; dropped", "route", r)
+			continue
+		}
+		routes = append(routes, u)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT // ":0" means any port, as for net.Listen
+	}
+	so := &server.Options{
+		ServerName: n.opts.Node,
+		// The node connects in process; the client port exists because
+		// the server starts routing only once it listens for clients, and
+		// is on loopback, on a port of the system's choosing.
+		Host:       "127.0.0.1",
+		Port:       server.RANDOM_PORT,
+		NoSigs:     true, // library code installs no signal handlers
+		MaxPayload: int32(n.opts.MaxPayload),
+		Cluster: server.ClusterOpts{
+			Name: n.opts.Name,
+			Host: host,
+			Port: port,
+		},
+		Routes: routes,
+	}
+	srv, err := server.NewServer(so)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: embedded server: %w", err)
+	}
+	srv.SetLoggerV2(natsLogger{n.log}, false, false, false)
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("cluster: embedded server did not start (route port %s in use?)", n.opts.Embed)
+	}
+	return srv, nil
+}
+
+// sameAddr reports whether hostport names host:port, this node's route
+// listener. A wildcard host matches the loopback names.
+func sameAddr(hostport, host string, port int) bool {
+	h, p, err := net.SplitHostPort(hostport)
+	if err != nil || p != strconv.Itoa(port) {
+		return false
+	}
+	if h == host {
+		return true
+	}
+	loop := func(s string) bool { return s == "localhost" || s == "127.0.0.1" || s == "::1" }
+	wild := host == "" || host == "0.0.0.0" || host == "::"
+	return (wild || loop(host)) && loop(h)
+}
+
+func (n *Node) shutdownEmbedded() {
+	if n.srv != nil {
+		n.srv.Shutdown()
+		n.srv.WaitForShutdown()
+	}
+}
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.name }
+
+// Node is Name, for mcpedge.Options.Cluster.
+func (n *Node) Node() string { return n.name }
+
+// Bus returns the cluster-wide notification bus, for
+// engine.Options.Bus.
+func (n *Node) Bus() session.Bus { return n.bus }
+
+// RouteAddr returns the embedded server's route listener address, nil
+// without Embed.
+func (n *Node) RouteAddr() net.Addr {
+	if n.srv == nil {
+		return nil
+	}
+	if a := n.srv.ClusterAddr(); a != nil {
+		return a
+	}
+	return nil
+}
+
+// InProcessConn connects to the embedded server in process, for tools and
+// tests: nats.Connect("", nats.InProcessServer(node)). It fails without
+// Embed.
+func (n *Node) InProcessConn() (net.Conn, error) {
+	if n.srv == nil {
+		return nil, errors.New("cluster: no embedded server")
+	}
+	return n.srv.InProcessConn()
+}
+
+// Routes returns the number of live routes of the embedded server to its
+// peers (0 without Embed).
+func (n *Node) Routes() int {
+	if n.srv == nil {
+		return 0
+	}
+	return n.srv.NumRoutes()
+}
+
+// Ready reports whether the node is part of its cluster: connected to
+// NATS and, with Embed and peers configured, routed to at least one of
+// them. A node that is not ready still serves what it owns.
+func (n *Node) Ready() error {
+	if n.closed.Load() {
+		return errors.New("cluster: node closed")
+	}
+	if !n.nc.IsConnected() {
+		return fmt.Errorf("cluster: NATS %s", n.nc.Status())
+	}
+	if n.srv != nil && len(n.opts.Routes) > 0 && n.srv.NumRoutes() == 0 {
+		if n.onlySelfRoutes() {
+			return nil
+		}
+		return errors.New("cluster: no route to any peer")
+	}
+	return nil
+}
+
+// onlySelfRoutes reports whether every configured route names this node.
+func (n *Node) onlySelfRoutes() bool {
+	host, portStr, _ := net.SplitHostPort(n.opts.Embed)
+	port, _ := strconv.Atoi(portStr)
+	for _, r := range n.opts.Routes {
+		u, err := url.Parse(strings.TrimSpace(r))
+		if err != nil || !sameAddr(u.Host, host, port) {
+			return false
+		}
+	}
+	return true
+}
+
+// Close leaves the cluster: the node stops taking forwarded requests,
+// waits (within ctx) for those it serves to end, and closes its NATS
+// connection and embedded server. Call it after the server's Shutdown,
+// which ends the streams a forwarded request may hold.
+func (n *Node) Close() error { return n.Shutdown(context.Background()) }
+
+// Shutdown is Close bounded by ctx.
+func (n *Node) Shutdown(ctx context.Context) error {
+	if !n.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	for _, s := range n.subs {
+		_ = s.Unsubscribe()
+	}
+	// The other nodes learn at once that nobody answers for this one any
+	// more: their requests for its sessions get 404 rather than a timeout.
+	_ = n.nc.FlushTimeout(time.Second)
+	n.tunMu.Lock() // onForwarded checks closed under it
+	n.tunMu.Unlock()
+	n.abortTunnels()
+	n.tickOnce.Do(func() {}) // no ticker starts from now on
+	if n.tickStop != nil {
+		close(n.tickStop)
+	}
+	done := make(chan struct{})
+	go func() { n.serveWG.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	n.failPending()
+	if n.nc != nil {
+		n.nc.Close()
+	}
+	n.shutdownEmbedded()
+	return err
+}
+
+// natsLogger sends the embedded server's log to slog.
+type natsLogger struct{ l *slog.Logger }
+
+func (g natsLogger) Noticef(format string, v ...any) {
+	g.l.Info("nats: " + fmt.Sprintf(format, v...))
+}
+func (g natsLogger) Warnf(format string, v ...any) {
+	g.l.Warn("nats: " + fmt.Sprintf(format, v...))
+}
+func (g natsLogger) Fatalf(format string, v ...any) {
+	g.l.Error("nats: " + fmt.Sprintf(format, v...))
+}
+func (g natsLogger) Errorf(format string, v ...any) {
+	g.l.Error("nats: " + fmt.Sprintf(format, v...))
+}
+func (g natsLogger) Debugf(format string, v ...any) {
+	g.l.Debug("nats: " + fmt.Sprintf(format, v...))
+}
+func (g natsLogger) Tracef(format string, v ...any) {
+	g.l.Debug("nats: " + fmt.Sprintf(format, v...))
+}

@@ -1,0 +1,408 @@
+package cluster_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpedge/mcpedge"
+	"github.com/mcpedge/mcpedge/cluster"
+	"github.com/mcpedge/mcpedge/handlers"
+	"github.com/mcpedge/mcpedge/handlers/builtin"
+	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+// stateKey is the requestState key every test node shares.
+var stateKey = []byte("0123456789abcdef0123456789abcdef")
+
+// node is one running node of a test cluster.
+type node struct {
+	name string
+	n    *cluster.Node
+	srv  *mcpedge.Server
+	url  string
+	stop context.CancelFunc
+	done chan error
+}
+
+// startNode starts a node routed to routes, serving the demo set and a
+// tool that elicits.
+func startNode(t *testing.T, name string, routes []string, opts ...func(*cluster.Options)) *node {
+	t.Helper()
+	co := cluster.Options{Node: name, Embed: "127.0.0.1:0", Routes: routes, ForwardTimeout: 2 * time.Second}
+	for _, o := range opts {
+		o(&co)
+	}
+	n, err := cluster.Start(context.Background(), co)
+	require.NoError(t, err)
+	srv := mcpedge.New(mcpedge.Options{
+		EngineOptions: mcpedge.EngineOptions{Name: "cluster-test", StateKeys: [][]byte{stateKey}, ListChangedDelay: 20 * time.Millisecond},
+		HTTP:          &mcpedge.HTTPOptions{Addr: "127.0.0.1:0"},
+		Cluster:       n,
+		DrainTimeout:  time.Second,
+	})
+	bus := srv.Engine().Bus()
+	require.NoError(t, builtin.Install("demo", srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: bus.Publish, Subscribe: bus.Subscribe}))
+	require.NoError(t, handlers.AddTool(srv.Registry(), &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *handlers.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		res, err := req.Peer.Elicit(ctx, &mcp.ElicitParams{Message: "name?", RequestedSchema: []byte(`{"type":"object","properties":{"name":{"type":"string"}}}`)})
+		if err != nil {
+			return nil, nil, err
+		}
+		return mcp.TextResult(res.Action + " " + string(res.Content)), nil, nil
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	nd := &node{name: name, n: n, srv: srv, stop: cancel, done: make(chan error, 1)}
+	go func() { nd.done <- srv.Serve(ctx) }()
+	a := srv.HTTPAddr(ctx)
+	require.NotNil(t, a)
+	nd.url = "http://" + a.String() + "/mcp"
+	return nd
+}
+
+// kill stops the node: its server, then its membership.
+func (nd *node) kill(t *testing.T) {
+	t.Helper()
+	nd.stop()
+	select {
+	case <-nd.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("node %s did not stop", nd.name)
+	}
+	require.NoError(t, nd.n.Close())
+}
+
+func routeOf(nd *node) string { return "nats-route://" + nd.n.RouteAddr().String() }
+
+// waitMesh waits until every node has a route to each other node and
+// knows its subjects.
+func waitMesh(t *testing.T, nodes ...*node) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for _, nd := range nodes {
+		for nd.n.Routes() < len(nodes)-1 || nd.n.Ready() != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s: %d routes, ready: %v", nd.name, nd.n.Routes(), nd.n.Ready())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// Interest travels with the routes: wait until each node forwards to
+	// each other one (the owner answers 404 for the unknown session).
+	for _, a := range nodes {
+		for _, b := range nodes {
+			for a != b {
+				before := a.n.Stats().ForwardNoOwner
+				st, _, _ := post(t, a.url, "", b.name+".probe", `{"jsonrpc":"2.0","id":0,"method":"ping"}`)
+				require.Equal(t, http.StatusNotFound, st)
+				if a.n.Stats().ForwardNoOwner == before {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("node %s does not reach %s", a.name, b.name)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+}
+
+var httpc = &http.Client{Timeout: 10 * time.Second}
+
+// post sends one JSON-RPC message; it returns the status, the session id
+// header and the messages of the answer (JSON or SSE).
+func post(t *testing.T, url, version, sid, body string) (int, string, []map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if version != "" {
+		req.Header.Set("MCP-Protocol-Version", version)
+	}
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	resp, err := httpc.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), readMessages(t, resp)
+}
+
+func readMessages(t *testing.T, resp *http.Response) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		for m := range sse(resp.Body) {
+			out = append(out, m)
+		}
+		return out
+	}
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if len(b) == 0 {
+		return nil
+	}
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m), string(b))
+	return append(out, m)
+}
+
+// sse yields the JSON messages of an SSE body until it ends.
+func sse(r io.Reader) <-chan map[string]any {
+	ch := make(chan map[string]any, 64)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, "data: ") || len(line) == len("data: ") {
+				continue
+			}
+			var m map[string]any
+			if json.Unmarshal([]byte(line[len("data: "):]), &m) == nil {
+				ch <- m
+			}
+		}
+	}()
+	return ch
+}
+
+const v = "2025-11-25"
+
+// initialize opens a session on nd and completes its initialization.
+func initialize(t *testing.T, nd *node, caps string) string {
+	t.Helper()
+	st, sid, msgs := post(t, nd.url, "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+v+`","capabilities":`+caps+`,"clientInfo":{"name":"t","version":"1"}}}`)
+	require.Equal(t, http.StatusOK, st)
+	require.Len(t, msgs, 1)
+	require.True(t, strings.HasPrefix(sid, nd.name+"."), sid)
+	st, _, _ = post(t, nd.url, v, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	require.Equal(t, http.StatusAccepted, st)
+	return sid
+}
+
+// call sends a request through nd for session sid and returns its result.
+func call(t *testing.T, nd *node, sid, method, params string) map[string]any {
+	t.Helper()
+	st, _, msgs := post(t, nd.url, v, sid, `{"jsonrpc":"2.0","id":7,"method":"`+method+`","params":`+params+`}`)
+	require.Equal(t, http.StatusOK, st, "%s through %s: %v", method, nd.name, msgs)
+	require.NotEmpty(t, msgs)
+	last := msgs[len(msgs)-1]
+	require.Nil(t, last["error"], "%s through %s", method, nd.name)
+	res, _ := last["result"].(map[string]any)
+	require.NotNil(t, res, "%s: %v", method, last)
+	return res
+}
+
+// openStream opens the session's standalone stream (GET) through nd.
+func openStream(t *testing.T, ctx context.Context, nd *node, sid string) <-chan map[string]any {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, nd.url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("MCP-Protocol-Version", v)
+	resp, err := (&http.Client{}).Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	ch := sse(resp.Body)
+	go func() { <-ctx.Done(); resp.Body.Close() }()
+	return ch
+}
+
+func TestThreeNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nodes")
+	}
+	a := startNode(t, "a", nil)
+	b := startNode(t, "b", []string{routeOf(a)})
+	c := startNode(t, "c", []string{routeOf(a), routeOf(b)})
+	defer func() {
+		for _, nd := range []*node{a, c} {
+			nd.kill(t)
+		}
+	}()
+	waitMesh(t, a, b, c)
+
+	t.Run("every method through other nodes", func(t *testing.T) {
+		sid := initialize(t, a, `{"elicitation":{}}`)
+		for _, via := range []*node{b, c} {
+			call(t, via, sid, "ping", `{}`)
+			require.NotEmpty(t, call(t, via, sid, "tools/list", `{}`)["tools"])
+			res := call(t, via, sid, "tools/call", `{"name":"echo","arguments":{"text":"hi"}}`)
+			require.Contains(t, fmt.Sprint(res["content"]), "hi")
+			require.NotEmpty(t, call(t, via, sid, "resources/list", `{}`))
+			require.NotEmpty(t, call(t, via, sid, "resources/templates/list", `{}`)["resourceTemplates"])
+			call(t, via, sid, "resources/read", `{"uri":"mem://notes/todo"}`)
+			require.NotEmpty(t, call(t, via, sid, "prompts/list", `{}`)["prompts"])
+			call(t, via, sid, "completion/complete", `{"ref":{"type":"ref/resource","uri":"mem://notes/{name}"},"argument":{"name":"name","value":"t"}}`)
+			call(t, via, sid, "logging/setLevel", `{"level":"info"}`)
+			call(t, via, sid, "resources/subscribe", `{"uri":"mem://board/m"}`)
+			call(t, via, sid, "resources/unsubscribe", `{"uri":"mem://board/m"}`)
+		}
+		// A session of b, used through a and c, is b's.
+		sidB := initialize(t, b, `{}`)
+		call(t, a, sidB, "tools/call", `{"name":"note_write","arguments":{"name":"n1","text":"from a"}}`)
+		res := call(t, c, sidB, "resources/read", `{"uri":"mem://notes/n1"}`)
+		require.Contains(t, fmt.Sprint(res["contents"]), "from a")
+		// DELETE through another node ends it at its owner.
+		req, _ := http.NewRequest(http.MethodDelete, c.url, nil)
+		req.Header.Set("Mcp-Session-Id", sidB)
+		req.Header.Set("MCP-Protocol-Version", v)
+		resp, err := httpc.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+		st, _, _ := post(t, a.url, v, sidB, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		require.Equal(t, http.StatusNotFound, st)
+	})
+
+	t.Run("elicitation answered through a third node", func(t *testing.T) {
+		sid := initialize(t, a, `{"elicitation":{}}`)
+		// The call goes through b; its stream carries the server's request.
+		req, _ := http.NewRequest(http.MethodPost, b.url, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"ask","arguments":{}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("MCP-Protocol-Version", v)
+		resp, err := httpc.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+		msgs := sse(resp.Body)
+		first := <-msgs
+		require.Equal(t, "elicitation/create", first["method"], first)
+		id, _ := json.Marshal(first["id"])
+		// The answer goes through c.
+		st, _, _ := post(t, c.url, v, sid, `{"jsonrpc":"2.0","id":`+string(id)+`,"result":{"action":"accept","content":{"name":"ada"}}}`)
+		require.Equal(t, http.StatusAccepted, st)
+		final := <-msgs
+		require.Contains(t, fmt.Sprint(final["result"]), "accept", final)
+		require.Contains(t, fmt.Sprint(final["result"]), "ada", final)
+	})
+
+	t.Run("resource update on c reaches a and b once", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		const uri = "mem://board/news"
+		type sub struct {
+			owner *node
+			ch    <-chan map[string]any
+		}
+		var subs []sub
+		for _, owner := range []*node{a, b} {
+			sid := initialize(t, owner, `{}`)
+			via := c
+			if owner == b {
+				via = a
+			}
+			call(t, via, sid, "resources/subscribe", `{"uri":"`+uri+`"}`)
+			subs = append(subs, sub{owner, openStream(t, ctx, via, sid)})
+		}
+		time.Sleep(50 * time.Millisecond) // the GETs reach their owners
+		c.srv.ResourceUpdated(uri)
+		for _, s := range subs {
+			got := 0
+			timeout := time.After(5 * time.Second)
+		wait:
+			for {
+				select {
+				case m := <-s.ch:
+					if m["method"] == "notifications/resources/updated" {
+						got++
+						// Wait a little for a duplicate.
+						timeout = time.After(300 * time.Millisecond)
+					}
+				case <-timeout:
+					break wait
+				}
+			}
+			require.Equal(t, 1, got, "session of %s", s.owner.name)
+		}
+	})
+
+	t.Run("garbage from NATS is dropped and counted", func(t *testing.T) {
+		nc, err := nats.Connect("", nats.InProcessServer(c.n))
+		if err != nil {
+			t.Skip("no in-process connection:", err)
+		}
+		defer nc.Close()
+		before := a.n.Stats().BadMessages
+		for _, subj := range []string{"mcpedge.bus", "mcpedge.reply.a.zz", "mcpedge.reply.a.!!"} {
+			require.NoError(t, nc.Publish(subj, []byte{0xff, 0xff, 0xff}))
+		}
+		msg, err := nc.Request("mcpedge.http.a", []byte("nonsense"), 2*time.Second)
+		require.NoError(t, err)
+		require.Contains(t, string(msg.Data), "did not parse")
+		require.NoError(t, nc.Flush())
+		require.Eventually(t, func() bool { return a.n.Stats().BadMessages >= before+2 }, 5*time.Second, 10*time.Millisecond)
+		call(t, b, initialize(t, a, `{}`), "ping", `{}`)
+	})
+
+	t.Run("a forged or silent owner", func(t *testing.T) {
+		st, _, msgs := post(t, b.url, v, "nosuchnode.0123", `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		require.Equal(t, http.StatusNotFound, st, msgs)
+		// A subscriber that answers pings and never a request stands for a
+		// node whose handler hangs.
+		nc, err := nats.Connect("", nats.InProcessServer(c.n))
+		require.NoError(t, err)
+		defer nc.Close()
+		_, err = nc.Subscribe("mcpedge.http.ghost", func(*nats.Msg) {})
+		require.NoError(t, err)
+		_, err = nc.Subscribe("mcpedge.ping.ghost", func(m *nats.Msg) { _ = m.Respond(nil) })
+		require.NoError(t, err)
+		require.NoError(t, nc.Flush())
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			start := time.Now()
+			st, _, msgs := post(t, b.url, v, "ghost.0123", `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+			if st == http.StatusNotFound && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond) // the subscriptions have not reached b yet
+				continue
+			}
+			require.Equal(t, http.StatusGatewayTimeout, st, msgs)
+			require.Less(t, time.Since(start), 8*time.Second)
+			require.Contains(t, fmt.Sprint(msgs), "did not answer")
+			break
+		}
+	})
+
+	t.Run("losing b loses only b's sessions; b rejoins", func(t *testing.T) {
+		sidA := initialize(t, a, `{}`)
+		sidB := initialize(t, b, `{}`)
+		sidC := initialize(t, c, `{}`)
+		call(t, c, sidB, "ping", `{}`)
+		b.kill(t)
+		for _, via := range []*node{a, c} {
+			st, _, _ := post(t, via.url, v, sidB, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+			require.Equal(t, http.StatusNotFound, st, "b's session through %s", via.name)
+			call(t, via, sidA, "ping", `{}`)
+			call(t, via, sidC, "ping", `{}`)
+		}
+		require.Eventually(t, func() bool { return a.n.Routes() > 0 && a.n.Ready() == nil }, 5*time.Second, 10*time.Millisecond)
+
+		b2 := startNode(t, "b", []string{routeOf(a), routeOf(c)})
+		defer b2.kill(t)
+		waitMesh(t, a, b2, c)
+		sid := initialize(t, b2, `{}`)
+		call(t, a, sid, "tools/call", `{"name":"echo","arguments":{"text":"back"}}`)
+		call(t, b2, sidA, "ping", `{}`)
+		call(t, b2, sidC, "ping", `{}`)
+		// The shared board reaches the new node's sessions too.
+		call(t, c, sidC, "tools/call", `{"name":"board_write","arguments":{"name":"rejoin","text":"yes"}}`)
+		require.Eventually(t, func() bool {
+			st, _, msgs := post(t, b2.url, v, sid, `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"mem://board/rejoin"}}`)
+			return st == http.StatusOK && strings.Contains(fmt.Sprint(msgs), "yes")
+		}, 5*time.Second, 20*time.Millisecond)
+	})
+}
+

@@ -1,0 +1,489 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
+	"github.com/nats-io/nats.go"
+	"github.com/valyala/fasthttp"
+)
+
+// The sending side of forwarding: a request for a session (or task) that
+// another node owns is sent to it and its answer relayed.
+
+// Errors a relayed stream ends with.
+var (
+	ErrStreamLost = errors.New("cluster: relayed stream lost a frame")
+	ErrOwnerGone  = errors.New("cluster: owner of the stream went silent")
+	ErrOwnerFail  = errors.New("cluster: owner ended the stream with an error")
+	errNoOwner    = errors.New("cluster: no node answers for the owner")
+)
+
+// writeTimeout bounds each write of a relayed stream to its client.
+const writeTimeout = 30 * time.Second
+
+// forward is one request in flight to its owner: the frames of its answer
+// arrive on ch, in order (seq), from the reply subscription.
+type forward struct {
+	n     *Node
+	token uint64
+	reply string
+	owner string
+	ch    chan []byte // a nil message: nobody answers for the owner
+	lost  atomic.Bool // a frame did not fit in ch: the answer is broken
+	next  uint64      // the seq expected next
+	hdrs  [][2][]byte
+	ended bool // the owner completed the answer
+}
+
+var forwards = sync.Pool{New: func() any { return &forward{ch: make(chan []byte, 256)} }}
+
+// Route answers ctx by forwarding it to the node that owns id (a session
+// id, or a 2026-07-28 task id), when that is another node; it reports
+// whether it did. It is mcphttp.Options.Route. A request whose owner no
+// node answers for (a node that left, or a forged id) is not forwarded:
+// the caller serves it, and answers 404 for the session it does not know.
+// Requests another node forwarded here are never forwarded again.
+func (n *Node) Route(ctx *fasthttp.RequestCtx, id []byte) bool {
+	owner := engine.SessionNode(id)
+	if len(owner) == 0 || string(owner) == n.name || !validNameBytes(owner) {
+		return false
+	}
+	if _, ok := ctx.Conn().(*tunnelConn); ok || n.closed.Load() {
+		return false
+	}
+	return n.forward(ctx, string(owner))
+}
+
+func validNameBytes(b []byte) bool {
+	if len(b) == 0 || len(b) > 64 {
+		return false
+	}
+	for _, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// forward sends ctx's request to owner and answers ctx with what comes
+// back. It returns false, having answered nothing, when nobody answers for
+// owner.
+func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
+	b := codec.GetBuffer()
+	b.B = appendRequest(b.B[:0], ctx)
+	if len(b.B) > n.maxFrame {
+		codec.PutBuffer(b)
+		n.stats.forwardRefused.Add(1)
+		fail(ctx, fasthttp.StatusRequestEntityTooLarge, codec.CodeInvalidRequest,
+			"Request Entity Too Large: over the cluster's message limit of "+strconv.Itoa(n.maxFrame)+" bytes")
+		return true
+	}
+	f := n.register(owner)
+	err := n.nc.PublishRequest(n.prefix+".http."+owner, f.reply, b.B)
+	codec.PutBuffer(b)
+	if err != nil {
+		n.unregister(f)
+		n.stats.forwardRefused.Add(1)
+		ctx.Response.Header.Set("Retry-After", "1")
+		fail(ctx, fasthttp.StatusServiceUnavailable, codec.CodeInternalError,
+			"Service Unavailable: cannot reach the session's node "+owner+": "+err.Error())
+		return true
+	}
+	n.stats.forwarded.Add(1)
+	timer := time.NewTimer(n.opts.ForwardTimeout)
+	defer timer.Stop()
+	// A request that hears nothing for a moment asks whether its owner is
+	// there at all: NATS may deliver the first message after a node left
+	// to the route it left by, and drop it, rather than answer "no
+	// responders". The probe, a later message, gets the true answer.
+	probe := time.NewTimer(min(probeAfter, n.opts.ForwardTimeout/2))
+	defer probe.Stop()
+	var probed chan bool
+	heard := false
+	var body []byte // an answer too large for one frame, gathered
+	for {
+		select {
+		case <-probe.C:
+			if !heard {
+				probed = make(chan bool, 1)
+				go func() { probed <- n.ping(owner) }()
+			}
+		case alive := <-probed:
+			probed = nil
+			if !alive && !heard {
+				n.unregister(f)
+				n.stats.forwardNoOwner.Add(1)
+				return false
+			}
+		case m := <-f.ch:
+			if m == nil {
+				n.unregister(f)
+				n.stats.forwardNoOwner.Add(1)
+				return false
+			}
+			heard = true
+			fr, ok := f.frame(m)
+			if !ok {
+				n.unregister(f)
+				n.cancel(f)
+				fail(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
+					"Bad Gateway: the answer of node "+owner+" was lost in transit; the request may have been served")
+				return true
+			}
+			switch fr.kind {
+			case frPending:
+				timer.Reset(n.opts.ForwardTimeout)
+			case frWhole:
+				setHead(ctx, &fr)
+				ctx.Response.SetBody(fr.body)
+				f.ended = true
+				n.unregister(f)
+				return true
+			case frHead:
+				setHead(ctx, &fr)
+				if fr.stream {
+					ctx.Response.ImmediateHeaderFlush = true
+					ctx.SetBodyStream(&relay{f: f, conn: ctx.Conn()}, -1)
+					return true
+				}
+				timer.Reset(n.opts.ForwardTimeout)
+			case frData:
+				body = append(body, fr.body...)
+				timer.Reset(n.opts.ForwardTimeout)
+			case frEnd:
+				ctx.Response.SetBodyRaw(body)
+				f.ended = true
+				n.unregister(f)
+				return true
+			default: // frFailed
+				n.unregister(f)
+				ctx.Response.Reset()
+				fail(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
+					"Bad Gateway: node "+owner+" failed while answering: "+string(fr.body))
+				return true
+			}
+		case <-timer.C:
+			n.unregister(f)
+			n.cancel(f)
+			n.stats.forwardTimeouts.Add(1)
+			ctx.Response.Reset()
+			fail(ctx, fasthttp.StatusGatewayTimeout, codec.CodeInternalError,
+				"Gateway Timeout: node "+owner+", which owns the session, did not answer within "+n.opts.ForwardTimeout.String()+"; the request may still be served there and is not retried")
+			return true
+		}
+	}
+}
+
+// probeAfter is how long a forwarded request waits for its first frame
+// before it checks that its owner is there (at most half ForwardTimeout).
+const probeAfter = 250 * time.Millisecond
+
+// ping reports whether owner answers on its ping subject: false when no
+// node subscribes for it (it left), true otherwise, a timeout included.
+func (n *Node) ping(owner string) bool {
+	_, err := n.nc.Request(n.prefix+".ping."+owner, nil, n.opts.ForwardTimeout)
+	return !errors.Is(err, nats.ErrNoResponders)
+}
+
+// frame parses the next frame of f's answer, checking its order.
+func (f *forward) frame(m []byte) (frame, bool) {
+	if f.lost.Load() {
+		return frame{}, false
+	}
+	fr, ok := parseFrame(m, f.hdrs)
+	if !ok {
+		f.n.badMessage("reply", m)
+		return fr, false
+	}
+	f.hdrs = fr.headers
+	if fr.seq != f.next {
+		return fr, false
+	}
+	f.next++
+	return fr, true
+}
+
+// setHead sets the status and headers of an answer.
+func setHead(ctx *fasthttp.RequestCtx, fr *frame) {
+	ctx.SetStatusCode(fr.status)
+	for _, kv := range fr.headers {
+		ctx.Response.Header.AddBytesKV(kv[0], kv[1])
+	}
+}
+
+// fail answers ctx with status and a JSON-RPC error without id.
+func fail(ctx *fasthttp.RequestCtx, status, code int, msg string) {
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	b := codec.AppendError(nil, nil, code, msg, nil)
+	ctx.SetBody(b)
+}
+
+// register makes a forward to owner and files it under a new token.
+func (n *Node) register(owner string) *forward {
+	f := forwards.Get().(*forward)
+	f.n, f.owner = n, owner
+	f.token = n.nextToken.Add(1)
+	f.reply = n.replyPrefix + strconv.FormatUint(f.token, 36)
+	f.next, f.ended = 0, false
+	f.lost.Store(false)
+	n.pendMu.Lock()
+	n.pending[f.token] = f
+	n.pendMu.Unlock()
+	return f
+}
+
+// unregister removes f from the table and recycles it: frames still in
+// flight for it find nothing.
+func (n *Node) unregister(f *forward) {
+	n.pendMu.Lock()
+	_, ok := n.pending[f.token]
+	delete(n.pending, f.token)
+	n.pendMu.Unlock()
+	if !ok {
+		return // failPending took it
+	}
+	for {
+		select {
+		case <-f.ch:
+			continue
+		default:
+		}
+		break
+	}
+	f.hdrs = f.hdrs[:0]
+	forwards.Put(f)
+}
+
+// cancel tells f's owner that nobody waits for the answer any more.
+func (n *Node) cancel(f *forward) {
+	if !f.ended {
+		_ = n.nc.Publish(n.prefix+".cancel."+f.owner, []byte(f.reply))
+	}
+}
+
+// onReply files a frame of an answer with its forward. It never blocks: a
+// frame that does not fit breaks the answer (the stream is cut and the
+// client resumes it).
+func (n *Node) onReply(m *nats.Msg) {
+	tok, ok := token(m.Subject, n.replyPrefix)
+	if !ok {
+		n.badMessage("reply subject", []byte(m.Subject))
+		return
+	}
+	n.pendMu.Lock()
+	f := n.pending[tok]
+	n.pendMu.Unlock()
+	if f == nil {
+		return // answered, timed out or cut already
+	}
+	data := m.Data
+	if len(data) == 0 {
+		if m.Header.Get("Status") != "503" {
+			n.badMessage("reply", data)
+			return
+		}
+		data = nil // no responders: nobody subscribes for the owner
+	}
+	select {
+	case f.ch <- data:
+	default:
+		f.lost.Store(true)
+	}
+}
+
+// failPending ends every forward in flight, at Close.
+func (n *Node) failPending() {
+	n.pendMu.Lock()
+	defer n.pendMu.Unlock()
+	for tok, f := range n.pending {
+		f.lost.Store(true)
+		select {
+		case f.ch <- []byte{frFailed, 0}:
+		default:
+		}
+		delete(n.pending, tok)
+	}
+}
+
+// badMessage counts and logs a message from NATS that did not parse.
+func (n *Node) badMessage(what string, b []byte) {
+	n.stats.badMessages.Add(1)
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	n.log.Warn("cluster: dropped a message that does not parse", "what", what, "head", strconv.Quote(string(b)))
+}
+
+// appendRequest appends the wire form of ctx's request.
+func appendRequest(dst []byte, ctx *fasthttp.RequestCtx) []byte {
+	dst = append(dst, reqMagic)
+	dst = appendStr(dst, ctx.RemoteAddr().String())
+	dst = appendBytes(dst, ctx.Method())
+	dst = appendBytes(dst, ctx.Request.Header.RequestURI())
+	nh := 0
+	ctx.Request.Header.VisitAll(func(k, _ []byte) {
+		if forwardHeader(k) {
+			nh++
+		}
+	})
+	dst = appendUvarint(dst, nh)
+	ctx.Request.Header.VisitAll(func(k, v []byte) {
+		if forwardHeader(k) {
+			dst = appendBytes(dst, k)
+			dst = appendBytes(dst, v)
+		}
+	})
+	return append(dst, ctx.Request.Body()...)
+}
+
+func appendUvarint(dst []byte, v int) []byte {
+	return binary.AppendUvarint(dst, uint64(v))
+}
+
+// forwardHeader reports whether header k travels with a forwarded
+// request or answer: not the ones that describe one hop.
+func forwardHeader(k []byte) bool {
+	switch {
+	case bytes.EqualFold(k, []byte("Content-Length")),
+		bytes.EqualFold(k, []byte("Connection")),
+		bytes.EqualFold(k, []byte("Transfer-Encoding")),
+		bytes.EqualFold(k, []byte("Keep-Alive")),
+		bytes.EqualFold(k, []byte("Date")),
+		bytes.EqualFold(k, []byte("Server")):
+		return false
+	}
+	return true
+}
+
+// relay is the body of a forwarded answer that streams (SSE): it writes
+// the owner's data frames to the client as they come. When the client
+// goes away first, the owner is told (cancel), which ends the stream there
+// as a disconnect would.
+type relay struct {
+	f     *forward
+	conn  net.Conn
+	rbuf  []byte
+	done  bool
+	fail  error
+	timer *time.Timer
+}
+
+// SupportsBodyWriteTo tells fasthttp to write the stream with WriteTo.
+func (r *relay) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo writes the stream to w until the owner ends it, it breaks, or
+// the client is gone.
+func (r *relay) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for {
+		data, err := r.nextData()
+		if err != nil {
+			return n, err
+		}
+		if data == nil {
+			return n, nil
+		}
+		if r.conn != nil {
+			_ = r.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		}
+		k, err := w.Write(data)
+		n += int64(k)
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// Read is WriteTo for readers that pull.
+func (r *relay) Read(p []byte) (int, error) {
+	for len(r.rbuf) == 0 {
+		data, err := r.nextData()
+		if err != nil {
+			return 0, err
+		}
+		if data == nil {
+			return 0, io.EOF
+		}
+		r.rbuf = data
+	}
+	k := copy(p, r.rbuf)
+	r.rbuf = r.rbuf[k:]
+	return k, nil
+}
+
+// nextData waits for the next data frame: nil, nil at the stream's end.
+func (r *relay) nextData() ([]byte, error) {
+	if r.done || r.fail != nil {
+		return nil, r.fail
+	}
+	f := r.f
+	idle := f.n.opts.StreamIdle
+	if r.timer == nil {
+		r.timer = time.NewTimer(idle)
+	} else {
+		r.timer.Reset(idle)
+	}
+	for {
+		select {
+		case m := <-f.ch:
+			if m == nil {
+				r.fail = errNoOwner
+				f.n.stats.streamsCut.Add(1)
+				return nil, r.fail
+			}
+			fr, ok := f.frame(m)
+			if !ok {
+				r.fail = ErrStreamLost
+				f.n.stats.streamsCut.Add(1)
+				return nil, r.fail
+			}
+			switch fr.kind {
+			case frData:
+				return fr.body, nil
+			case frEnd:
+				r.done, f.ended = true, true
+				return nil, nil
+			case frFailed:
+				f.ended = true
+				r.fail = ErrOwnerFail
+				return nil, r.fail
+			}
+			// frPending and heads are not expected here; ignore them.
+		case <-r.timer.C:
+			r.fail = ErrOwnerGone
+			f.n.stats.streamsCut.Add(1)
+			return nil, r.fail
+		}
+	}
+}
+
+// Close releases the relay when fasthttp is done with it: a stream that
+// did not reach its end is cancelled at the owner.
+func (r *relay) Close() error {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	f := r.f
+	if f == nil {
+		return nil
+	}
+	n := f.n
+	if !f.ended {
+		n.cancel(f)
+	}
+	n.unregister(f)
+	r.f, r.conn, r.rbuf = nil, nil, nil
+	return nil
+}

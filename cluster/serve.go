@@ -1,0 +1,361 @@
+package cluster
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/nats-io/nats.go"
+	"github.com/valyala/fasthttp"
+)
+
+// The owner's side of forwarding: a request another node forwarded is
+// served by this node's own HTTP handler, on a fasthttp.RequestCtx whose
+// connection is a tunnelConn, and its answer sent back frame by frame.
+
+// errCancelled is what a tunnel's writes return once the client of the
+// forwarding node went away.
+var errCancelled = errors.New("cluster: the forwarding node's client went away")
+
+// Serve makes the node serve the requests other nodes forward to it with
+// h, this node's HTTP handler (mcphttp.Server.Handler). Until it is
+// called they are answered 503. Safe to call again to replace h.
+func (n *Node) Serve(h fasthttp.RequestHandler) {
+	n.handler.Store(&h)
+	n.startPendingTicker()
+}
+
+// onForwarded takes a request another node forwarded. It is served on a
+// goroutine of its own: its handler may wait on a tool.
+func (n *Node) onForwarded(m *nats.Msg) {
+	if m.Reply == "" {
+		n.badMessage("forwarded request without reply subject", m.Data)
+		return
+	}
+	hp := n.handler.Load()
+	n.tunMu.Lock()
+	if hp == nil || n.closed.Load() || n.serving.Load() >= int64(n.opts.MaxForwarded) {
+		n.tunMu.Unlock()
+		n.stats.servedRefused.Add(1)
+		n.refuse(m.Reply, fasthttp.StatusServiceUnavailable, "Service Unavailable: node "+n.name+" is not taking forwarded requests now")
+		return
+	}
+	n.serving.Add(1)
+	n.serveWG.Add(1)
+	t := &tunnelConn{n: n, reply: m.Reply, started: time.Now()}
+	n.tunnels[m.Reply] = t
+	n.tunMu.Unlock()
+	n.stats.served.Add(1)
+	go n.serveForwarded(*hp, t, m.Data)
+}
+
+// refuse answers a forwarded request with status and a JSON-RPC error.
+func (n *Node) refuse(reply string, status int, msg string) {
+	b := appendFrameStart(nil, frWhole, 0)
+	b = appendUvarint(b, status)
+	b = appendUvarint(b, 2)
+	b = appendStr(appendStr(b, "Content-Type"), "application/json")
+	b = appendStr(appendStr(b, "Retry-After"), "1")
+	b = codec.AppendError(b, nil, codec.CodeInternalError, msg, nil)
+	_ = n.nc.Publish(reply, b)
+}
+
+// serveForwarded serves one forwarded request with h and sends its answer.
+func (n *Node) serveForwarded(h fasthttp.RequestHandler, t *tunnelConn, data []byte) {
+	defer n.serveWG.Done()
+	defer n.serving.Add(-1)
+	defer n.dropTunnel(t)
+
+	r := reader{b: data}
+	if r.byte() != reqMagic {
+		n.badMessage("forwarded request", data)
+		t.refuse(fasthttp.StatusBadRequest, "Bad Request: a forwarded request did not parse")
+		return
+	}
+	remote := r.bytes()
+	method := r.bytes()
+	uri := r.bytes()
+	nh := r.uvarint()
+	if r.bad || nh > 1024 {
+		n.badMessage("forwarded request", data)
+		t.refuse(fasthttp.StatusBadRequest, "Bad Request: a forwarded request did not parse")
+		return
+	}
+	ctx := n.ctxs.Get().(*fasthttp.RequestCtx)
+	defer func() {
+		ctx.Request.Reset()
+		ctx.Response.Reset()
+		ctx.ResetUserValues()
+		n.ctxs.Put(ctx)
+	}()
+	t.remote = tcpAddr(remote)
+	ctx.Init2(t, nopLogger{}, false)
+	ctx.Request.Header.SetMethodBytes(method)
+	ctx.Request.SetRequestURIBytes(uri)
+	for i := uint64(0); i < nh; i++ {
+		k, v := r.bytes(), r.bytes()
+		if r.bad {
+			n.badMessage("forwarded request", data)
+			t.refuse(fasthttp.StatusBadRequest, "Bad Request: a forwarded request did not parse")
+			return
+		}
+		ctx.Request.Header.AddBytesKV(k, v)
+	}
+	ctx.Request.SetBodyRaw(r.b)
+
+	h(ctx)
+
+	if ctx.Response.IsBodyStream() {
+		t.head(ctx, true)
+		if err := ctx.Response.BodyWriteTo(t); err != nil {
+			t.send(frFailed, []byte(err.Error()))
+			return
+		}
+		t.send(frEnd, nil)
+		return
+	}
+	body := ctx.Response.Body()
+	if !t.whole(ctx, body) {
+		t.head(ctx, false)
+		_, _ = t.Write(body)
+		t.send(frEnd, nil)
+	}
+}
+
+func tcpAddr(b []byte) net.Addr {
+	ap, err := netip.ParseAddrPort(string(b))
+	if err != nil {
+		return &net.TCPAddr{}
+	}
+	return net.TCPAddrFromAddrPort(ap)
+}
+
+// dropTunnel forgets t once its answer is sent.
+func (n *Node) dropTunnel(t *tunnelConn) {
+	n.tunMu.Lock()
+	delete(n.tunnels, t.reply)
+	n.tunMu.Unlock()
+	t.mu.Lock()
+	t.headSent = true
+	t.mu.Unlock()
+}
+
+// onCancel takes a forwarding node's word that the client of a request
+// went away: the tunnel's next write fails, which ends its stream as a
+// disconnect does.
+func (n *Node) onCancel(m *nats.Msg) {
+	n.tunMu.Lock()
+	t := n.tunnels[string(m.Data)]
+	n.tunMu.Unlock()
+	if t != nil {
+		n.stats.cancelled.Add(1)
+		t.aborted.Store(true)
+	}
+}
+
+// abortTunnels fails the writes of every tunnel, at Close.
+func (n *Node) abortTunnels() {
+	n.tunMu.Lock()
+	for _, t := range n.tunnels {
+		t.aborted.Store(true)
+	}
+	n.tunMu.Unlock()
+}
+
+// startPendingTicker starts, once, the goroutine that tells forwarding
+// nodes that their requests are still being served: every third of
+// ForwardTimeout, each tunnel that has not sent its head yet sends a
+// pending frame. One ticker serves every tunnel, so a forwarded request
+// costs no timer.
+func (n *Node) startPendingTicker() {
+	n.tickOnce.Do(func() {
+		every := n.opts.ForwardTimeout / 3
+		n.tickStop = make(chan struct{})
+		go func() {
+			tk := time.NewTicker(every)
+			defer tk.Stop()
+			var ts []*tunnelConn
+			for {
+				select {
+				case <-n.tickStop:
+					return
+				case now := <-tk.C:
+					ts = ts[:0]
+					n.tunMu.Lock()
+					for _, t := range n.tunnels {
+						if now.Sub(t.started) >= every {
+							ts = append(ts, t)
+						}
+					}
+					n.tunMu.Unlock()
+					for _, t := range ts {
+						t.pending()
+					}
+				}
+			}
+		}()
+	})
+}
+
+// tunnelConn is the connection of a forwarded request's RequestCtx:
+// what the handler writes to it (a streamed body) goes to the forwarding
+// node as data frames. Reads find nothing: the request is read already.
+type tunnelConn struct {
+	n       *Node
+	reply   string
+	remote  net.Addr
+	started time.Time
+	aborted atomic.Bool
+
+	mu       sync.Mutex
+	seq      uint64
+	headSent bool
+	buf      []byte
+}
+
+// send publishes a frame of kind with payload.
+func (t *tunnelConn) send(kind byte, payload []byte) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sendLocked(kind, payload)
+}
+
+func (t *tunnelConn) sendLocked(kind byte, payload []byte) error {
+	t.buf = appendFrameStart(t.buf[:0], kind, t.seq)
+	t.seq++
+	t.buf = append(t.buf, payload...)
+	return t.n.nc.Publish(t.reply, t.buf)
+}
+
+// pending sends a pending frame unless the head is out.
+func (t *tunnelConn) pending() {
+	t.mu.Lock()
+	if !t.headSent {
+		_ = t.sendLocked(frPending, nil)
+	}
+	t.mu.Unlock()
+}
+
+// appendHead appends the status and headers of ctx's response.
+func appendHead(dst []byte, ctx *fasthttp.RequestCtx) []byte {
+	dst = appendUvarint(dst, ctx.Response.StatusCode())
+	nh := 0
+	ctx.Response.Header.VisitAll(func(k, _ []byte) {
+		if forwardHeader(k) {
+			nh++
+		}
+	})
+	dst = appendUvarint(dst, nh)
+	ctx.Response.Header.VisitAll(func(k, v []byte) {
+		if forwardHeader(k) {
+			dst = appendBytes(dst, k)
+			dst = appendBytes(dst, v)
+		}
+	})
+	return dst
+}
+
+// head sends the head frame of an answer whose body follows.
+func (t *tunnelConn) head(ctx *fasthttp.RequestCtx, stream bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.headSent = true
+	t.buf = appendFrameStart(t.buf[:0], frHead, t.seq)
+	t.seq++
+	t.buf = appendHead(t.buf, ctx)
+	if stream {
+		t.buf = append(t.buf, 1)
+	} else {
+		t.buf = append(t.buf, 0)
+	}
+	_ = t.n.nc.Publish(t.reply, t.buf)
+}
+
+// whole sends the answer in one frame, if it fits in one.
+func (t *tunnelConn) whole(ctx *fasthttp.RequestCtx, body []byte) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = appendFrameStart(t.buf[:0], frWhole, t.seq)
+	t.buf = appendHead(t.buf, ctx)
+	if len(t.buf)+len(body) > t.n.maxFrame {
+		return false
+	}
+	t.seq++
+	t.headSent = true
+	t.buf = append(t.buf, body...)
+	_ = t.n.nc.Publish(t.reply, t.buf)
+	if cap(t.buf) > 64<<10 {
+		t.buf = nil
+	}
+	return true
+}
+
+// refuse answers the forwarded request with status and a JSON-RPC error.
+func (t *tunnelConn) refuse(status int, msg string) {
+	t.mu.Lock()
+	t.headSent = true
+	t.mu.Unlock()
+	t.n.refuse(t.reply, status, msg)
+}
+
+// Write sends p as data frames, each at most the cluster's frame size. It
+// fails once the forwarding node's client went away (or the node
+// closes), or the connection's write deadline was set in the past (the
+// transport aborting the stream).
+func (t *tunnelConn) Write(p []byte) (int, error) {
+	if t.aborted.Load() {
+		return 0, errCancelled
+	}
+	max := t.n.maxFrame - 16
+	k := 0
+	for len(p) > 0 {
+		c := p
+		if len(c) > max {
+			c = c[:max]
+		}
+		if err := t.send(frData, c); err != nil {
+			return k, err
+		}
+		k += len(c)
+		p = p[len(c):]
+	}
+	return k, nil
+}
+
+// Read reports the end of the stream: a forwarded request's body was read
+// already, and no second request follows on a tunnel.
+func (t *tunnelConn) Read([]byte) (int, error) { return 0, errCancelled }
+
+// Close does nothing: the tunnel ends with its request.
+func (t *tunnelConn) Close() error { return nil }
+
+// LocalAddr is a placeholder: the request came through the cluster.
+func (t *tunnelConn) LocalAddr() net.Addr { return &net.TCPAddr{} }
+
+// RemoteAddr is the client's address, as the forwarding node saw it.
+func (t *tunnelConn) RemoteAddr() net.Addr { return t.remote }
+
+// SetDeadline implements net.Conn; see SetWriteDeadline.
+func (t *tunnelConn) SetDeadline(d time.Time) error { return t.SetWriteDeadline(d) }
+
+// SetReadDeadline does nothing: nothing is read.
+func (t *tunnelConn) SetReadDeadline(time.Time) error { return nil }
+
+// SetWriteDeadline aborts the tunnel's writes when d is in the past (the
+// transport cutting a stream off); other deadlines are the forwarding
+// node's to enforce.
+func (t *tunnelConn) SetWriteDeadline(d time.Time) error {
+	if !d.IsZero() && time.Until(d) < 0 {
+		t.aborted.Store(true)
+	}
+	return nil
+}
+
+// nopLogger is the fasthttp logger of forwarded requests' contexts.
+type nopLogger struct{}
+
+func (nopLogger) Printf(string, ...any) {}

@@ -1,0 +1,147 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"strconv"
+)
+
+// The forwarding wire formats. Lengths are uvarints.
+//
+// A forwarded request, sent to "<prefix>.http.<owner>" with the reply
+// subject "<prefix>.reply.<sender>.<token>":
+//
+//	'F' remote(len, bytes) method(len, bytes) uri(len, bytes)
+//	nheaders (key(len, bytes) value(len, bytes))* body...
+//
+// The owner answers on the reply subject with frames, each
+// kind seq(uvarint, from 0, one up per frame) and then:
+//
+//	'P'  nothing: still working (sent every third of ForwardTimeout)
+//	'R'  status nheaders (key value)* body...: the whole answer
+//	'H'  status nheaders (key value)* stream(1 byte): the head; 'D'
+//	     frames carry the body, 'E' or 'X' ends it
+//	'D'  body bytes
+//	'E'  nothing: the body is complete
+//	'X'  reason...: the body failed part way
+//
+// A cancel, sent to "<prefix>.cancel.<owner>", is the reply subject of the
+// request whose client went away.
+const (
+	reqMagic = 'F'
+
+	frPending = 'P'
+	frWhole   = 'R'
+	frHead    = 'H'
+	frData    = 'D'
+	frEnd     = 'E'
+	frFailed  = 'X'
+)
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+func appendStr(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// reader reads the wire formats; a short or malformed input sets bad.
+type reader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.bad {
+		return 0
+	}
+	v, k := binary.Uvarint(r.b)
+	if k <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[k:]
+	return v
+}
+
+func (r *reader) bytes() []byte {
+	l := r.uvarint()
+	if r.bad || l > uint64(len(r.b)) {
+		r.bad = true
+		return nil
+	}
+	v := r.b[:l:l]
+	r.b = r.b[l:]
+	return v
+}
+
+func (r *reader) byte() byte {
+	if r.bad || len(r.b) == 0 {
+		r.bad = true
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+// frame is one parsed reply frame. Its slices alias the message.
+type frame struct {
+	kind    byte
+	seq     uint64
+	status  int
+	headers [][2][]byte // 'R', 'H'
+	stream  bool        // 'H'
+	body    []byte      // 'R', 'D', 'X'
+}
+
+// parseFrame parses a reply frame; ok is false when it does not parse.
+func parseFrame(b []byte, hdrs [][2][]byte) (f frame, ok bool) {
+	r := reader{b: b}
+	f.kind = r.byte()
+	f.seq = r.uvarint()
+	switch f.kind {
+	case frPending, frEnd:
+	case frData, frFailed:
+		f.body = r.b
+	case frWhole, frHead:
+		st := r.uvarint()
+		if st < 100 || st > 999 {
+			return f, false
+		}
+		f.status = int(st)
+		nh := r.uvarint()
+		if nh > 256 {
+			return f, false
+		}
+		f.headers = hdrs[:0]
+		for i := uint64(0); i < nh && !r.bad; i++ {
+			k, v := r.bytes(), r.bytes()
+			f.headers = append(f.headers, [2][]byte{k, v})
+		}
+		if f.kind == frHead {
+			f.stream = r.byte() == 1
+		} else {
+			f.body = r.b
+		}
+	default:
+		return f, false
+	}
+	return f, !r.bad
+}
+
+// appendFrameStart appends a frame's kind and sequence number.
+func appendFrameStart(dst []byte, kind byte, seq uint64) []byte {
+	return binary.AppendUvarint(append(dst, kind), seq)
+}
+
+// token parses the token at the end of a reply subject.
+func token(subject, prefix string) (uint64, bool) {
+	if len(subject) <= len(prefix) || subject[:len(prefix)] != prefix {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(subject[len(prefix):], 36, 64)
+	return v, err == nil
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/mcpedge/mcpedge/cluster"
+	"github.com/nats-io/nats.go"
+)
+
+// clusterFlags configure membership of a cluster (docs/cluster.md).
+type clusterFlags struct {
+	node           string
+	embed          string
+	routes         string
+	url            string
+	name           string
+	creds          string
+	tlsCA          string
+	tlsCert        string
+	tlsKey         string
+	forwardTimeout time.Duration
+}
+
+func registerClusterFlags(fs *flag.FlagSet, c *clusterFlags) {
+	fs.StringVar(&c.node, "node", "", "this node's `name` in a cluster: letters, digits, '-', '_' (default: the host name and the HTTP, else TCP, port)")
+	fs.StringVar(&c.embed, "cluster-embed", "", "run an embedded NATS server whose cluster (route) port listens on `addr`, joining the nodes of -cluster-routes")
+	fs.StringVar(&c.routes, "cluster-routes", "", "comma-separated route `urls` of the other nodes' -cluster-embed (nats-route://host:port)")
+	fs.StringVar(&c.url, "cluster", "", "join the cluster through an existing NATS deployment at `url` (nats://host:4222, comma-separated for several), instead of -cluster-embed")
+	fs.StringVar(&c.name, "cluster-name", "mcpedge", "the cluster's `name`: NATS cluster name of the embedded servers, and the prefix of every subject the nodes use")
+	fs.StringVar(&c.creds, "cluster-creds", "", "NATS credentials `file` for -cluster")
+	fs.StringVar(&c.tlsCA, "cluster-tls-ca", "", "CA certificate `file` that -cluster's NATS servers are verified with")
+	fs.StringVar(&c.tlsCert, "cluster-tls-cert", "", "client certificate `file` for -cluster (with -cluster-tls-key)")
+	fs.StringVar(&c.tlsKey, "cluster-tls-key", "", "client key `file` for -cluster")
+	fs.DurationVar(&c.forwardTimeout, "cluster-forward-timeout", 5*time.Second, "how long a request forwarded to the node that owns its session waits for that node to start answering (504 after)")
+}
+
+// on reports whether the flags ask for a cluster.
+func (c *clusterFlags) on() bool { return c.embed != "" || c.url != "" }
+
+// validateCluster checks the cluster flags against the rest.
+func validateCluster(c *config) error {
+	cf := &c.cluster
+	if !cf.on() {
+		if cf.routes != "" {
+			return errors.New("-cluster-routes needs -cluster-embed")
+		}
+		return nil
+	}
+	switch {
+	case cf.embed != "" && cf.url != "":
+		return errors.New("-cluster-embed and -cluster are exclusive: embed a NATS server or join one")
+	case cf.routes != "" && cf.embed == "":
+		return errors.New("-cluster-routes needs -cluster-embed")
+	case (cf.creds != "" || cf.tlsCA != "" || cf.tlsCert != "") && cf.url == "":
+		return errors.New("-cluster-creds and -cluster-tls-* are for -cluster")
+	case (cf.tlsCert == "") != (cf.tlsKey == ""):
+		return errors.New("-cluster-tls-cert and -cluster-tls-key go together")
+	case c.stdio:
+		return errors.New("a cluster serves the network transports: -stdio cannot join one")
+	case c.stateless:
+		return errors.New("-stateless has no sessions to share: run stateless nodes without a cluster, behind any load balancer")
+	case cf.node != "" && !cluster.ValidName(cf.node):
+		return fmt.Errorf("-node %q: %w", cf.node, cluster.ErrBadName)
+	case c.stateKeyFile == "":
+		return errors.New("a cluster needs -state-key-file: every node signs and verifies 2026-07-28 requestState with the same keys, so that a retry may land on any node")
+	case !cluster.ValidName(cf.name):
+		return fmt.Errorf("-cluster-name %q: letters, digits, '-' and '_' only", cf.name)
+	case cf.forwardTimeout <= 0:
+		return errors.New("-cluster-forward-timeout: must be positive")
+	}
+	if cf.embed != "" {
+		if _, _, err := net.SplitHostPort(cf.embed); err != nil {
+			return fmt.Errorf("-cluster-embed %q: %w", cf.embed, err)
+		}
+	}
+	return nil
+}
+
+// nodeName is -node, or the host name and the port this node serves on.
+func nodeName(c *config) string {
+	if c.cluster.node != "" {
+		return c.cluster.node
+	}
+	host, _ := os.Hostname()
+	addr := c.http
+	if addr == "" {
+		addr = c.tcp
+	}
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
+	return cluster.DefaultName(host, port)
+}
+
+// startCluster starts this node's membership, nil when no cluster is
+// configured.
+func startCluster(c *config, log *slog.Logger) (*cluster.Node, error) {
+	cf := &c.cluster
+	if !cf.on() {
+		return nil, nil
+	}
+	var nopts []nats.Option
+	if cf.creds != "" {
+		nopts = append(nopts, nats.UserCredentials(cf.creds))
+	}
+	if cf.tlsCA != "" {
+		nopts = append(nopts, nats.RootCAs(cf.tlsCA))
+	}
+	if cf.tlsCert != "" {
+		nopts = append(nopts, nats.ClientCert(cf.tlsCert, cf.tlsKey))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := cluster.Start(ctx, cluster.Options{
+		Node:           nodeName(c),
+		Embed:          cf.embed,
+		Routes:         splitList(cf.routes),
+		Name:           cf.name,
+		Prefix:         cf.name,
+		URL:            cf.url,
+		NATSOptions:    nopts,
+		ForwardTimeout: cf.forwardTimeout,
+		StreamIdle:     streamIdle(c.sseKeep, cf.forwardTimeout),
+		MaxPayload:     c.maxMessage + 64<<10,
+		Logger:         log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("joined the cluster", "node", n.Name(), "embed", cf.embed, "routes", cf.routes, "nats", cf.url)
+	return n, nil
+}
+
+// streamIdle is how long a relayed stream may stay silent: three
+// keep-alive intervals and the forward timeout; without keep-alives, the
+// cluster's default.
+func streamIdle(keepAlive, forward time.Duration) time.Duration {
+	if keepAlive <= 0 {
+		return 0
+	}
+	return 3*keepAlive + forward
+}
