@@ -70,17 +70,8 @@ func (n *Node) serveForwarded(h fasthttp.RequestHandler, t *tunnelConn, data []b
 	defer n.serving.Add(-1)
 	defer n.dropTunnel(t)
 
-	r := reader{b: data}
-	if r.byte() != reqMagic {
-		n.badMessage("forwarded request", data)
-		t.refuse(fasthttp.StatusBadRequest, "Bad Request: a forwarded request did not parse")
-		return
-	}
-	remote := r.bytes()
-	method := r.bytes()
-	uri := r.bytes()
-	nh := r.uvarint()
-	if r.bad || nh > 1024 {
+	req, ok := decodeRequest(data)
+	if !ok {
 		n.badMessage("forwarded request", data)
 		t.refuse(fasthttp.StatusBadRequest, "Bad Request: a forwarded request did not parse")
 		return
@@ -92,20 +83,14 @@ func (n *Node) serveForwarded(h fasthttp.RequestHandler, t *tunnelConn, data []b
 		ctx.ResetUserValues()
 		n.ctxs.Put(ctx)
 	}()
-	t.remote = tcpAddr(remote)
+	t.remote = tcpAddr(req.remote)
 	ctx.Init2(t, nopLogger{}, false)
-	ctx.Request.Header.SetMethodBytes(method)
-	ctx.Request.SetRequestURIBytes(uri)
-	for i := uint64(0); i < nh; i++ {
-		k, v := r.bytes(), r.bytes()
-		if r.bad {
-			n.badMessage("forwarded request", data)
-			t.refuse(fasthttp.StatusBadRequest, "Bad Request: a forwarded request did not parse")
-			return
-		}
-		ctx.Request.Header.AddBytesKV(k, v)
+	ctx.Request.Header.SetMethodBytes(req.method)
+	ctx.Request.SetRequestURIBytes(req.uri)
+	for _, kv := range req.headers {
+		ctx.Request.Header.AddBytesKV(kv[0], kv[1])
 	}
-	ctx.Request.SetBodyRaw(r.b)
+	ctx.Request.SetBodyRaw(req.body)
 
 	h(ctx)
 
@@ -124,6 +109,38 @@ func (n *Node) serveForwarded(h fasthttp.RequestHandler, t *tunnelConn, data []b
 		_, _ = t.Write(body)
 		t.send(frEnd, nil)
 	}
+}
+
+// request is a decoded forwarded request; its slices alias the message.
+type request struct {
+	remote, method, uri []byte
+	headers             [][2][]byte
+	body                []byte
+}
+
+// decodeRequest decodes the wire form of a forwarded request.
+func decodeRequest(data []byte) (req request, ok bool) {
+	r := reader{b: data}
+	if r.byte() != reqMagic {
+		return req, false
+	}
+	req.remote = r.bytes()
+	req.method = r.bytes()
+	req.uri = r.bytes()
+	nh := r.uvarint()
+	if r.bad || nh > 1024 || len(req.method) == 0 || len(req.uri) == 0 {
+		return req, false
+	}
+	req.headers = make([][2][]byte, 0, nh)
+	for i := uint64(0); i < nh; i++ {
+		k, v := r.bytes(), r.bytes()
+		if r.bad || len(k) == 0 {
+			return req, false
+		}
+		req.headers = append(req.headers, [2][]byte{k, v})
+	}
+	req.body = r.b
+	return req, true
 }
 
 func tcpAddr(b []byte) net.Addr {

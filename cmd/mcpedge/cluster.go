@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/mcpedge/mcpedge/cluster"
 	"github.com/nats-io/nats.go"
 )
@@ -146,4 +147,37 @@ func streamIdle(keepAlive, forward time.Duration) time.Duration {
 		return 0
 	}
 	return 3*keepAlive + forward
+}
+
+// clusterMetrics publishes the node's counters and its routes on the
+// admin listener's /metrics.
+func clusterMetrics(set *metrics.Set, n *cluster.Node) {
+	for _, c := range []struct {
+		name string
+		get  func(cluster.Stats) uint64
+	}{
+		{`mcpedge_cluster_forwarded_total{result="sent"}`, func(s cluster.Stats) uint64 { return s.Forwarded }},
+		{`mcpedge_cluster_forwarded_total{result="timeout"}`, func(s cluster.Stats) uint64 { return s.ForwardTimeouts }},
+		{`mcpedge_cluster_forwarded_total{result="no_owner"}`, func(s cluster.Stats) uint64 { return s.ForwardNoOwner }},
+		{`mcpedge_cluster_forwarded_total{result="refused"}`, func(s cluster.Stats) uint64 { return s.ForwardRefused }},
+		{`mcpedge_cluster_served_total{result="served"}`, func(s cluster.Stats) uint64 { return s.Served }},
+		{`mcpedge_cluster_served_total{result="refused"}`, func(s cluster.Stats) uint64 { return s.ServedRefused }},
+		{`mcpedge_cluster_cancelled_total`, func(s cluster.Stats) uint64 { return s.Cancelled }},
+		{`mcpedge_cluster_bus_messages_total{dir="out"}`, func(s cluster.Stats) uint64 { return s.BusOut }},
+		{`mcpedge_cluster_bus_messages_total{dir="in"}`, func(s cluster.Stats) uint64 { return s.BusIn }},
+		{`mcpedge_cluster_bus_dropped_total`, func(s cluster.Stats) uint64 { return s.BusDropped }},
+		{`mcpedge_cluster_bad_messages_total`, func(s cluster.Stats) uint64 { return s.BadMessages }},
+		{`mcpedge_cluster_streams_cut_total`, func(s cluster.Stats) uint64 { return s.StreamsCut }},
+		{`mcpedge_cluster_disconnects_total`, func(s cluster.Stats) uint64 { return s.Disconnects }},
+	} {
+		get := c.get
+		set.NewGauge(c.name, func() float64 { return float64(get(n.Stats())) })
+	}
+	set.NewGauge("mcpedge_cluster_routes", func() float64 { return float64(n.Routes()) })
+	set.NewGauge("mcpedge_cluster_ready", func() float64 {
+		if n.Ready() != nil {
+			return 0
+		}
+		return 1
+	})
 }

@@ -303,6 +303,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer adm.stop()
 	if adm != nil && node != nil {
 		adm.ready.SetCheck(node.Ready)
+		clusterMetrics(adm.metrics.Set(), node)
 	}
 	srv := mcpedge.New(opts)
 	if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: srv.Engine().Bus().Publish, Subscribe: srv.Engine().Bus().Subscribe}); err != nil {

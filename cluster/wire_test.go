@@ -1,0 +1,145 @@
+package cluster
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+)
+
+func TestBusMessageRoundTrip(t *testing.T) {
+	for _, tc := range []struct{ topic, payload string }{
+		{"resources/updated/mem://board/x", `"mem://board/x"`},
+		{"list_changed/tools", ""},
+		{"t", string(bytes.Repeat([]byte{0xff}, 300))},
+	} {
+		t.Run(tc.topic, func(t *testing.T) {
+			m := appendBusMessage(nil, tc.topic, []byte(tc.payload))
+			topic, payload, ok := parseBusMessage(m)
+			if !ok || topic != tc.topic || string(payload) != tc.payload {
+				t.Fatalf("got %q %q %v", topic, payload, ok)
+			}
+		})
+	}
+	for _, bad := range [][]byte{nil, {0}, {5, 'a'}, {0xff, 0xff, 0xff}} {
+		if _, _, ok := parseBusMessage(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestFrameRoundTrip(t *testing.T) {
+	var ctx fasthttp.RequestCtx
+	ctx.SetStatusCode(201)
+	ctx.Response.Header.Set("Mcp-Session-Id", "a.123")
+	ctx.Response.Header.SetContentType("application/json")
+	b := appendFrameStart(nil, frWhole, 3)
+	b = appendHead(b, &ctx)
+	b = append(b, `{"ok":true}`...)
+	f, ok := parseFrame(b, nil)
+	if !ok || f.kind != frWhole || f.seq != 3 || f.status != 201 || string(f.body) != `{"ok":true}` {
+		t.Fatalf("got %+v %v", f, ok)
+	}
+	got := map[string]string{}
+	for _, kv := range f.headers {
+		got[string(kv[0])] = string(kv[1])
+	}
+	if got["Mcp-Session-Id"] != "a.123" || got["Content-Type"] != "application/json" {
+		t.Fatalf("headers %v", got)
+	}
+	if _, ok := got["Content-Length"]; ok {
+		t.Fatal("hop header forwarded")
+	}
+	for _, bad := range [][]byte{nil, {'Q', 0}, {frWhole, 0, 0}, {frHead, 0, 0xc8, 0x01, 0xff}, {frWhole}} {
+		if _, ok := parseFrame(bad, nil); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestToken(t *testing.T) {
+	for _, tc := range []struct {
+		subj string
+		want uint64
+		ok   bool
+	}{
+		{"p.reply.a.z", 35, true},
+		{"p.reply.a.", 0, false},
+		{"p.reply.b.1", 0, false},
+		{"p.reply.a.!", 0, false},
+	} {
+		got, ok := token(tc.subj, "p.reply.a.")
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: %d %v", tc.subj, got, ok)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	for name, want := range map[string]bool{"a": true, "node-1_x": true, "": false, "a.b": false, "a b": false, "*": false, ">": false, string(bytes.Repeat([]byte("x"), 65)): false} {
+		if ValidName(name) != want || validNameBytes([]byte(name)) != want {
+			t.Errorf("%q: want %v", name, want)
+		}
+	}
+	for _, tc := range []struct {
+		host string
+		port int
+		want string
+	}{
+		{"web-3.example.com", 7401, "web-3-7401"},
+		{"weird host!", 80, "weird-host--80"},
+		{"", 7400, "node-7400"},
+		{string(bytes.Repeat([]byte("h"), 80)), 7401, string(bytes.Repeat([]byte("h"), 59)) + "-7401"},
+	} {
+		got := DefaultName(tc.host, tc.port)
+		if got != tc.want || !ValidName(got) {
+			t.Errorf("DefaultName(%q, %d) = %q", tc.host, tc.port, got)
+		}
+	}
+}
+
+func TestSameAddr(t *testing.T) {
+	for _, tc := range []struct {
+		route, host string
+		port        int
+		want        bool
+	}{
+		{"127.0.0.1:6222", "127.0.0.1", 6222, true},
+		{"localhost:6222", "0.0.0.0", 6222, true},
+		{"127.0.0.1:6223", "127.0.0.1", 6222, false},
+		{"10.0.0.2:6222", "10.0.0.1", 6222, false},
+		{"10.0.0.1:6222", "10.0.0.1", 6222, true},
+	} {
+		if got := sameAddr(tc.route, tc.host, tc.port); got != tc.want {
+			t.Errorf("sameAddr(%q, %q, %d) = %v", tc.route, tc.host, tc.port, got)
+		}
+	}
+}
+
+// FuzzParsers feeds every parser of bytes from NATS arbitrary input: none
+// may panic.
+func FuzzParsers(f *testing.F) {
+	var ctx fasthttp.RequestCtx
+	ctx.SetStatusCode(200)
+	ctx.Response.Header.SetContentType("text/event-stream")
+	f.Add(appendHead(appendFrameStart(nil, frHead, 0), &ctx))
+	f.Add(appendBusMessage(nil, "list_changed/tools", nil))
+	f.Add([]byte{frData, 1, 'x'})
+	var req fasthttp.RequestCtx
+	req.Request.Header.SetMethod("POST")
+	req.Request.SetRequestURI("/mcp")
+	req.Request.Header.Set("Mcp-Session-Id", "a.1")
+	req.Request.SetBodyString(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	f.Add(appendRequest(nil, &req))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _, _ = parseBusMessage(b)
+		_, _ = parseFrame(b, nil)
+		_, _ = decodeRequest(b)
+		// Split at every point: a prefix of a valid message must not
+		// parse as something that reads past it.
+		for i := range b {
+			_, _ = parseFrame(b[:i], nil)
+			_, _ = decodeRequest(b[:i])
+		}
+	})
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestClusterFlagErrors(t *testing.T) {
+	key := writeFile(t, strings.Repeat("ab", 32)+"\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"routes alone", []string{"-cluster-routes", "nats-route://127.0.0.1:1"}, "-cluster-routes needs -cluster-embed"},
+		{"both", []string{"-cluster-embed", "127.0.0.1:0", "-cluster", "nats://127.0.0.1:4222", "-state-key-file", key}, "exclusive"},
+		{"no state key", []string{"-cluster-embed", "127.0.0.1:0"}, "-state-key-file"},
+		{"bad node", []string{"-cluster-embed", "127.0.0.1:0", "-node", "a.b", "-state-key-file", key}, "-node"},
+		{"stdio", []string{"-cluster-embed", "127.0.0.1:0", "-stdio", "-state-key-file", key}, "-stdio"},
+		{"stateless", []string{"-cluster-embed", "127.0.0.1:0", "-stateless", "-state-key-file", key}, "-stateless"},
+		{"creds without url", []string{"-cluster-embed", "127.0.0.1:0", "-cluster-creds", "x", "-state-key-file", key}, "for -cluster"},
+		{"cert without key", []string{"-cluster", "nats://127.0.0.1:4222", "-cluster-tls-cert", "x", "-state-key-file", key}, "go together"},
+		{"bad embed", []string{"-cluster-embed", "nowhere", "-state-key-file", key}, "-cluster-embed"},
+		{"bad name", []string{"-cluster-embed", "127.0.0.1:0", "-cluster-name", "a.b", "-state-key-file", key}, "-cluster-name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(tc.args, io.Discard)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	c, err := parse([]string{"-cluster-embed", "127.0.0.1:0", "-state-key-file", key, "-http", "127.0.0.1:7411"}, io.Discard)
+	require.NoError(t, err)
+	assert.True(t, strings.HasSuffix(nodeName(c), "-7411"), nodeName(c))
+}
+
+// TestClusterBadRoutesStart: a node whose routes name itself and a port
+// nobody listens on starts, serves, logs both, and reports not ready.
+func TestClusterBadRoutesStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	key := writeFile(t, strings.Repeat("cd", 32)+"\n")
+	self := freePort(t)
+	dead := freePort(t)
+	adminAddr := freePort(t)
+	c := startChild(t, "-tcp= -http=127.0.0.1:0 -admin="+adminAddr+" -node=lonely -cluster-embed="+self+
+		" -cluster-routes=nats-route://"+self+",nats-route://"+dead+" -state-key-file="+key)
+	require.Eventually(t, func() bool {
+		l := c.log.String()
+		return strings.Contains(l, "names this node itself") && strings.Contains(l, dead)
+	}, 10*time.Second, 20*time.Millisecond, c.log.String())
+	resp, err := http.Get("http://" + adminAddr + "/readyz")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Contains(t, string(body), "no route")
+	// It serves what it owns: a session on it works.
+	req, _ := http.NewRequest(http.MethodPost, "http://"+c.addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.True(t, strings.HasPrefix(resp.Header.Get("Mcp-Session-Id"), "lonely."))
+	resp, err = http.Get("http://" + adminAddr + "/metrics")
+	require.NoError(t, err)
+	var m bytes.Buffer
+	_, _ = m.ReadFrom(resp.Body)
+	resp.Body.Close()
+	assert.Contains(t, m.String(), "mcpedge_cluster_ready 0")
+	code, _ := c.stop(syscall.SIGTERM)
+	assert.Equal(t, 0, code, c.log.String())
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
