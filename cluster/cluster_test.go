@@ -58,6 +58,15 @@ func startNode(t *testing.T, name string, routes []string, opts ...func(*cluster
 		}
 		return mcp.TextResult(res.Action + " " + string(res.Content)), nil, nil
 	}))
+	require.NoError(t, srv.Registry().AddToolWith(&mcp.Tool{Name: "bake", InputSchema: []byte(`{"type":"object"}`)},
+		func(ctx context.Context, _ *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
+			select {
+			case <-time.After(100 * time.Millisecond):
+				return mcp.TextResult("baked by " + name), nil
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}, handlers.ToolOptions{TaskSupport: mcp.TaskOptional}))
 	ctx, cancel := context.WithCancel(context.Background())
 	nd := &node{name: name, n: n, srv: srv, stop: cancel, done: make(chan error, 1)}
 	go func() { nd.done <- srv.Serve(ctx) }()
@@ -177,6 +186,25 @@ func sse(r io.Reader) <-chan map[string]any {
 }
 
 const v = "2025-11-25"
+
+// post2026 sends a 2026-07-28 request, with the tasks extension declared.
+func post2026(t *testing.T, url, method, name, params string) (int, []map[string]any) {
+	t.Helper()
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},` +
+		`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+	body := `{"jsonrpc":"2.0","id":5,"method":"` + method + `","params":{` + meta + `,` + params[1:] + `}`
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	req.Header.Set("Mcp-Name", name)
+	resp, err := httpc.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	return resp.StatusCode, readMessages(t, resp)
+}
 
 // initialize opens a session on nd and completes its initialization.
 func initialize(t *testing.T, nd *node, caps string) string {
@@ -327,6 +355,36 @@ func TestThreeNodes(t *testing.T) {
 				}
 			}
 			require.Equal(t, 1, got, "session of %s", s.owner.name)
+		}
+	})
+
+	t.Run("2026-07-28: MRTR retries and tasks on any node", func(t *testing.T) {
+		// The input round is answered by a, the retry by b: the state is
+		// signed with the key every node shares.
+		st, msgs := post2026(t, a.url, "tools/call", "ask", `{"name":"ask","arguments":{}}`)
+		require.Equal(t, http.StatusOK, st, msgs)
+		res, _ := msgs[len(msgs)-1]["result"].(map[string]any)
+		require.Equal(t, "input_required", res["resultType"], res)
+		answers := map[string]any{}
+		for k := range res["inputRequests"].(map[string]any) {
+			answers[k] = map[string]any{"action": "accept", "content": map[string]any{"name": "ada"}}
+		}
+		retry, _ := json.Marshal(map[string]any{"name": "ask", "arguments": map[string]any{}, "inputResponses": answers, "requestState": res["requestState"]})
+		st, msgs = post2026(t, b.url, "tools/call", "ask", string(retry))
+		require.Equal(t, http.StatusOK, st, msgs)
+		require.Contains(t, fmt.Sprint(msgs[len(msgs)-1]["result"]), "ada")
+
+		// A task made on c is read through a and b: its id names c.
+		st, msgs = post2026(t, c.url, "tools/call", "bake", `{"name":"bake","arguments":{}}`)
+		require.Equal(t, http.StatusOK, st, msgs)
+		res, _ = msgs[len(msgs)-1]["result"].(map[string]any)
+		id, _ := res["taskId"].(string)
+		require.True(t, strings.HasPrefix(id, "c."), "%v", res)
+		for _, via := range []*node{a, b} {
+			require.Eventually(t, func() bool {
+				st, msgs := post2026(t, via.url, "tasks/get", id, `{"taskId":"`+id+`"}`)
+				return st == http.StatusOK && strings.Contains(fmt.Sprint(msgs), "baked by c")
+			}, 5*time.Second, 20*time.Millisecond, "tasks/get through %s", via.name)
 		}
 	})
 
