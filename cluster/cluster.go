@@ -139,16 +139,18 @@ type Node struct {
 	pending     map[uint64]*forward
 
 	// Forwarding, the owner's side (serve.go).
-	handler  atomic.Pointer[fasthttp.RequestHandler]
-	tunMu    sync.Mutex
-	tunnels  map[string]*tunnelConn // by reply subject
-	serving  atomic.Int64
-	ctxs     sync.Pool
-	serveWG  sync.WaitGroup
-	closed   atomic.Bool
-	maxFrame int
-	tickOnce sync.Once
-	tickStop chan struct{} // the pending ticker's; nil before Serve
+	handler     atomic.Pointer[fasthttp.RequestHandler]
+	tunMu       sync.Mutex
+	tunnels     map[string]*tunnelConn // by reply subject
+	serving     atomic.Int64
+	ctxs        sync.Pool
+	serveWG     sync.WaitGroup
+	closed      atomic.Bool
+	maxFrame    int
+	jobs        chan job      // forwarded requests for idle workers
+	workersStop chan struct{} // closed at Shutdown: idle workers exit
+	tickOnce    sync.Once
+	tickStop    chan struct{} // the pending ticker's; nil before Serve
 
 	stats counters
 }
@@ -274,6 +276,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		prefix:  opts.Prefix,
 		pending: make(map[uint64]*forward),
 		tunnels: make(map[string]*tunnelConn),
+		jobs:    make(chan job),
+
+		workersStop: make(chan struct{}),
 	}
 	n.replyPrefix = n.prefix + ".reply." + n.name + "."
 	n.ctxs.New = func() any { return new(fasthttp.RequestCtx) }
@@ -536,6 +541,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	close(n.workersStop)
 	n.failPending()
 	if n.nc != nil {
 		n.nc.Close()

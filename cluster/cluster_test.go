@@ -463,4 +463,3 @@ func TestThreeNodes(t *testing.T) {
 		}, 5*time.Second, 20*time.Millisecond)
 	})
 }
-

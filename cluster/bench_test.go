@@ -1,0 +1,120 @@
+package cluster_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/mcpedge/mcpedge/cluster"
+	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/handlers/builtin"
+	mcphttp "github.com/mcpedge/mcpedge/transport/http"
+	"github.com/valyala/fasthttp"
+)
+
+// benchNode is a node whose HTTP handler the benchmark calls directly:
+// no client sockets, so what is measured is the node's own work and, for
+// a forwarded request, the trip through NATS to the owner and back.
+type benchNode struct {
+	n *cluster.Node
+	h fasthttp.RequestHandler
+}
+
+func newBenchNode(b *testing.B, name string, routes []string) *benchNode {
+	n, err := cluster.Start(context.Background(), cluster.Options{Node: name, Embed: "127.0.0.1:0", Routes: routes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng := engine.New(engine.Options{Name: "bench", Bus: n.Bus(), NodeID: n.Name()})
+	if err := builtin.Install("bench", eng.Registry(), builtin.Env{}); err != nil {
+		b.Fatal(err)
+	}
+	hs := mcphttp.New(eng, mcphttp.Options{Addr: "127.0.0.1:0", Route: n.Route})
+	n.Serve(hs.Handler())
+	b.Cleanup(func() {
+		_ = hs.Shutdown(context.Background())
+		_ = eng.Shutdown(context.Background())
+		_ = n.Close()
+	})
+	return &benchNode{n: n, h: hs.Handler()}
+}
+
+var benchAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
+
+// do serves one POST on nd and returns its status.
+func (nd *benchNode) do(ctx *fasthttp.RequestCtx, req *fasthttp.Request) int {
+	ctx.Init(req, benchAddr, nil)
+	nd.h(ctx)
+	st := ctx.Response.StatusCode()
+	ctx.Response.Reset()
+	return st
+}
+
+func request(sid, body string) *fasthttp.Request {
+	req := new(fasthttp.Request)
+	req.Header.SetMethod("POST")
+	req.SetRequestURI("http://127.0.0.1/mcp")
+	req.Header.SetHost("127.0.0.1")
+	req.Header.SetContentType("application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	req.SetBodyString(body)
+	return req
+}
+
+// BenchmarkForward compares a tools/call served by the node that owns
+// its session (local) with the same call landing on another node
+// (forwarded): the difference is the cost of forwarding. Parallel, as
+// real traffic is.
+func BenchmarkForward(b *testing.B) {
+	a := newBenchNode(b, "a", nil)
+	bn := newBenchNode(b, "b", []string{"nats-route://" + a.n.RouteAddr().String()})
+	deadline := time.Now().Add(10 * time.Second)
+	for a.n.Routes() == 0 || bn.n.Routes() == 0 {
+		if time.Now().After(deadline) {
+			b.Fatal("no route")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var ctx fasthttp.RequestCtx
+	ctx.Init(request("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`), benchAddr, nil)
+	a.h(&ctx)
+	sid := string(ctx.Response.Header.Peek("Mcp-Session-Id"))
+	if sid == "" {
+		b.Fatal("no session")
+	}
+	if st := a.do(&ctx, request(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)); st != 202 {
+		b.Fatal(st)
+	}
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`
+	// Wait until b reaches a's subjects.
+	for bn.do(&ctx, request(sid, call)) != 200 {
+		if time.Now().After(deadline) {
+			b.Fatal("b does not forward to a")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, bc := range []struct {
+		name string
+		nd   *benchNode
+	}{{"local", a}, {"forwarded", bn}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(32) // forwarding waits on the network: keep requests in flight
+			b.RunParallel(func(pb *testing.PB) {
+				var ctx fasthttp.RequestCtx
+				req := request(sid, call)
+				for pb.Next() {
+					if st := bc.nd.do(&ctx, req); st != 200 {
+						b.Errorf("status %d", st)
+						return
+					}
+				}
+			})
+		})
+	}
+}
