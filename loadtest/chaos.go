@@ -193,6 +193,10 @@ type ChaosExpect struct {
 // Chaos describes a chaos run: hostile clients beside well-behaved ones.
 type Chaos struct {
 	Target Target // tcp or http
+	// Targets, when set, replace Target: the well-behaved load is spread
+	// over them as Config.Targets says, the hostile clients go to the
+	// first, and every one must answer after the run.
+	Targets []Target
 	// Duration bounds the run; default 10 s.
 	Duration time.Duration
 	// Clients is how many clients of each hostile kind run; nil means
@@ -479,6 +483,11 @@ type chaosRun struct {
 // start (a bad configuration, no well-behaved connection at all). It
 // returns within Duration + Timeout plus set-up, or soon after ctx ends.
 func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
+	ts, err := targetsOf(cfg.Target, cfg.Targets)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Targets, cfg.Target = ts, ts[0]
 	if cfg.Target.Transport != "tcp" && cfg.Target.Transport != "http" {
 		return nil, fmt.Errorf("%w: chaos needs a tcp or http target", ErrConfig)
 	}
@@ -493,7 +502,7 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 	}
 	cfg.Expect.defaults()
 	good := cfg.Good
-	good.Target, good.Duration, good.Warmup, good.PID, good.Requests = cfg.Target, cfg.Duration, 0, 0, 0
+	good.Target, good.Targets, good.Duration, good.Warmup, good.PID, good.PIDs, good.Requests = cfg.Target, cfg.Targets, cfg.Duration, 0, 0, nil, 0
 	if good.Connections == 0 && good.Rate == 0 {
 		good.Connections, good.Rate = 4, 200
 	}
@@ -591,10 +600,16 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 	// Is the server still there?
 	actx, acancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer acancel()
-	if err := alive(actx, cfg.Target, cfg.Timeout); err != nil {
-		out.AliveError = err.Error()
-	} else {
-		out.ServerAlive = true
+	out.ServerAlive = true
+	for _, t := range cfg.Targets {
+		if err := alive(actx, t, cfg.Timeout); err != nil {
+			out.AliveError = err.Error()
+			if len(cfg.Targets) > 1 {
+				out.AliveError = t.String() + ": " + out.AliveError
+			}
+			out.ServerAlive = false
+			break
+		}
 	}
 	if cfg.PID > 0 {
 		if st, err := ReadProc(cfg.PID); err == nil {
@@ -607,7 +622,7 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 // alive opens a fresh session and pings it.
 func alive(ctx context.Context, t Target, timeout time.Duration) error {
 	opts := &sessionOpts{timeout: timeout, maxFrame: 16 << 20}
-	d, err := newDialer(t, 1, 1, opts, io.Discard)
+	d, err := newDialer([]Target{t}, 1, 1, opts, io.Discard)
 	if err != nil {
 		return err
 	}

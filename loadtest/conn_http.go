@@ -23,9 +23,13 @@ type httpDoer interface {
 // httpSession is one MCP session over Streamable HTTP: each call is a POST
 // carrying the session id, answered with JSON or with an SSE stream that
 // ends with the answer. Calls are safe for concurrent use; the HTTP
-// connections are the target's, shared by its sessions.
+// connections are the target's, shared by its sessions. In a cluster (the
+// target has peers) the session is initialized, notified and closed on its
+// own target, and each call goes to the next peer in turn, with the same
+// session id.
 type httpSession struct {
 	t       *httpTarget
+	rr      atomic.Uint64 // cluster: the peer of the last call
 	sid     []byte
 	version []byte
 	nextID  atomic.Uint64
@@ -94,7 +98,9 @@ func (s *httpSession) Close() error {
 }
 
 // Call POSTs one request and reads its answer. It is safe for concurrent
-// use: the target's connection pool bounds the requests in flight.
+// use: the target's connection pool bounds the requests in flight. In a
+// cluster, the request goes to the next peer (initialize to the session's
+// own target).
 func (s *httpSession) Call(ctx context.Context, method string, params, dst []byte) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return dst, err
@@ -102,13 +108,28 @@ func (s *httpSession) Call(ctx context.Context, method string, params, dst []byt
 	if e := s.lost.Load(); e != nil {
 		return dst, e
 	}
+	t := s.t
+	if t.peers == nil || s.initializing {
+		return s.call(t, method, params, dst)
+	}
+	t = t.peers[s.rr.Add(1)%uint64(len(t.peers))]
+	t.calls.Add(1)
+	res, err := s.call(t, method, params, dst)
+	if err != nil {
+		t.failed.Add(1)
+	}
+	return res, err
+}
+
+// call POSTs one request to t and reads its answer.
+func (s *httpSession) call(t *httpTarget, method string, params, dst []byte) ([]byte, error) {
 	var idb [20]byte
 	id := strconv.AppendUint(idb[:0], s.nextID.Add(1), 10)
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	s.prepare(req)
+	s.prepare(req, t)
 	b := codec.GetBuffer()
 	defer codec.PutBuffer(b)
 	if s.modern {
@@ -116,14 +137,15 @@ func (s *httpSession) Call(ctx context.Context, method string, params, dst []byt
 	}
 	b.B = codec.AppendRequest(b.B[:0], id, method, params)
 	req.SetBodyRaw(b.B)
-	if err := s.t.client.DoTimeout(req, resp, s.t.opts.timeout); err != nil {
+	if err := t.client.DoTimeout(req, resp, t.opts.timeout); err != nil {
 		return dst, httpError(err)
 	}
 	return s.answer(resp, id, dst)
 }
 
-func (s *httpSession) prepare(req *fasthttp.Request) {
-	req.SetRequestURI(s.t.url)
+// prepare sets the headers of a POST to t.
+func (s *httpSession) prepare(req *fasthttp.Request, t *httpTarget) {
+	req.SetRequestURI(t.url)
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.Header.SetContentTypeBytes(hJSON)
 	req.Header.SetBytesV("Accept", hAccept)
@@ -153,7 +175,7 @@ func (s *httpSession) notify(method string, params []byte) error {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	s.prepare(req)
+	s.prepare(req, s.t)
 	req.SetBody(codec.AppendNotification(nil, method, params))
 	if err := s.t.client.DoTimeout(req, resp, s.t.opts.timeout); err != nil {
 		return httpError(err)

@@ -51,10 +51,14 @@ type pipeRun struct {
 	lastDone  atomic.Int64 // unix nanos of the last measured answer
 	childPID  atomic.Int64 // stdio: the latest child's pid
 	tick      time.Duration
+	dials     []atomic.Int64 // several targets: connections opened to each
 }
 
 func newPipeRun(cfg *Config, m *mix, r *recorder) *pipeRun {
 	p := &pipeRun{cfg: cfg, m: m, r: r}
+	if len(cfg.Targets) > 1 {
+		p.dials = make([]atomic.Int64, len(cfg.Targets))
+	}
 	for i := range m.steps {
 		st := &m.steps[i]
 		h := append([]byte(`,"method":`), codec.AppendString(nil, st.Method)...)
@@ -97,11 +101,16 @@ func (p *pipeRun) grant(n int) int {
 	return n
 }
 
-// open connects to the target: a TCP connection, or a child process.
-func (p *pipeRun) open(ctx context.Context) (pipeStream, error) {
+// open connects connection conn to its target: a TCP connection (with
+// several targets, to target conn % len(Targets)), or a child process.
+func (p *pipeRun) open(ctx context.Context, conn int) (pipeStream, error) {
 	t := p.cfg.Target
 	if t.Transport == "stdio" {
 		return p.spawn()
+	}
+	if n := len(p.dials); n > 1 {
+		t = p.cfg.Targets[conn%n]
+		p.dials[conn%n].Add(1)
 	}
 	var nd net.Dialer
 	dctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
@@ -255,7 +264,7 @@ var initializedNote = []byte(`{"jsonrpc":"2.0","method":"notifications/initializ
 // dial opens a session: the stream and the initialize handshake (none in
 // protocol 2026-07-28, whose requests carry what initialize said).
 func (c *pipeConn) dial(ctx context.Context) (*pipeSession, error) {
-	st, err := c.p.open(ctx)
+	st, err := c.p.open(ctx, c.idx)
 	if err != nil {
 		return nil, err
 	}
@@ -881,7 +890,7 @@ func newPipeLoad(ctx context.Context, cfg *Config, m *mix) (*pipeLoad, error) {
 		}
 	}
 	if alive == 0 {
-		return nil, fmt.Errorf("loadtest: no connection to %s: %w", cfg.Target, connErr)
+		return nil, fmt.Errorf("loadtest: no connection to %s: %w", cfg.targetsString(), connErr)
 	}
 	p.r.setupFailures = int64(len(pl.conns) - alive)
 	if connErr != nil {
@@ -893,6 +902,19 @@ func newPipeLoad(ctx context.Context, cfg *Config, m *mix) (*pipeLoad, error) {
 func (pl *pipeLoad) recorder() *recorder { return pl.p.r }
 func (pl *pipeLoad) pid() int            { return int(pl.p.childPID.Load()) }
 func (pl *pipeLoad) lastDone() int64     { return pl.p.lastDone.Load() }
+
+// targetCounts is the connections opened to each of several targets (nil
+// with one).
+func (pl *pipeLoad) targetCounts() []TargetResult {
+	if len(pl.p.dials) == 0 {
+		return nil
+	}
+	out := make([]TargetResult, len(pl.p.dials))
+	for i := range pl.p.dials {
+		out[i] = TargetResult{Target: pl.p.cfg.Targets[i].String(), Connections: pl.p.dials[i].Load()}
+	}
+	return out
+}
 
 func (pl *pipeLoad) launch(ctx context.Context, _, measStart, end time.Time, wg *sync.WaitGroup) {
 	pl.p.meas, pl.p.end = measStart, end

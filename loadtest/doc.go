@@ -41,6 +41,23 @@
 // Config.Client runs the same load through the client library's Pool
 // instead.
 //
+// # Several targets
+//
+// Config.Targets (and the Targets of the other modes' configs; mcpload
+// takes several TARGET arguments or a comma-separated list) are the nodes
+// of one cluster, any of which takes any request: all of one transport,
+// and stdio only alone (else ErrConfig). Over Streamable HTTP each session
+// is initialized on the next target in turn, and then each of its
+// requests goes to the next target in turn with the session's
+// Mcp-Session-Id, so that every session is used on every node (load, soak
+// and chaos's well-behaved clients; sessions mode opens sessions on each
+// in turn; fanout puts subscriber i, its requests and its stream, on
+// target i % n and the publisher on the first; chaos's hostile clients go
+// to the first). Over TCP a session is its connection: connection i goes
+// to target i % n. Result.Targets gives each target's share, and
+// Config.PIDs sums the CPU time of several local server processes. With
+// one target, a run is what it was before Targets.
+//
 // Config.Protocol picks the revision: ProtocolSession (2025-11-25, the
 // default: initialize, then a session per connection) or ProtocolStateless
 // (2026-07-28: no initialize and no session; every request's params carry
@@ -60,7 +77,7 @@
 //
 //	schema            "mcpload/v1"
 //	mode              "closed" | "open" | "sessions" | "fanout" | "soak" | "chaos"
-//	target, transport the target spec; "tcp" | "http" | "stdio"
+//	target, transport the target spec (several: comma-separated); "tcp" | "http" | "stdio"
 //	protocol          the revision spoken (load mode): "2025-11-25" | "2026-07-28"
 //	started           RFC 3339 time the measured phase began
 //	connections, in_flight, rate, mix ["name=weight", ...]
@@ -76,7 +93,15 @@
 //	percentiles [{percentile, us}]  the latency curve, 0 to 100
 //	steps [{name, method, requests, errors, p50_us, p99_us}]
 //	timeline [{t, ok, errors, mean_us}]  one per second of the measured phase
-//	server {pid, cpu_s, cpu_per_request_us, rss_bytes}   with -pid (stdio: the child)
+//	targets [{target, connections, sessions, requests, errors}]  with several
+//	                  targets: tcp connections opened to each; http sessions
+//	                  initialized on each, requests of the measured phase
+//	                  sent to each and those that failed (transport,
+//	                  protocol or JSON-RPC error; content checks count in
+//	                  errors only)
+//	server {pid, pids, cpu_s, cpu_per_request_us, rss_bytes}   with -pid or
+//	                  -pids (stdio: the child); pids lists several, whose
+//	                  CPU times and resident memory are summed
 //	load {cpu_s, cpu_per_request_us}   mcpload's own CPU time (load mode)
 //	sessions {requested, opened, failed, open_s, opened_per_s,
 //	          rss_before_bytes, rss_after_bytes, rss_per_session_bytes, first_error}

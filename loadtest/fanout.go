@@ -21,9 +21,13 @@ import (
 // notifications/resources/updated that reaches a subscriber is timed from
 // the publishing call's send.
 type FanoutConfig struct {
-	Target      Target // tcp or http
-	Subscribers int    // default 100
-	Updates     int    // default 100
+	Target Target // tcp or http
+	// Targets, when set, replace Target: subscriber i is a session on
+	// target i % len(Targets), its requests and its stream all there (a
+	// subscription is its session's); the publisher is on the first.
+	Targets     []Target
+	Subscribers int // default 100
+	Updates     int // default 100
 	// Interval separates the updates; default 10 ms.
 	Interval time.Duration
 	// URI is the resource subscribed to; default "mem://board/bench".
@@ -111,6 +115,11 @@ func (f *fanSink) note(count *atomic.Int64, method string, params []byte) {
 
 // RunFanout runs a fan-out measurement.
 func RunFanout(ctx context.Context, cfg FanoutConfig) (*Result, error) {
+	ts, err := targetsOf(cfg.Target, cfg.Targets)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Target = ts[0]
 	if cfg.Target.Transport == "stdio" {
 		return nil, fmt.Errorf("%w: fan-out needs many sessions, and a stdio server has one", ErrConfig)
 	}
@@ -154,7 +163,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*Result, error) {
 	}
 	sink := &fanSink{uri: cfg.URI, sent: make([]atomic.Int64, cfg.Updates), hist: newHist(3)}
 	fr := &FanoutResult{Subscribers: cfg.Subscribers, Updates: cfg.Updates}
-	res := &Result{Schema: SchemaVersion, Mode: "fanout", Target: cfg.Target.String(), Transport: cfg.Target.Transport, Fanout: fr, ErrorsByKind: map[string]int64{}}
+	res := &Result{Schema: SchemaVersion, Mode: "fanout", Target: targetsString(ts), Transport: cfg.Target.Transport, Fanout: fr, ErrorsByKind: map[string]int64{}}
 
 	subCtx, stopSubs := context.WithCancel(ctx)
 	defer stopSubs()
@@ -184,10 +193,13 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*Result, error) {
 		tr.CloseIdleConnections()
 	}()
 	subscribe := fmt.Appendf(nil, `{"uri":%q}`, cfg.URI)
-	var httpT *httpTarget
+	var httpTs []*httpTarget // one per target
 	if cfg.Target.Transport == "http" {
-		httpT = newHTTPTarget(cfg.Target.Addr, cfg.Concurrency, 1, &sessionOpts{timeout: cfg.Timeout, maxFrame: 16 << 20})
-		defer httpT.close()
+		for _, t := range ts {
+			httpT := newHTTPTarget(t.Addr, cfg.Concurrency, 1, &sessionOpts{timeout: cfg.Timeout, maxFrame: 16 << 20})
+			defer httpT.close()
+			httpTs = append(httpTs, httpT)
+		}
 	}
 	var next atomic.Int64
 	var setup sync.WaitGroup
@@ -195,12 +207,14 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*Result, error) {
 		setup.Add(1)
 		go func() {
 			defer setup.Done()
-			for next.Add(1) <= int64(cfg.Subscribers) && ctx.Err() == nil {
+			for i := next.Add(1); i <= int64(cfg.Subscribers) && ctx.Err() == nil; i = next.Add(1) {
+				t := int(i-1) % len(ts)
 				count := new(atomic.Int64)
 				onNote := func(method string, params []byte) { sink.note(count, method, params) }
 				var s session
 				var err error
-				if httpT != nil {
+				if httpTs != nil {
+					httpT := httpTs[t]
 					s, err = httpT.dial(ctx, 1)
 					if err == nil {
 						var ready chan error
@@ -210,7 +224,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*Result, error) {
 						}
 					}
 				} else {
-					d := &tcpDialer{addr: cfg.Target.Addr, opts: &sessionOpts{timeout: cfg.Timeout, maxFrame: 16 << 20, onNote: onNote}}
+					d := &tcpDialer{addr: ts[t].Addr, opts: &sessionOpts{timeout: cfg.Timeout, maxFrame: 16 << 20, onNote: onNote}}
 					s, err = d.dial(ctx, 1)
 				}
 				if err != nil {
@@ -232,12 +246,12 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*Result, error) {
 	}
 	setup.Wait()
 	if fr.Subscribed == 0 {
-		return nil, fmt.Errorf("loadtest: no subscriber on %s: %w", cfg.Target, firstErr)
+		return nil, fmt.Errorf("loadtest: no subscriber on %s: %w", res.Target, firstErr)
 	}
 
 	var pub session
-	if httpT != nil {
-		pub, err = httpT.dial(ctx, 1)
+	if httpTs != nil {
+		pub, err = httpTs[0].dial(ctx, 1)
 	} else {
 		pub, err = (&tcpDialer{addr: cfg.Target.Addr, opts: &sessionOpts{timeout: cfg.Timeout, maxFrame: 16 << 20}}).dial(ctx, 1)
 	}

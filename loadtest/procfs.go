@@ -38,6 +38,32 @@ func ProcCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * clockTick, nil
 }
 
+// procCPUSum returns the CPU time processes pids have used so far, summed.
+func procCPUSum(pids []int) (time.Duration, error) {
+	var sum time.Duration
+	for _, pid := range pids {
+		c, err := ProcCPU(pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += c
+	}
+	return sum, nil
+}
+
+// procRSSSum returns the resident set sizes of processes pids, summed.
+func procRSSSum(pids []int) (int64, error) {
+	var sum int64
+	for _, pid := range pids {
+		n, err := ProcRSS(pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
 // ProcRSS returns the resident set size of process pid in bytes, from the
 // VmRSS line of /proc/PID/status.
 func ProcRSS(pid int) (int64, error) {

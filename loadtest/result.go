@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,7 +23,7 @@ const SchemaVersion = "mcpload/v1"
 type Result struct {
 	Schema    string `json:"schema"`    // SchemaVersion
 	Mode      string `json:"mode"`      // "closed", "open", "sessions", "fanout", "soak" or "chaos"
-	Target    string `json:"target"`    // the target spec
+	Target    string `json:"target"`    // the target spec; several: comma-separated
 	Transport string `json:"transport"` // "tcp", "http" or "stdio"
 	// Protocol is the revision the load spoke (load mode): ProtocolSession
 	// or ProtocolStateless.
@@ -57,6 +58,10 @@ type Result struct {
 	Percentiles []PercentilePoint `json:"percentiles,omitempty"`
 	Steps       []StepResult      `json:"steps,omitempty"`
 	Timeline    []SecondResult    `json:"timeline,omitempty"`
+
+	// Targets is each target's share of a run on several (see
+	// TargetResult); absent with one.
+	Targets []TargetResult `json:"targets,omitempty"`
 
 	Server     *ServerStats     `json:"server,omitempty"`
 	Load       *LoadStats       `json:"load,omitempty"`
@@ -106,10 +111,27 @@ type SecondResult struct {
 	MeanUS float64 `json:"mean_us"`
 }
 
+// TargetResult is one target's share of a run on several. Over HTTP,
+// Sessions were initialized on it, and Requests were sent to it in the
+// measured phase (after a warm-up, give or take the requests in flight as
+// it ended), Errors of them failed at the transport or protocol level or
+// were answered with an error (content checks are counted in the run's
+// errors only); over TCP, Connections were opened to it.
+type TargetResult struct {
+	Target      string `json:"target"`
+	Connections int64  `json:"connections,omitempty"`
+	Sessions    int64  `json:"sessions,omitempty"`
+	Requests    int64  `json:"requests"`
+	Errors      int64  `json:"errors"`
+}
+
 // ServerStats is what /proc said of the server process over the measured
 // phase.
 type ServerStats struct {
-	PID        int     `json:"pid"`
+	PID int `json:"pid"` // the first process
+	// PIDs are all the processes measured (several: a local cluster,
+	// whose CPU times and resident memory are summed); absent with one.
+	PIDs       []int   `json:"pids,omitempty"`
 	CPUSeconds float64 `json:"cpu_s"` // user + system
 	// CPUPerRequestUS is CPUSeconds over Requests: the figure that decides
 	// on a machine where load generator and server share the cores.
@@ -140,7 +162,7 @@ func us(ns int64) float64 { return float64(ns) / 1e3 }
 
 func (r *recorder) result(cfg *Config, span time.Duration) *Result {
 	res := &Result{
-		Schema: SchemaVersion, Mode: "closed", Target: cfg.Target.String(), Transport: cfg.Target.Transport,
+		Schema: SchemaVersion, Mode: "closed", Target: cfg.targetsString(), Transport: cfg.Target.Transport,
 		Protocol: cfg.Protocol, Started: r.t0, Connections: cfg.Connections, InFlight: cfg.InFlight, Rate: cfg.Rate,
 		WarmupS: cfg.Warmup.Seconds(), DurationS: span.Seconds(),
 		ErrorsByKind: map[string]int64{}, ErrorSamples: map[string]string{},
@@ -288,6 +310,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	switch r.Mode {
 	case "sessions":
 		r.Sessions.writeText(&b)
+		r.writeTargets(&b)
 		_, err := io.WriteString(w, b.String())
 		return err
 	case "fanout":
@@ -296,6 +319,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		return err
 	case "soak":
 		r.Soak.writeText(&b)
+		r.writeTargets(&b)
 		r.writeLatency(&b)
 		r.writeThresholds(&b)
 		_, err := io.WriteString(w, b.String())
@@ -327,8 +351,13 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 		_ = tw.Flush()
 	}
+	r.writeTargets(&b)
 	if s := r.Server; s != nil {
-		fmt.Fprintf(&b, "server     pid %d: cpu %.2fs, %.1fµs per request; rss %.1f MiB\n", s.PID, s.CPUSeconds, s.CPUPerRequestUS, float64(s.RSSBytes)/(1<<20))
+		pids := "pid " + strconv.Itoa(s.PID)
+		if len(s.PIDs) > 1 {
+			pids = "pids " + joinInts(s.PIDs)
+		}
+		fmt.Fprintf(&b, "server     %s: cpu %.2fs, %.1fµs per request; rss %.1f MiB\n", pids, s.CPUSeconds, s.CPUPerRequestUS, float64(s.RSSBytes)/(1<<20))
 	}
 	if l := r.Load; l != nil {
 		fmt.Fprintf(&b, "mcpload    cpu %.2fs, %.2fµs per request\n", l.CPUSeconds, l.CPUPerRequestUS)
@@ -336,6 +365,38 @@ func (r *Result) WriteText(w io.Writer) error {
 	r.writeThresholds(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeTargets writes each target's share of a run on several.
+func (r *Result) writeTargets(b *strings.Builder) {
+	if len(r.Targets) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	if r.Transport == "tcp" { // a session is its connection: nothing else counted apart
+		fmt.Fprintln(tw, "target\tconnections")
+		for _, t := range r.Targets {
+			fmt.Fprintf(tw, "%s\t%d\n", t.Target, t.Connections)
+		}
+	} else {
+		fmt.Fprintln(tw, "target\tsessions\trequests\terrors")
+		for _, t := range r.Targets {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", t.Target, t.Sessions, t.Requests, t.Errors)
+		}
+	}
+	_ = tw.Flush()
+}
+
+// joinInts writes ns as a comma-separated list.
+func joinInts(ns []int) string {
+	var b []byte
+	for i, n := range ns {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(n), 10)
+	}
+	return string(b)
 }
 
 func (r *Result) writeThresholds(b *strings.Builder) {

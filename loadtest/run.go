@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,9 +16,18 @@ import (
 	"github.com/mcpedge/mcpedge/client"
 )
 
-// Config describes one load run. Only Target is required.
+// Config describes one load run. Only Target (or Targets) is required.
 type Config struct {
 	Target Target
+	// Targets, when set, are the run's targets instead of Target: nodes of
+	// one cluster, all of one transport (stdio: one only). Over HTTP each
+	// session is initialized on the next target in turn, and each of its
+	// requests goes to the next target in turn with the session's id, so
+	// that every session is used on every node; over TCP, where a session
+	// is its connection, connection i goes to target i % len(Targets).
+	// Result.Targets gives each target's share. Not with Client. With one
+	// target, the run is the same as with Target.
+	Targets []Target
 	// Connections is the number of sessions, each on its own connection
 	// (HTTP: the connection pool's size). A stdio target has one session:
 	// there Connections multiplies InFlight instead. Default 1.
@@ -49,6 +59,11 @@ type Config struct {
 	// PID is the server process whose CPU time and memory are measured;
 	// for a stdio target the child is measured when PID is 0.
 	PID int
+	// PIDs are more server processes measured with PID, such as the nodes
+	// of a cluster running on this machine: the CPU time per request is
+	// the sum of their CPU times over the requests, and the resident
+	// memory their sum.
+	PIDs []int
 	// Progress, if set, is called about five times a second from one
 	// goroutine.
 	Progress func(Progress)
@@ -85,6 +100,14 @@ type Progress struct {
 }
 
 func (c *Config) defaults() error {
+	ts, err := targetsOf(c.Target, c.Targets)
+	if err != nil {
+		return err
+	}
+	c.Targets, c.Target = ts, ts[0]
+	if len(ts) > 1 && c.Client {
+		return fmt.Errorf("%w: several targets: the client library's pool drives one", ErrConfig)
+	}
 	if c.Connections <= 0 {
 		c.Connections = 1
 	}
@@ -142,6 +165,14 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+// targetsString names the run's targets.
+func (c *Config) targetsString() string {
+	if len(c.Targets) == 0 {
+		return c.Target.String()
+	}
+	return targetsString(c.Targets)
+}
+
 // stateless reports whether the run speaks 2026-07-28.
 func (c *Config) stateless() bool { return c.Protocol == ProtocolStateless }
 
@@ -175,10 +206,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer ld.close()
 	r := ld.recorder()
 
-	pid := cfg.PID
-	if pid == 0 {
-		pid = ld.pid()
-	}
+	pids := serverPIDs(cfg.PID, ld.pid(), cfg.PIDs)
+	tc, _ := ld.(targetCounter)
 
 	// The run's clock: warm-up from start, measurement from measStart.
 	start := time.Now()
@@ -199,6 +228,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	var cpu0, self0 time.Duration
+	var counts0 []TargetResult
 	cpuOK, selfOK := false, false
 	sampled := make(chan struct{})
 	go func() {
@@ -210,16 +240,22 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		case <-runCtx.Done():
 			return
 		}
-		if pid > 0 {
-			if c, err := ProcCPU(pid); err == nil {
+		if len(pids) > 0 {
+			if c, err := procCPUSum(pids); err == nil {
 				cpu0, cpuOK = c, true
 			}
+		}
+		if tc != nil && cfg.Warmup > 0 {
+			counts0 = tc.targetCounts()
 		}
 		if c, err := ProcCPU(os.Getpid()); err == nil {
 			self0, selfOK = c, true
 		}
 	}()
 
+	if tc != nil && cfg.Warmup == 0 {
+		counts0 = tc.targetCounts() // exact: before any request
+	}
 	var wg sync.WaitGroup
 	ld.launch(stopCtx, start, measStart, end, &wg)
 
@@ -272,21 +308,57 @@ loop:
 			res.Load.CPUPerRequestUS = float64(c1-self0) / float64(time.Microsecond) / float64(n)
 		}
 	}
-	if pid > 0 {
-		res.Server = &ServerStats{PID: pid}
+	if tc != nil {
+		res.Targets = tc.targetCounts()
+		for i := range res.Targets {
+			if i < len(counts0) {
+				res.Targets[i].Requests -= counts0[i].Requests
+				res.Targets[i].Errors -= counts0[i].Errors
+			}
+		}
+	}
+	if len(pids) > 0 {
+		res.Server = &ServerStats{PID: pids[0]}
+		if len(pids) > 1 {
+			res.Server.PIDs = pids
+		}
 		if cpuOK {
-			if c1, err := ProcCPU(pid); err == nil {
+			if c1, err := procCPUSum(pids); err == nil {
 				res.Server.CPUSeconds = (c1 - cpu0).Seconds()
 				if n := res.Requests; n > 0 {
 					res.Server.CPUPerRequestUS = float64(c1-cpu0) / float64(time.Microsecond) / float64(n)
 				}
 			}
 		}
-		if rss, err := ProcRSS(pid); err == nil {
+		if rss, err := procRSSSum(pids); err == nil {
 			res.Server.RSSBytes = rss
 		}
 	}
 	return res, nil
+}
+
+// serverPIDs lists the server processes a run measures: pid (or else the
+// child the run started, if any), then more, each once.
+func serverPIDs(pid, child int, more []int) []int {
+	if pid == 0 {
+		pid = child
+	}
+	var pids []int
+	if pid > 0 {
+		pids = append(pids, pid)
+	}
+	for _, p := range more {
+		if p > 0 && !slices.Contains(pids, p) {
+			pids = append(pids, p)
+		}
+	}
+	return pids
+}
+
+// targetCounter is a load on several targets that counts each one's
+// share: cumulative, since the load began.
+type targetCounter interface {
+	targetCounts() []TargetResult
 }
 
 // pipelined reports whether the run takes the pipelined driver
@@ -331,12 +403,12 @@ func newWorkerLoad(ctx context.Context, cfg *Config, m *mix) (*workerLoad, error
 		nHolders, perHolder = 1, cfg.Connections*cfg.InFlight // one holder: the pool
 		pd, err := newPoolDialer(ctx, cfg.Target, cfg.Connections, cfg.Strategy, opts, cfg.Stderr)
 		if err != nil {
-			return nil, fmt.Errorf("loadtest: no connection to %s: %w", cfg.Target, err)
+			return nil, fmt.Errorf("loadtest: no connection to %s: %w", cfg.targetsString(), err)
 		}
 		d = pd
 	} else {
 		var err error
-		d, err = newDialer(cfg.Target, cfg.Connections, cfg.InFlight, opts, cfg.Stderr)
+		d, err = newDialer(cfg.Targets, cfg.Connections, cfg.InFlight, opts, cfg.Stderr)
 		if err != nil {
 			return nil, err
 		}
@@ -368,7 +440,7 @@ func newWorkerLoad(ctx context.Context, cfg *Config, m *mix) (*workerLoad, error
 	}
 	if alive == 0 {
 		wl.close()
-		return nil, fmt.Errorf("loadtest: no connection to %s: %w", cfg.Target, connErr)
+		return nil, fmt.Errorf("loadtest: no connection to %s: %w", cfg.targetsString(), connErr)
 	}
 	wl.r.setupFailures = int64(nHolders - alive)
 	if connErr != nil {
@@ -380,6 +452,17 @@ func newWorkerLoad(ctx context.Context, cfg *Config, m *mix) (*workerLoad, error
 func (wl *workerLoad) recorder() *recorder { return wl.r }
 func (wl *workerLoad) pid() int            { return wl.d.pid() }
 func (wl *workerLoad) lastDone() int64     { return wl.last.Load() }
+
+// targetCounts is each target's share, with several (nil with one).
+func (wl *workerLoad) targetCounts() []TargetResult {
+	switch d := wl.d.(type) {
+	case *httpCluster:
+		return d.counts()
+	case *tcpDialer:
+		return d.counts()
+	}
+	return nil
+}
 
 func (wl *workerLoad) close() {
 	for _, h := range wl.holders {

@@ -14,6 +14,9 @@ import (
 // idle, to weigh what one costs the server.
 type SessionsConfig struct {
 	Target Target // tcp or http
+	// Targets, when set, replace Target: sessions are opened on each in
+	// turn (idle sessions make no requests to spread).
+	Targets []Target
 	// Sessions is how many to open; default 1000.
 	Sessions int
 	// Concurrency is how many are being opened at once; default 16.
@@ -61,7 +64,11 @@ const warmSessions = 16
 // RunSessions opens cfg.Sessions idle sessions, reads the server's memory
 // before and after, and closes them all before it returns.
 func RunSessions(ctx context.Context, cfg SessionsConfig) (*Result, error) {
-	if cfg.Target.Transport == "stdio" {
+	ts, err := targetsOf(cfg.Target, cfg.Targets)
+	if err != nil {
+		return nil, err
+	}
+	if ts[0].Transport == "stdio" {
 		return nil, fmt.Errorf("%w: a stdio server has one session", ErrConfig)
 	}
 	if cfg.Sessions <= 0 {
@@ -77,12 +84,12 @@ func RunSessions(ctx context.Context, cfg SessionsConfig) (*Result, error) {
 		cfg.Timeout = 10 * time.Second
 	}
 	opts := &sessionOpts{timeout: cfg.Timeout, maxFrame: 16 << 20}
-	d, err := newDialer(cfg.Target, cfg.Concurrency, 1, opts, io.Discard)
+	d, err := newDialer(ts, cfg.Concurrency, 1, opts, io.Discard)
 	if err != nil {
 		return nil, err
 	}
 	defer d.close()
-	res := &Result{Schema: SchemaVersion, Mode: "sessions", Target: cfg.Target.String(), Transport: cfg.Target.Transport, Started: time.Now(), ErrorsByKind: map[string]int64{}}
+	res := &Result{Schema: SchemaVersion, Mode: "sessions", Target: targetsString(ts), Transport: ts[0].Transport, Started: time.Now(), ErrorsByKind: map[string]int64{}}
 	sr := &SessionsResult{Requested: cfg.Sessions}
 	res.Sessions = sr
 
@@ -142,7 +149,7 @@ func RunSessions(ctx context.Context, cfg SessionsConfig) (*Result, error) {
 	warm := min(warmSessions, cfg.Sessions)
 	failed := open(warm)
 	if len(sessions) == 0 {
-		return nil, fmt.Errorf("loadtest: no session opened on %s: %w", cfg.Target, firstErr)
+		return nil, fmt.Errorf("loadtest: no session opened on %s: %w", res.Target, firstErr)
 	}
 	if cfg.PID > 0 {
 		sleepCtx(ctx, cfg.Settle)
@@ -171,6 +178,12 @@ func RunSessions(ctx context.Context, cfg SessionsConfig) (*Result, error) {
 				sr.RSSPerSession = float64(sr.RSSAfter-sr.RSSBefore) / float64(n)
 			}
 		}
+	}
+	switch d := d.(type) {
+	case *httpCluster:
+		res.Targets = d.counts()
+	case *tcpDialer:
+		res.Targets = d.counts()
 	}
 	res.Requests = int64(sr.Requested)
 	res.OK = int64(sr.Opened)

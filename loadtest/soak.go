@@ -22,6 +22,11 @@ import (
 // them) are sampled.
 type SoakConfig struct {
 	Target Target // tcp or http
+	// Targets, when set, replace Target. Over TCP the connections are
+	// opened to each target in turn; over HTTP, session i is initialized
+	// on target i % len(Targets) and each of its calls goes to the next
+	// target in turn, on a connection of its own to each.
+	Targets []Target
 	// Connections is how many sessions are held, each on a connection of
 	// its own (HTTP too: each session gets its own keep-alive connection);
 	// default 1000.
@@ -145,6 +150,11 @@ func (d countingDialer) dial(ctx context.Context, inflight int) (session, error)
 // start; failures are counted. It returns within Duration + Timeout +
 // Settle, or soon after ctx ends, having closed every connection.
 func RunSoak(ctx context.Context, cfg SoakConfig) (*Result, error) {
+	ts, err := targetsOf(cfg.Target, cfg.Targets)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Targets, cfg.Target = ts, ts[0]
 	if cfg.Target.Transport != "tcp" && cfg.Target.Transport != "http" {
 		return nil, fmt.Errorf("%w: soak holds many connections: a tcp or http target", ErrConfig)
 	}
@@ -184,19 +194,28 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*Result, error) {
 	var httpTargets []*httpTarget
 	var shared dialer
 	if cfg.Target.Transport == "tcp" {
-		shared = &tcpDialer{addr: cfg.Target.Addr, opts: opts}
+		if shared, err = newDialer(ts, 1, 1, opts, io.Discard); err != nil {
+			return nil, err
+		}
 	}
 	for i := range holders {
 		d := shared
 		if d == nil {
-			// A client of its own per session, so that each holds its
-			// connection instead of sharing a few busy ones.
-			t := newHTTPTarget(cfg.Target.Addr, 1, 1, opts)
-			if hc, ok := t.client.(*fasthttp.HostClient); ok {
-				hc.MaxIdleConnDuration = max(time.Minute, 3*cfg.Every)
+			// A client of its own per session (and target), so that each
+			// holds its connection instead of sharing a few busy ones.
+			peers := make([]*httpTarget, len(ts))
+			for k, tk := range ts {
+				t := newHTTPTarget(tk.Addr, 1, 1, opts)
+				if hc, ok := t.client.(*fasthttp.HostClient); ok {
+					hc.MaxIdleConnDuration = max(time.Minute, 3*cfg.Every)
+				}
+				if len(ts) > 1 {
+					t.peers, t.idx = peers, k
+				}
+				peers[k] = t
+				httpTargets = append(httpTargets, t)
 			}
-			httpTargets = append(httpTargets, t)
-			d = t
+			d = peers[i%len(ts)]
 		}
 		holders[i] = &holder{d: countingDialer{d, &dials}, inflight: 1}
 	}
@@ -206,7 +225,7 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*Result, error) {
 		}
 	}()
 
-	res := &Result{Schema: SchemaVersion, Mode: "soak", Target: cfg.Target.String(), Transport: cfg.Target.Transport,
+	res := &Result{Schema: SchemaVersion, Mode: "soak", Target: targetsString(ts), Transport: cfg.Target.Transport,
 		Connections: cfg.Connections, InFlight: 1, ErrorsByKind: map[string]int64{}}
 	sr := &SoakResult{Connections: cfg.Connections, EveryS: cfg.Every.Seconds()}
 	res.Soak = sr
@@ -323,7 +342,7 @@ loop:
 		sr.After = sampler.take()
 	}
 
-	full := r.result(&Config{Target: cfg.Target, Connections: cfg.Connections, InFlight: 1}, span)
+	full := r.result(&Config{Target: cfg.Target, Targets: ts, Connections: cfg.Connections, InFlight: 1}, span)
 	full.Mode = "soak"
 	full.Mix = nil
 	for _, st := range m.steps {
@@ -359,8 +378,9 @@ loop:
 		}
 	}
 	if sr.Opened == 0 && ctx.Err() == nil {
-		return nil, fmt.Errorf("loadtest: no connection to %s: %w", cfg.Target, firstErr)
+		return nil, fmt.Errorf("loadtest: no connection to %s: %w", full.Target, firstErr)
 	}
+	full.Targets = soakTargets(ts, shared, httpTargets)
 	if cfg.PID > 0 && sr.End != nil {
 		full.Server = &ServerStats{PID: cfg.PID, RSSBytes: sr.End.RSSBytes}
 		if sr.Start != nil && sr.End.CPUS > 0 {
@@ -371,6 +391,28 @@ loop:
 		}
 	}
 	return full, nil
+}
+
+// soakTargets is each of several targets' share of a soak (nil with one):
+// the sessions or connections opened there, and over HTTP the calls sent.
+func soakTargets(ts []Target, shared dialer, hts []*httpTarget) []TargetResult {
+	if len(ts) < 2 {
+		return nil
+	}
+	if d, ok := shared.(*tcpDialer); ok {
+		return d.counts()
+	}
+	out := make([]TargetResult, len(ts))
+	for i, t := range ts {
+		out[i].Target = t.String()
+	}
+	for _, t := range hts {
+		o := &out[t.idx]
+		o.Sessions += t.sessions.Load()
+		o.Requests += t.calls.Load()
+		o.Errors += t.failed.Load()
+	}
+	return out
 }
 
 func abs(f float64) float64 {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -53,6 +54,88 @@ func ParseTarget(spec string) (Target, error) {
 	return Target{}, fmt.Errorf("%w: target %q: want tcp://host:port, http://host:port/path or stdio:command", ErrConfig, spec)
 }
 
+// ParseTargets parses the targets of one run, from mcpload's arguments:
+// each argument is a spec or a comma-separated list of specs. A stdio spec
+// is one target whose command line is all the arguments joined by spaces.
+// The targets must all have one transport, and stdio allows only one; a
+// breach is ErrConfig.
+func ParseTargets(args ...string) ([]Target, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("%w: no target", ErrConfig)
+	}
+	if strings.HasPrefix(args[0], "stdio:") {
+		for _, a := range args[1:] {
+			if strings.HasPrefix(a, "stdio:") {
+				return nil, fmt.Errorf("%w: several stdio targets: a stdio run has one server", ErrConfig)
+			}
+		}
+		t, err := ParseTarget(strings.Join(args, " "))
+		if err != nil {
+			return nil, err
+		}
+		return []Target{t}, nil
+	}
+	var ts []Target
+	for _, a := range args {
+		for spec := range strings.SplitSeq(a, ",") {
+			t, err := ParseTarget(strings.TrimSpace(spec))
+			if err != nil {
+				return nil, err
+			}
+			ts = append(ts, t)
+		}
+	}
+	if err := CheckTargets(ts); err != nil {
+		return nil, err
+	}
+	return ts, nil
+}
+
+// CheckTargets reports, as ErrConfig, targets that cannot make one run:
+// none, of different transports, or more than one stdio target.
+func CheckTargets(ts []Target) error {
+	if len(ts) == 0 {
+		return fmt.Errorf("%w: no target", ErrConfig)
+	}
+	switch ts[0].Transport {
+	case "tcp", "http", "stdio":
+	default:
+		return fmt.Errorf("%w: transport %q", ErrConfig, ts[0].Transport)
+	}
+	for _, t := range ts[1:] {
+		if t.Transport != ts[0].Transport {
+			return fmt.Errorf("%w: targets %s and %s: one transport for all", ErrConfig, ts[0], t)
+		}
+	}
+	if len(ts) > 1 && ts[0].Transport == "stdio" {
+		return fmt.Errorf("%w: several stdio targets: a stdio run has one server", ErrConfig)
+	}
+	return nil
+}
+
+// targetsOf returns the targets of a config: ts, or else the one t.
+func targetsOf(t Target, ts []Target) ([]Target, error) {
+	if len(ts) == 0 {
+		ts = []Target{t}
+	}
+	if err := CheckTargets(ts); err != nil {
+		return nil, err
+	}
+	return ts, nil
+}
+
+// targetsString names targets as a comma-separated list of their specs.
+func targetsString(ts []Target) string {
+	if len(ts) == 1 {
+		return ts[0].String()
+	}
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = t.String()
+	}
+	return strings.Join(s, ",")
+}
+
 // String returns the spec the target was parsed from, normalised.
 func (t Target) String() string {
 	switch t.Transport {
@@ -82,13 +165,30 @@ type dialer interface {
 	close()
 }
 
-func newDialer(t Target, conns, inflight int, opts *sessionOpts, stderr io.Writer) (dialer, error) {
+// newDialer returns the dialer of targets ts, which CheckTargets has
+// passed. With several, each dial goes to the next target in turn; HTTP
+// sessions then also send each request to the next target (httpCluster).
+func newDialer(ts []Target, conns, inflight int, opts *sessionOpts, stderr io.Writer) (dialer, error) {
+	t := ts[0]
 	switch t.Transport {
 	case "tcp":
-		return &tcpDialer{addr: t.Addr, opts: opts}, nil
+		d := &tcpDialer{addr: t.Addr, opts: opts}
+		if len(ts) > 1 {
+			for _, t := range ts {
+				d.addrs = append(d.addrs, t.Addr)
+			}
+			d.dials = make([]atomic.Int64, len(ts))
+		}
+		return d, nil
 	case "http":
+		if len(ts) > 1 {
+			return newHTTPCluster(ts, conns, inflight, opts), nil
+		}
 		return newHTTPTarget(t.Addr, conns, inflight, opts), nil
 	case "stdio":
+		if len(ts) > 1 {
+			return nil, fmt.Errorf("%w: several stdio targets", ErrConfig)
+		}
 		return &stdioDialer{cmd: t.Command, opts: opts, stderr: stderr}, nil
 	}
 	return nil, fmt.Errorf("%w: transport %q", ErrConfig, t.Transport)
@@ -113,16 +213,27 @@ func handshake(ctx context.Context, s session) (string, error) {
 	return r.ProtocolVersion, nil
 }
 
+// tcpDialer opens a connection per session, to addr, or, with several
+// addrs, to each of them in turn (a session is bound to its connection).
 type tcpDialer struct {
-	addr string
-	opts *sessionOpts
+	addr  string
+	addrs []string       // several targets: dials go round-robin
+	dials []atomic.Int64 // of each of addrs
+	next  atomic.Uint64
+	opts  *sessionOpts
 }
 
 func (d *tcpDialer) dial(ctx context.Context, inflight int) (session, error) {
+	addr := d.addr
+	if n := uint64(len(d.addrs)); n > 1 {
+		i := (d.next.Add(1) - 1) % n
+		addr = d.addrs[i]
+		d.dials[i].Add(1)
+	}
 	var nd net.Dialer
 	dctx, cancel := context.WithTimeout(ctx, d.opts.timeout)
 	defer cancel()
-	c, err := nd.DialContext(dctx, "tcp", d.addr)
+	c, err := nd.DialContext(dctx, "tcp", addr)
 	if err != nil {
 		return nil, &Error{Kind: KindConnect, Err: err}
 	}
@@ -139,6 +250,19 @@ func (d *tcpDialer) dial(ctx context.Context, inflight int) (session, error) {
 		return nil, &Error{Kind: KindConnect, Err: err, Msg: "notifications/initialized"}
 	}
 	return s, nil
+}
+
+// counts returns the connections opened to each of several targets (nil
+// with one).
+func (d *tcpDialer) counts() []TargetResult {
+	if len(d.addrs) < 2 {
+		return nil
+	}
+	out := make([]TargetResult, len(d.addrs))
+	for i, a := range d.addrs {
+		out[i] = TargetResult{Target: "tcp://" + a, Connections: d.dials[i].Load()}
+	}
+	return out
 }
 
 func (d *tcpDialer) pid() int { return 0 }
@@ -227,6 +351,53 @@ type httpTarget struct {
 	url    string
 	client httpDoer
 	opts   *sessionOpts
+
+	// Of a cluster (several targets; nil peers: one): every target, this
+	// one at peers[idx]. A session initialized here sends each request to
+	// the next peer in turn, and the peer counts it.
+	peers         []*httpTarget
+	idx           int
+	sessions      atomic.Int64 // initialized here
+	calls, failed atomic.Int64 // requests sent here; those that failed
+}
+
+// httpCluster is several Streamable HTTP targets, nodes of one cluster
+// that each take any session's requests: sessions are initialized on each
+// in turn, and each session's requests go to each in turn.
+type httpCluster struct {
+	ts   []*httpTarget
+	next atomic.Uint64
+}
+
+func newHTTPCluster(ts []Target, conns, inflight int, opts *sessionOpts) *httpCluster {
+	c := &httpCluster{ts: make([]*httpTarget, len(ts))}
+	for i, t := range ts {
+		c.ts[i] = newHTTPTarget(t.Addr, conns, inflight, opts)
+		c.ts[i].peers, c.ts[i].idx = c.ts, i
+	}
+	return c
+}
+
+func (c *httpCluster) dial(ctx context.Context, inflight int) (session, error) {
+	return c.ts[(c.next.Add(1)-1)%uint64(len(c.ts))].dial(ctx, inflight)
+}
+
+func (c *httpCluster) pid() int { return 0 }
+
+func (c *httpCluster) close() {
+	for _, t := range c.ts {
+		t.close()
+	}
+}
+
+// counts returns each target's sessions, requests and failed requests so
+// far.
+func (c *httpCluster) counts() []TargetResult {
+	out := make([]TargetResult, len(c.ts))
+	for i, t := range c.ts {
+		out[i] = TargetResult{Target: t.url, Sessions: t.sessions.Load(), Requests: t.calls.Load(), Errors: t.failed.Load()}
+	}
+	return out
 }
 
 func newHTTPTarget(rawURL string, conns, inflight int, opts *sessionOpts) *httpTarget {
@@ -263,9 +434,13 @@ func newHTTPTarget(rawURL string, conns, inflight int, opts *sessionOpts) *httpT
 func (t *httpTarget) dial(ctx context.Context, _ int) (session, error) {
 	if t.opts.stateless {
 		// 2026-07-28: no initialize, no session id; each POST stands alone.
-		return &httpSession{t: t, modern: true, version: []byte(ProtocolStateless)}, nil
+		s := &httpSession{t: t, modern: true, version: []byte(ProtocolStateless)}
+		s.rr.Store(uint64(t.idx))
+		t.opened()
+		return s, nil
 	}
 	s := &httpSession{t: t, initializing: true}
+	s.rr.Store(uint64(t.idx))
 	version, err := handshake(ctx, s)
 	s.initializing = false
 	if err != nil {
@@ -275,7 +450,15 @@ func (t *httpTarget) dial(ctx context.Context, _ int) (session, error) {
 	if err := s.notify("notifications/initialized", nil); err != nil {
 		return nil, &Error{Kind: KindConnect, Err: err, Msg: "notifications/initialized"}
 	}
+	t.opened()
 	return s, nil
+}
+
+// opened counts a session opened on a cluster's target.
+func (t *httpTarget) opened() {
+	if t.peers != nil {
+		t.sessions.Add(1)
+	}
 }
 
 func (t *httpTarget) pid() int { return 0 }

@@ -10,6 +10,14 @@
 //	mcpload -mode fanout -subscribers 200 -updates 100 tcp://127.0.0.1:7400
 //	mcpload -mode soak -c 5000 -every 5s -duration 10m -pid 1234 tcp://127.0.0.1:7400
 //	mcpload -mode chaos -hostile all=2 -c 4 -rate 200 -duration 30s tcp://127.0.0.1:7400
+//	mcpload -c 64 -pids 1234,1235 http://127.0.0.1:7401/mcp http://127.0.0.1:7411/mcp
+//
+// Several targets, given as arguments or as one comma-separated list, are
+// the nodes of one cluster, all of one transport. Over Streamable HTTP
+// each session is initialized on the next target in turn and each of its
+// requests goes to the next target in turn, with its session id; over TCP,
+// where a session is its connection, connection i goes to target i % n.
+// A stdio run has one target.
 //
 // The exit code is 0 when the run passed its thresholds (-max-p99,
 // -max-error-rate), 1 when it did not or could not run, 2 on bad usage.
@@ -24,6 +32,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -50,6 +59,7 @@ type options struct {
 	requests                  int64
 	mix, scenario             string
 	pid                       int
+	pids                      string
 	jsonOut, htmlOut          string
 	maxP99                    time.Duration
 	maxErrRate                float64
@@ -81,11 +91,11 @@ type options struct {
 	set map[string]bool // the flags given
 }
 
-func parse(args []string, stderr io.Writer) (*options, string, error) {
+func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("mcpload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.mode, "mode", "load", "load (requests), sessions (idle sessions, memory per session), fanout (resource update notifications), soak (many connections held, a slow trickle of calls, server samples) or chaos (hostile clients beside well-behaved ones)")
+	fs.StringVar(&o.mode, "mode", "load", "load (requests), sessions (idle sessions, memory per session), fanout (resource update notifications), soak (many connections held, a slow trickle of calls, server samples) or chaos (hostile clients beside well-behaved ones). With several HTTP targets, load, soak and chaos's well-behaved clients send each request to the next target; sessions opens sessions on each target in turn; fanout puts subscriber i on target i % n and the publisher on the first; chaos's hostile clients go to the first")
 	fs.IntVar(&o.conns, "c", 1, "connections (sessions); for stdio, requests in flight on the one pipe; soak: connections held (default 1000); chaos: well-behaved connections (default 4)")
 	fs.IntVar(&o.inflight, "inflight", 1, "requests in flight per connection (HTTP: pipelined)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: requests per second in all, latency from each request's intended send time (0: closed loop)")
@@ -96,6 +106,7 @@ func parse(args []string, stderr io.Writer) (*options, string, error) {
 	fs.StringVar(&o.mix, "mix", "echo", "weighted built-in steps, e.g. echo=70,add=10,read=10,greet=5,tools/list=2,resources/list=1,prompts/list=1,ping=1")
 	fs.StringVar(&o.scenario, "scenario", "", "JSON scenario `file` (overrides -mix): [{\"use\":\"echo\",\"weight\":5}, {\"name\":..,\"method\":..,\"params\":..,\"expect\":..,\"match\":..}]")
 	fs.IntVar(&o.pid, "pid", 0, "server process to measure: CPU time per request, resident memory (stdio: the child, by default); soak: RSS, threads, open fds sampled from /proc; chaos: read before and after")
+	fs.StringVar(&o.pids, "pids", "", "server processes to measure together, e.g. 1234,1235 (a cluster's nodes on this machine): load mode sums their CPU times (CPU per request = the sum / requests) and resident memory; the other modes read the first, as -pid")
 	fs.StringVar(&o.jsonOut, "json", "", "write the result as JSON to `file` (- for stdout, replacing the text summary)")
 	fs.StringVar(&o.htmlOut, "html", "", "write a self-contained HTML report to `file`")
 	fs.DurationVar(&o.maxP99, "max-p99", 0, "fail (exit 1) when p99 latency is above this")
@@ -130,7 +141,13 @@ func parse(args []string, stderr io.Writer) (*options, string, error) {
 	hidden := map[string]bool{"cpuprofile": true}
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write mcpload's own CPU profile to `file`")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: mcpload [flags] TARGET\n\nTARGET is tcp://host:port, http://host:port/path or stdio:command args...\n(flags go before TARGET; a stdio command line takes the rest of the arguments).\n\n")
+		fmt.Fprintf(stderr, "Usage: mcpload [flags] TARGET [TARGET...]\n\n"+
+			"TARGET is tcp://host:port, http://host:port/path or stdio:command args...\n"+
+			"(flags go before TARGET; a stdio command line takes the rest of the arguments).\n"+
+			"Several targets (arguments, or one comma-separated list) are the nodes of one\n"+
+			"cluster, all of one transport: over HTTP, sessions are initialized on each in\n"+
+			"turn and every request goes to the next target, with its session id; over TCP,\n"+
+			"connection i goes to target i %% n. A stdio run has one target.\n\n")
 		shown := flag.NewFlagSet("mcpload", flag.ContinueOnError)
 		shown.SetOutput(stderr)
 		fs.VisitAll(func(f *flag.Flag) {
@@ -142,19 +159,19 @@ func parse(args []string, stderr io.Writer) (*options, string, error) {
 		shown.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return nil, "", errors.New("no target")
+		return nil, nil, errors.New("no target")
 	}
-	return o, strings.Join(fs.Args(), " "), nil
+	return o, fs.Args(), nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool) int {
-	o, spec, err := parse(args, stderr)
+	o, specs, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -162,10 +179,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		fmt.Fprintln(stderr, "mcpload:", err)
 		return 2
 	}
-	target, err := loadtest.ParseTarget(spec)
+	targets, err := loadtest.ParseTargets(specs...)
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpload:", err)
 		return 2
+	}
+	target := targets[0]
+	pids, err := parsePIDs(o.pids)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpload:", err)
+		return 2
+	}
+	pid := o.pid // the modes other than load read one process
+	if pid == 0 && len(pids) > 0 {
+		pid = pids[0]
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
@@ -216,9 +243,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			return 2
 		}
 		cfg := loadtest.Config{
-			Target: target, Connections: o.conns, InFlight: o.inflight, Rate: o.rate,
+			Target: target, Targets: targets, Connections: o.conns, InFlight: o.inflight, Rate: o.rate,
 			Duration: o.duration, Requests: o.requests, Warmup: o.warmup, Steps: steps,
-			Timeout: o.timeout, PID: o.pid, Client: o.viaClient, Strategy: strategy, Protocol: o.protocol,
+			Timeout: o.timeout, PID: o.pid, PIDs: pids, Client: o.viaClient, Strategy: strategy, Protocol: o.protocol,
 			Bearer: bearer,
 		}
 		if o.childStderr {
@@ -246,7 +273,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			return exitFor(err)
 		}
 	case "sessions":
-		cfg := loadtest.SessionsConfig{Target: target, Sessions: o.sessions, Concurrency: o.concurrency, PID: o.pid, Timeout: o.timeout}
+		cfg := loadtest.SessionsConfig{Target: target, Targets: targets, Sessions: o.sessions, Concurrency: o.concurrency, PID: pid, Timeout: o.timeout}
 		if bar != nil {
 			cfg.Progress = func(n int) { _ = bar.Set64(int64(1000 * n / max(o.sessions, 1))) }
 		}
@@ -258,7 +285,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		}
 	case "fanout":
 		res, err = loadtest.RunFanout(ctx, loadtest.FanoutConfig{
-			Target: target, Subscribers: o.subscribers, Updates: o.updates, Interval: o.interval,
+			Target: target, Targets: targets, Subscribers: o.subscribers, Updates: o.updates, Interval: o.interval,
 			URI: o.uri, Timeout: o.timeout, Concurrency: o.concurrency,
 		})
 		if err != nil {
@@ -277,8 +304,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			conns = 1000
 		}
 		cfg := loadtest.SoakConfig{
-			Target: target, Connections: conns, Duration: o.duration, Every: o.every, Steps: steps,
-			Concurrency: o.concurrency, Timeout: o.timeout, PID: o.pid, SampleEvery: o.sampleEvery,
+			Target: target, Targets: targets, Connections: conns, Duration: o.duration, Every: o.every, Steps: steps,
+			Concurrency: o.concurrency, Timeout: o.timeout, PID: pid, SampleEvery: o.sampleEvery,
 			GoroutinesURL: o.goroutinesURL,
 		}
 		if bar != nil {
@@ -313,7 +340,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		}
 		var cr *loadtest.ChaosResult
 		cr, err = loadtest.RunChaos(ctx, loadtest.Chaos{
-			Target: target, Duration: o.duration, Clients: clients, Good: good, Timeout: o.timeout, PID: o.pid,
+			Target: target, Targets: targets, Duration: o.duration, Clients: clients, Good: good, Timeout: o.timeout, PID: pid,
 			Expect: loadtest.ChaosExpect{
 				MaxMessage: o.maxMessage, ReadTimeout: o.readTimeout, WriteTimeout: o.writeTimeout, AnswerWithin: o.answerWithin,
 				SlowConsumerBytes: o.slowConsumerBytes, FloodCalls: o.floodCalls, FloodTool: o.floodTool, FloodArgs: o.floodArgs,
@@ -418,6 +445,22 @@ func writeFile(path string, stdout io.Writer, fn func(io.Writer) error) error {
 		return err
 	}
 	return f.Close()
+}
+
+// parsePIDs parses -pids, a comma-separated list of process ids.
+func parsePIDs(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var pids []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-pids %q: want process ids separated by commas", s)
+		}
+		pids = append(pids, n)
+	}
+	return pids, nil
 }
 
 // bearerTokens returns the tokens of -bearer or -bearer-file: a file's

@@ -45,6 +45,12 @@ func TestUsage(t *testing.T) {
 		{"-bearer", "x", "tcp://127.0.0.1:1"},
 		{"-bearer", "x", "-mode", "sessions", "http://127.0.0.1:1/mcp"},
 		{"-bearer", "x", "-bearer-file", "f", "http://127.0.0.1:1/mcp"},
+		{"tcp://127.0.0.1:1", "http://127.0.0.1:2/mcp"},
+		{"tcp://127.0.0.1:1,http://127.0.0.1:2/mcp"},
+		{"stdio:a", "stdio:b"},
+		{"-client", "tcp://127.0.0.1:1,tcp://127.0.0.1:2"},
+		{"-pids", "1,x", "tcp://127.0.0.1:1"},
+		{"-pids", "0", "tcp://127.0.0.1:1"},
 	} {
 		var out, errb bytes.Buffer
 		assert.Equal(t, 2, run(context.Background(), args, &out, &errb, false), "%v: %s", args, errb.String())
@@ -253,4 +259,31 @@ func TestBearerFileRoundRobin(t *testing.T) {
 	for i, a := range seen {
 		assert.Equal(t, "Bearer t"+strconv.Itoa(i%4+1), a, "request %d", i)
 	}
+}
+
+// TestSeveralTargets: two targets, as arguments or as one list, share the
+// connections, and the report names both; -pids sums the processes.
+func TestSeveralTargets(t *testing.T) {
+	a, b := serve(t), serve(t)
+	for _, targets := range [][]string{{a, b}, {a + "," + b}} {
+		var out, errb bytes.Buffer
+		pids := strconv.Itoa(os.Getpid()) + "," + strconv.Itoa(os.Getppid())
+		args := append([]string{"-q", "-n", "200", "-warmup", "0", "-c", "4", "-pids", pids, "-json", "-"}, targets...)
+		code := run(context.Background(), args, &out, &errb, false)
+		require.Equal(t, 0, code, "%s%s", out.String(), errb.String())
+		var res loadtest.Result
+		require.NoError(t, json.Unmarshal(out.Bytes(), &res))
+		assert.Equal(t, a+","+b, res.Target)
+		assert.Zero(t, res.Errors)
+		require.Len(t, res.Targets, 2)
+		assert.Equal(t, loadtest.TargetResult{Target: a, Connections: 2}, res.Targets[0])
+		assert.Equal(t, loadtest.TargetResult{Target: b, Connections: 2}, res.Targets[1])
+		require.NotNil(t, res.Server)
+		assert.Equal(t, []int{os.Getpid(), os.Getppid()}, res.Server.PIDs)
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"-q", "-n", "50", "-warmup", "0", "-c", "2", a, b}, &out, &errb, false)
+	require.Equal(t, 0, code, "%s%s", out.String(), errb.String())
+	assert.Contains(t, out.String(), "target     "+a+","+b)
+	assert.Contains(t, out.String(), "connections")
 }
