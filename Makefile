@@ -120,7 +120,7 @@ $(CONFORMANCE_DEPS): $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.jso
 clean: ## Remove bin/ and the interop node_modules
 	rm -rf $(BIN) $(INTEROP)/node_modules $(CONFORMANCE)/node_modules
 
-.PHONY: bench-peers bench-cores bench-stateless bench-ops
+.PHONY: bench-peers bench-cores bench-stateless bench-ops bench-cluster
 bench-peers: ## Compare mcpedge with go-sdk, mcp-go and bare fasthttp/gnet floors; writes docs/benchmarks.md (about 15 min)
 	cd bench && $(GO) run ./cmd/benchpeers -root .. -out ../docs/benchmarks.md
 
@@ -136,6 +136,12 @@ bench-stateless: ## Stateless calls: mcpedge in protocol 2026-07-28 against 2025
 
 bench-ops: ## Operations cost: mcpedge's server CPU per call with metrics on against off (HTTP, TCP), and with a static token, cached and uncached RS256 JWTs against no authorization (HTTP); writes that section of docs/benchmarks.md (about 2 min)
 	cd bench && $(GO) run ./cmd/benchpeers -ops-only -duration 3s -warmup 1s -rounds 3 -root .. -out ../docs/benchmarks.md
+
+bench-cluster: ## Cluster: one node against three with embedded NATS (HTTP local and round-robin per request, TCP), forwarded against local calls, notification fan-out delay across nodes; prints the medians for docs/benchmarks.md (about 4 min)
+	mkdir -p /tmp/mcpedge-bench
+	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpedge ./cmd/mcpedge
+	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpload ./cmd/mcpload
+	M=/tmp/mcpedge-bench bash bench/cluster.sh
 
 .PHONY: conformance-client
 conformance-client: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suite's client scenarios against cmd/conformance-client (in a loopback-only network namespace)

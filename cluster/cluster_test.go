@@ -358,6 +358,40 @@ func TestThreeNodes(t *testing.T) {
 		}
 	})
 
+	t.Run("list changes on c, coalesced, reach a and b once", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var streams []<-chan map[string]any
+		for _, owner := range []*node{a, b} {
+			sid := initialize(t, owner, `{}`)
+			streams = append(streams, openStream(t, ctx, c, sid))
+		}
+		time.Sleep(50 * time.Millisecond) // the GETs reach their owners
+		for i := range 3 {
+			require.NoError(t, handlers.AddTool(c.srv.Registry(), &mcp.Tool{Name: fmt.Sprintf("extra%d", i)},
+				func(context.Context, *handlers.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+					return mcp.TextResult("x"), nil, nil
+				}))
+		}
+		for i, ch := range streams {
+			got := 0
+			timeout := time.After(5 * time.Second)
+		wait:
+			for {
+				select {
+				case m := <-ch:
+					if m["method"] == "notifications/tools/list_changed" {
+						got++
+						timeout = time.After(300 * time.Millisecond)
+					}
+				case <-timeout:
+					break wait
+				}
+			}
+			require.Equal(t, 1, got, "stream %d", i)
+		}
+	})
+
 	t.Run("2026-07-28: MRTR retries and tasks on any node", func(t *testing.T) {
 		// The input round is answered by a, the retry by b: the state is
 		// signed with the key every node shares.

@@ -370,3 +370,42 @@ func coresSection(doc string) string {
 	}
 	return doc[i:i+j+len(coresEnd)] + "\n"
 }
+
+// The cluster section is written by hand from make bench-cluster
+// (bench/cluster.sh, which prints its medians); a run of benchpeers keeps
+// it.
+const (
+	clusterBegin = "<!-- bench-cluster: begin. From make bench-cluster (bench/cluster.sh); make bench-peers keeps it. -->"
+	clusterEnd   = "<!-- bench-cluster: end -->"
+)
+
+// markedSection returns the section of doc between begin and end, markers
+// included, or "".
+func markedSection(doc, begin, end string) string {
+	i := strings.Index(doc, begin)
+	if i < 0 {
+		return ""
+	}
+	j := strings.Index(doc[i:], end)
+	if j < 0 {
+		return ""
+	}
+	return doc[i:i+j+len(end)] + "\n"
+}
+
+// spliceMarked puts section into doc in place of the one between begin
+// and end, or else before the memory section, or else at the end.
+func spliceMarked(doc, section, begin, end string) string {
+	if i := strings.Index(doc, begin); i >= 0 {
+		if j := strings.Index(doc[i:], end); j >= 0 {
+			rest := strings.TrimPrefix(doc[i+j+len(end):], "\n")
+			return doc[:i] + section + rest
+		}
+	}
+	for _, h := range []string{"## Resident memory per idle session", "## Where mcpedge spends its CPU", "## Running mcpload yourself", "## Go micro-benchmarks"} {
+		if i := strings.Index(doc, "\n"+h); i >= 0 {
+			return doc[:i+1] + section + "\n" + doc[i+1:]
+		}
+	}
+	return strings.TrimRight(doc, "\n") + "\n\n" + section
+}

@@ -48,3 +48,17 @@ func TestSpliceCores(t *testing.T) {
 		t.Fatalf("append: %q", got)
 	}
 }
+
+func TestClusterSectionKept(t *testing.T) {
+	sec := clusterBegin + "\n## Cluster\n\nfigures\n\n" + clusterEnd + "\n"
+	old := "# B\n\n## HTTP\n\nold\n\n" + sec + "\n## Resident memory per idle session\n\nm\n"
+	fresh := "# B\n\n## HTTP\n\nnew\n\n## Resident memory per idle session\n\nm\n"
+	got := spliceMarked(fresh, markedSection(old, clusterBegin, clusterEnd), clusterBegin, clusterEnd)
+	if !strings.Contains(got, "figures") || !strings.Contains(got, "new") || strings.Index(got, "figures") > strings.Index(got, "## Resident memory") {
+		t.Fatalf("got:\n%s", got)
+	}
+	again := spliceMarked(got, markedSection(old, clusterBegin, clusterEnd), clusterBegin, clusterEnd)
+	if strings.Count(again, clusterBegin) != 1 {
+		t.Fatalf("section doubled:\n%s", again)
+	}
+}

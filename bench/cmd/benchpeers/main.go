@@ -532,6 +532,9 @@ func run(ctx context.Context, c *config) error {
 	if sec := coresSection(string(old)); sec != "" {
 		doc = spliceCores(doc, sec)
 	}
+	if sec := markedSection(string(old), clusterBegin, clusterEnd); sec != "" {
+		doc = spliceMarked(doc, sec, clusterBegin, clusterEnd)
+	}
 	if err := os.MkdirAll(filepath.Dir(c.out), 0o755); err != nil {
 		return err
 	}
