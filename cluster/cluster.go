@@ -69,6 +69,12 @@ type Options struct {
 	// is dropped and logged; a route that cannot be reached is retried
 	// for as long as the node runs, and logged.
 	Routes []string
+	// RouteSecret, when set, authenticates the routes of the embedded
+	// servers: a server routes to this one only if it presents the same
+	// secret, and this one presents it to its peers. Empty: any server
+	// that reaches the route port may join (keep the port on a private
+	// network).
+	RouteSecret string
 	// Name names the NATS cluster of the embedded servers; empty means
 	// "mcpedge". Every node of a cluster gives the same name.
 	Name string
@@ -380,6 +386,9 @@ func (n *Node) startEmbedded() (*server.Server, error) {
 			n.log.Warn("cluster: a route names this node itself; dropped", "route", r)
 			continue
 		}
+		if n.opts.RouteSecret != "" && u.User == nil {
+			u.User = url.UserPassword(routeUser, n.opts.RouteSecret)
+		}
 		routes = append(routes, u)
 	}
 	if port == 0 {
@@ -401,6 +410,13 @@ func (n *Node) startEmbedded() (*server.Server, error) {
 		},
 		Routes: routes,
 	}
+	if n.opts.RouteSecret != "" {
+		// Inbound routes must present it; implicit routes (learned by
+		// gossip) present it too.
+		so.Cluster.Username, so.Cluster.Password = routeUser, n.opts.RouteSecret
+	} else if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		n.log.Warn("cluster: the route port is open to any server that reaches it; give every node the same route secret", "embed", n.opts.Embed)
+	}
 	srv, err := server.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: embedded server: %w", err)
@@ -413,6 +429,9 @@ func (n *Node) startEmbedded() (*server.Server, error) {
 	}
 	return srv, nil
 }
+
+// routeUser is the user name routes authenticate with.
+const routeUser = "mcpedge"
 
 // sameAddr reports whether hostport names host:port, this node's route
 // listener. A wildcard host matches the loopback names.
@@ -517,17 +536,19 @@ func (n *Node) Close() error { return n.Shutdown(context.Background()) }
 
 // Shutdown is Close bounded by ctx.
 func (n *Node) Shutdown(ctx context.Context) error {
-	if !n.closed.CompareAndSwap(false, true) {
+	n.tunMu.Lock() // onForwarded checks closed under it: no request starts after this
+	if n.closed.Load() {
+		n.tunMu.Unlock()
 		return nil
 	}
+	n.closed.Store(true)
+	n.tunMu.Unlock()
 	for _, s := range n.subs {
 		_ = s.Unsubscribe()
 	}
 	// The other nodes learn at once that nobody answers for this one any
 	// more: their requests for its sessions get 404 rather than a timeout.
 	_ = n.nc.FlushTimeout(time.Second)
-	n.tunMu.Lock() // onForwarded checks closed under it
-	n.tunMu.Unlock()
 	n.abortTunnels()
 	n.tickOnce.Do(func() {}) // no ticker starts from now on
 	if n.tickStop != nil {

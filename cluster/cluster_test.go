@@ -23,6 +23,9 @@ import (
 // stateKey is the requestState key every test node shares.
 var stateKey = []byte("0123456789abcdef0123456789abcdef")
 
+// routeSecret authenticates the test nodes' routes.
+const routeSecret = "test-route-secret-0123456789"
+
 // node is one running node of a test cluster.
 type node struct {
 	name string
@@ -37,7 +40,7 @@ type node struct {
 // tool that elicits.
 func startNode(t *testing.T, name string, routes []string, opts ...func(*cluster.Options)) *node {
 	t.Helper()
-	co := cluster.Options{Node: name, Embed: "127.0.0.1:0", Routes: routes, ForwardTimeout: 2 * time.Second}
+	co := cluster.Options{Node: name, Embed: "127.0.0.1:0", Routes: routes, ForwardTimeout: 2 * time.Second, RouteSecret: routeSecret}
 	for _, o := range opts {
 		o(&co)
 	}
@@ -358,6 +361,95 @@ func TestThreeNodes(t *testing.T) {
 		}
 	})
 
+	t.Run("a stream lost on b resumes through c with Last-Event-ID", func(t *testing.T) {
+		sid := initialize(t, a, `{}`)
+		const uri = "mem://board/resume"
+		call(t, b, sid, "resources/subscribe", `{"uri":"`+uri+`"}`)
+		// The standalone stream, through b, until its first notification.
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.url, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("MCP-Protocol-Version", v)
+		resp, err := (&http.Client{}).Do(req)
+		require.NoError(t, err)
+		lastID := ""
+		sc := bufio.NewScanner(resp.Body)
+		time.Sleep(50 * time.Millisecond)
+		a.srv.ResourceUpdated(uri)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "id: ") {
+				lastID = line[len("id: "):]
+			}
+			if strings.Contains(line, "notifications/resources/updated") {
+				break
+			}
+		}
+		cancel()
+		resp.Body.Close()
+		require.NotEmpty(t, lastID)
+		// Missed while no stream was open.
+		time.Sleep(50 * time.Millisecond)
+		a.srv.ResourceUpdated(uri)
+		time.Sleep(50 * time.Millisecond)
+		ctx, cancel = context.WithCancel(context.Background())
+		defer cancel()
+		req, _ = http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("MCP-Protocol-Version", v)
+		req.Header.Set("Last-Event-ID", lastID)
+		resp, err = (&http.Client{}).Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		select {
+		case m := <-sse(resp.Body):
+			require.Equal(t, "notifications/resources/updated", m["method"], m)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the missed notification was not replayed")
+		}
+	})
+
+	t.Run("legacy HTTP+SSE: messages posted to another node", func(t *testing.T) {
+		base := strings.TrimSuffix(a.url, "/mcp")
+		req, _ := http.NewRequest(http.MethodGet, base+"/sse", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := (&http.Client{}).Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		endpoint := ""
+		for sc.Scan() {
+			if line := sc.Text(); strings.HasPrefix(line, "data: /message") {
+				endpoint = line[len("data: "):]
+				break
+			}
+		}
+		require.True(t, strings.Contains(endpoint, "sessionId=a."), endpoint)
+		postTo := func(nd *node, body string) {
+			r, err := httpc.Post(strings.TrimSuffix(nd.url, "/mcp")+endpoint, "application/json", strings.NewReader(body))
+			require.NoError(t, err)
+			r.Body.Close()
+			require.Equal(t, http.StatusAccepted, r.StatusCode, "through %s", nd.name)
+		}
+		postTo(b, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		postTo(c, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		postTo(c, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"legacy"}}}`)
+		got := 0
+		for sc.Scan() && got < 2 {
+			line := sc.Text()
+			if strings.HasPrefix(line, "data: {") {
+				got++
+				if got == 2 {
+					require.Contains(t, line, "legacy")
+				}
+			}
+		}
+		require.Equal(t, 2, got)
+	})
+
 	t.Run("list changes on c, coalesced, reach a and b once", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -496,4 +588,25 @@ func TestThreeNodes(t *testing.T) {
 			return st == http.StatusOK && strings.Contains(fmt.Sprint(msgs), "yes")
 		}, 5*time.Second, 20*time.Millisecond)
 	})
+}
+
+// TestRouteSecret: a server that does not know the route secret cannot
+// join; one that does, can.
+func TestRouteSecret(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts nodes")
+	}
+	a := startNode(t, "a", nil)
+	defer a.kill(t)
+	intruder := startNode(t, "x", []string{routeOf(a)}, func(o *cluster.Options) { o.RouteSecret = "not-the-route-secret-000" })
+	defer intruder.kill(t)
+	b := startNode(t, "b", []string{routeOf(a)})
+	defer b.kill(t)
+	require.Eventually(t, func() bool { return b.n.Routes() > 0 }, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the intruder's attempts are refused meanwhile
+	require.Zero(t, intruder.n.Routes())
+	require.Error(t, intruder.n.Ready())
+	// a's routes are b's alone: a request for a session of x finds no one.
+	st, _, _ := post(t, a.url, v, "x.0123", `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	require.Equal(t, http.StatusNotFound, st)
 }

@@ -333,18 +333,18 @@ func appendRequest(dst []byte, ctx *fasthttp.RequestCtx) []byte {
 	dst = appendBytes(dst, ctx.Method())
 	dst = appendBytes(dst, ctx.Request.Header.RequestURI())
 	nh := 0
-	ctx.Request.Header.VisitAll(func(k, _ []byte) {
+	for k := range ctx.Request.Header.All() {
 		if forwardHeader(k) {
 			nh++
 		}
-	})
+	}
 	dst = appendUvarint(dst, nh)
-	ctx.Request.Header.VisitAll(func(k, v []byte) {
+	for k, v := range ctx.Request.Header.All() {
 		if forwardHeader(k) {
 			dst = appendBytes(dst, k)
 			dst = appendBytes(dst, v)
 		}
-	})
+	}
 	return append(dst, ctx.Request.Body()...)
 }
 

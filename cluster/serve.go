@@ -297,18 +297,18 @@ func (t *tunnelConn) pending() {
 func appendHead(dst []byte, ctx *fasthttp.RequestCtx) []byte {
 	dst = appendUvarint(dst, ctx.Response.StatusCode())
 	nh := 0
-	ctx.Response.Header.VisitAll(func(k, _ []byte) {
+	for k := range ctx.Response.Header.All() {
 		if forwardHeader(k) {
 			nh++
 		}
-	})
+	}
 	dst = appendUvarint(dst, nh)
-	ctx.Response.Header.VisitAll(func(k, v []byte) {
+	for k, v := range ctx.Response.Header.All() {
 		if forwardHeader(k) {
 			dst = appendBytes(dst, k)
 			dst = appendBytes(dst, v)
 		}
-	})
+	}
 	return dst
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -28,6 +29,7 @@ type clusterFlags struct {
 	tlsCert        string
 	tlsKey         string
 	forwardTimeout time.Duration
+	secretFile     string
 }
 
 func registerClusterFlags(fs *flag.FlagSet, c *clusterFlags) {
@@ -40,6 +42,7 @@ func registerClusterFlags(fs *flag.FlagSet, c *clusterFlags) {
 	fs.StringVar(&c.tlsCA, "cluster-tls-ca", "", "CA certificate `file` that -cluster's NATS servers are verified with")
 	fs.StringVar(&c.tlsCert, "cluster-tls-cert", "", "client certificate `file` for -cluster (with -cluster-tls-key)")
 	fs.StringVar(&c.tlsKey, "cluster-tls-key", "", "client key `file` for -cluster")
+	fs.StringVar(&c.secretFile, "cluster-secret-file", "", "`file` holding the secret the embedded servers' routes authenticate with, the same on every node (empty: any server that reaches -cluster-embed may join)")
 	fs.DurationVar(&c.forwardTimeout, "cluster-forward-timeout", 5*time.Second, "how long a request forwarded to the node that owns its session waits for that node to start answering (504 after)")
 }
 
@@ -60,6 +63,8 @@ func validateCluster(c *config) error {
 		return errors.New("-cluster-embed and -cluster are exclusive: embed a NATS server or join one")
 	case cf.routes != "" && cf.embed == "":
 		return errors.New("-cluster-routes needs -cluster-embed")
+	case cf.secretFile != "" && cf.embed == "":
+		return errors.New("-cluster-secret-file is for -cluster-embed")
 	case (cf.creds != "" || cf.tlsCA != "" || cf.tlsCert != "") && cf.url == "":
 		return errors.New("-cluster-creds and -cluster-tls-* are for -cluster")
 	case (cf.tlsCert == "") != (cf.tlsKey == ""):
@@ -117,12 +122,23 @@ func startCluster(c *config, log *slog.Logger) (*cluster.Node, error) {
 	if cf.tlsCert != "" {
 		nopts = append(nopts, nats.ClientCert(cf.tlsCert, cf.tlsKey))
 	}
+	var secret string
+	if cf.secretFile != "" {
+		b, err := os.ReadFile(cf.secretFile)
+		if err != nil {
+			return nil, fmt.Errorf("-cluster-secret-file: %w", err)
+		}
+		if secret = strings.TrimSpace(string(b)); len(secret) < 16 {
+			return nil, errors.New("-cluster-secret-file: the secret must be at least 16 characters")
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	n, err := cluster.Start(ctx, cluster.Options{
 		Node:           nodeName(c),
 		Embed:          cf.embed,
 		Routes:         splitList(cf.routes),
+		RouteSecret:    secret,
 		Name:           cf.name,
 		Prefix:         cf.name,
 		URL:            cf.url,

@@ -30,6 +30,7 @@ func TestClusterFlagErrors(t *testing.T) {
 		{"creds without url", []string{"-cluster-embed", "127.0.0.1:0", "-cluster-creds", "x", "-state-key-file", key}, "for -cluster"},
 		{"cert without key", []string{"-cluster", "nats://127.0.0.1:4222", "-cluster-tls-cert", "x", "-state-key-file", key}, "go together"},
 		{"bad embed", []string{"-cluster-embed", "nowhere", "-state-key-file", key}, "-cluster-embed"},
+		{"secret without embed", []string{"-cluster", "nats://127.0.0.1:4222", "-cluster-secret-file", "x", "-state-key-file", key}, "is for -cluster-embed"},
 		{"bad name", []string{"-cluster-embed", "127.0.0.1:0", "-cluster-name", "a.b", "-state-key-file", key}, "-cluster-name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

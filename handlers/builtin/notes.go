@@ -289,7 +289,7 @@ func addBoard(r *handlers.Registry, env Env) error {
 			return mcp.ErrorResult("board limit reached: the board " + why), nil, nil
 		}
 		if shared {
-			payload, err := codec.Marshal(boardWrite{Name: in.Name, Text: in.Text})
+			payload, err := codec.Marshal(boardWrite(in))
 			if err != nil {
 				return nil, nil, err
 			}
