@@ -34,6 +34,8 @@ type node struct {
 	url  string
 	stop context.CancelFunc
 	done chan error
+
+	cancelled chan error // why each call of the tool "hang" ended
 }
 
 // startNode starts a node routed to routes, serving the demo set and a
@@ -70,8 +72,14 @@ func startNode(t *testing.T, name string, routes []string, opts ...func(*cluster
 				return nil, context.Cause(ctx)
 			}
 		}, handlers.ToolOptions{TaskSupport: mcp.TaskOptional}))
+	cancelled := make(chan error, 16)
+	require.NoError(t, handlers.AddTool(srv.Registry(), &mcp.Tool{Name: "hang"}, func(ctx context.Context, _ *handlers.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		<-ctx.Done()
+		cancelled <- context.Cause(ctx)
+		return nil, nil, context.Cause(ctx)
+	}))
 	ctx, cancel := context.WithCancel(context.Background())
-	nd := &node{name: name, n: n, srv: srv, stop: cancel, done: make(chan error, 1)}
+	nd := &node{name: name, n: n, srv: srv, stop: cancel, done: make(chan error, 1), cancelled: cancelled}
 	go func() { nd.done <- srv.Serve(ctx) }()
 	a := srv.HTTPAddr(ctx)
 	require.NotNil(t, a)
@@ -450,6 +458,24 @@ func TestThreeNodes(t *testing.T) {
 		require.Equal(t, 2, got)
 	})
 
+	t.Run("a client gone from b cancels its call on a", func(t *testing.T) {
+		sid := initialize(t, a, `{}`)
+		req, _ := http.NewRequest(http.MethodPost, b.url, strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"hang","arguments":{}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("MCP-Protocol-Version", v)
+		_, err := (&http.Client{Timeout: 600 * time.Millisecond}).Do(req) // gives up, closing its connection
+		require.Error(t, err)
+		select {
+		case cause := <-a.cancelled:
+			require.Error(t, cause)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call on a was not cancelled")
+		}
+		require.Eventually(t, func() bool { return a.n.Stats().Cancelled > 0 }, 5*time.Second, 10*time.Millisecond)
+	})
+
 	t.Run("list changes on c, coalesced, reach a and b once", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -511,6 +537,35 @@ func TestThreeNodes(t *testing.T) {
 				st, msgs := post2026(t, via.url, "tasks/get", id, `{"taskId":"`+id+`"}`)
 				return st == http.StatusOK && strings.Contains(fmt.Sprint(msgs), "baked by c")
 			}, 5*time.Second, 20*time.Millisecond, "tasks/get through %s", via.name)
+		}
+	})
+
+	t.Run("2026-07-28: a listen stream on a hears an update made on c", func(t *testing.T) {
+		const uri = "mem://board/listen"
+		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+		body := `{"jsonrpc":"2.0","id":11,"method":"subscriptions/listen","params":{` + meta + `,"notifications":{"resourceSubscriptions":["` + uri + `"]}}}`
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "subscriptions/listen")
+		resp, err := (&http.Client{}).Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		msgs := sse(resp.Body)
+		ack := <-msgs // the acknowledgement: the stream is registered
+		require.NotNil(t, ack)
+		sidC := initialize(t, c, `{}`)
+		call(t, c, sidC, "tools/call", `{"name":"board_write","arguments":{"name":"listen","text":"news"}}`)
+		select {
+		case m := <-msgs:
+			require.Equal(t, "notifications/resources/updated", m["method"], m)
+			require.Contains(t, fmt.Sprint(m["params"]), uri)
+		case <-time.After(5 * time.Second):
+			t.Fatal("no update on the listen stream")
 		}
 	})
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/connwatch"
 	"github.com/nats-io/nats.go"
 	"github.com/valyala/fasthttp"
 )
@@ -26,6 +27,7 @@ var (
 	ErrOwnerGone  = errors.New("cluster: owner of the stream went silent")
 	ErrOwnerFail  = errors.New("cluster: owner ended the stream with an error")
 	errNoOwner    = errors.New("cluster: no node answers for the owner")
+	errClientGone = errors.New("cluster: the client went away")
 )
 
 // writeTimeout bounds each write of a relayed stream to its client.
@@ -110,6 +112,8 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
 	probe := time.NewTimer(min(probeAfter, n.opts.ForwardTimeout/2))
 	defer probe.Stop()
 	var probed chan bool
+	var gone chan struct{} // the client went away (watched once slow)
+	var w *connwatch.Watcher
 	heard := false
 	var body []byte // an answer too large for one frame, gathered
 	for {
@@ -119,6 +123,16 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
 				probed = make(chan bool, 1)
 				go func() { probed <- n.ping(owner) }()
 			}
+			// A slow answer: watch the client, as the owner's transport
+			// would, so that one gone away cancels the request there.
+			gone = make(chan struct{})
+			w = connwatch.Watch(ctx.Conn(), func() { close(gone) })
+			defer w.Stop()
+		case <-gone:
+			n.unregister(f)
+			n.cancel(f)
+			ctx.SetConnectionClose()
+			return true
 		case alive := <-probed:
 			probed = nil
 			if !alive && !heard {
@@ -378,6 +392,8 @@ type relay struct {
 	done  bool
 	fail  error
 	timer *time.Timer
+	watch *connwatch.Watcher
+	gone  chan struct{} // closed when the client goes away
 }
 
 // SupportsBodyWriteTo tells fasthttp to write the stream with WriteTo.
@@ -432,11 +448,20 @@ func (r *relay) nextData() ([]byte, error) {
 	idle := f.n.opts.StreamIdle
 	if r.timer == nil {
 		r.timer = time.NewTimer(idle)
+		// The stream waits on its owner, not on the client: watch the
+		// client, so that one gone away ends the stream (and cancels it at
+		// the owner) at once rather than at the next write.
+		r.gone = make(chan struct{})
+		gone := r.gone
+		r.watch = connwatch.Watch(r.conn, func() { close(gone) })
 	} else {
 		r.timer.Reset(idle)
 	}
 	for {
 		select {
+		case <-r.gone:
+			r.fail = errClientGone
+			return nil, r.fail
 		case m := <-f.ch:
 			if m == nil {
 				r.fail = errNoOwner
@@ -475,6 +500,8 @@ func (r *relay) Close() error {
 	if r.timer != nil {
 		r.timer.Stop()
 	}
+	r.watch.Stop()
+	r.watch = nil
 	f := r.f
 	if f == nil {
 		return nil

@@ -46,7 +46,7 @@ func (n *Node) onForwarded(m *nats.Msg) {
 	}
 	n.serving.Add(1)
 	n.serveWG.Add(1)
-	t := &tunnelConn{n: n, reply: m.Reply, started: time.Now()}
+	t := &tunnelConn{n: n, reply: m.Reply, started: time.Now(), gone: make(chan struct{})}
 	n.tunnels[m.Reply] = t
 	n.tunMu.Unlock()
 	n.stats.served.Add(1)
@@ -206,7 +206,7 @@ func (n *Node) onCancel(m *nats.Msg) {
 	n.tunMu.Unlock()
 	if t != nil {
 		n.stats.cancelled.Add(1)
-		t.aborted.Store(true)
+		t.abort()
 	}
 }
 
@@ -214,7 +214,7 @@ func (n *Node) onCancel(m *nats.Msg) {
 func (n *Node) abortTunnels() {
 	n.tunMu.Lock()
 	for _, t := range n.tunnels {
-		t.aborted.Store(true)
+		t.abort()
 	}
 	n.tunMu.Unlock()
 }
@@ -263,12 +263,27 @@ type tunnelConn struct {
 	remote  net.Addr
 	started time.Time
 	aborted atomic.Bool
+	gone    chan struct{} // closed by abort: PeerGone
+	goneOne sync.Once
 
 	mu       sync.Mutex
 	seq      uint64
 	headSent bool
 	buf      []byte
 }
+
+// abort fails the tunnel's writes and tells the transport, which watches
+// PeerGone, that the client went away: the request it serves is
+// cancelled, its stream ended, at once.
+func (t *tunnelConn) abort() {
+	t.aborted.Store(true)
+	t.goneOne.Do(func() { close(t.gone) })
+}
+
+// PeerGone is closed when the forwarding node's client went away (or
+// this node closes): the transport's connection watch (internal/connwatch)
+// waits on it as it would on a socket.
+func (t *tunnelConn) PeerGone() <-chan struct{} { return t.gone }
 
 // send publishes a frame of kind with payload.
 func (t *tunnelConn) send(kind byte, payload []byte) error {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/connwatch"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -251,7 +252,7 @@ func TestLimitedConnKeepsSocketMethods(t *testing.T) {
 	require.NoError(t, lim.Acquire(ip))
 	c := newLimitedConn(sc, lim, ip)
 	gone := make(chan struct{})
-	w := watchConn(c, func() { close(gone) })
+	w := connwatch.Watch(c, func() { close(gone) })
 	require.NotNil(t, w, "the watcher reaches the socket")
 	require.NoError(t, c.SetKeepAlive(true))
 	require.NoError(t, cc.Close())
@@ -260,7 +261,7 @@ func TestLimitedConnKeepsSocketMethods(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the client's close went unnoticed")
 	}
-	w.stop()
+	w.Stop()
 	require.NoError(t, c.Close())
 	_ = c.Close() // a second Close releases nothing more
 	assert.Zero(t, lim.Open(), "released once")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/connwatch"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/valyala/fasthttp"
@@ -332,9 +333,9 @@ func (c *call) wait(conn net.Conn) {
 	case <-c.timer.C:
 	}
 	cancel := c.cancelFunc()
-	w := watchConn(conn, func() { cancel(ErrClientGone) })
+	w := connwatch.Watch(conn, func() { cancel(ErrClientGone) })
 	<-c.wake
-	w.stop()
+	w.Stop()
 }
 
 // post serves POST on the MCP endpoint: one JSON-RPC message.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/internal/bytesconv"
+	"github.com/mcpedge/mcpedge/internal/connwatch"
 )
 
 // keepAliveLine is the SSE comment written on idle streams. Never modified.
@@ -56,7 +57,7 @@ type stream struct {
 	eof       bool   // the end was delivered
 	lastTaken bool   // Read: the last batch was taken
 	started   bool
-	watch     *watcher
+	watch     *connwatch.Watcher
 	timer     *time.Timer
 	zw        streamCompressor
 	cbuf      bytes.Buffer
@@ -289,7 +290,7 @@ func (st *stream) begin() {
 	}
 	st.started = true
 	if st.conn != nil {
-		st.watch = watchConn(st.conn, func() { st.fail(ErrClientGone) })
+		st.watch = connwatch.Watch(st.conn, func() { st.fail(ErrClientGone) })
 	}
 }
 
@@ -353,7 +354,7 @@ func (st *stream) Read(p []byte) (int, error) {
 // did not deliver its end failed: its owner learns that the client is
 // gone.
 func (st *stream) Close() error {
-	st.watch.stop()
+	st.watch.Stop()
 	st.mu.Lock()
 	abnormal := !st.eof
 	if st.failed == nil {
