@@ -9,6 +9,9 @@
 #   tcp-1      one node, TCP pipelined (-c 16 -inflight 16)
 #   tcp-3      three nodes, TCP connections spread over them (sessions are
 #              bound to their connection: nothing is forwarded)
+#   http26-1   one node, HTTP at protocol 2026-07-28 (stateless), -c 64
+#   http26-3rr three nodes, 2026-07-28, each request to the next node: nothing
+#              to forward
 #   fanout-1   one node: 300 subscribers, 100 board writes, notification delay
 #   fanout-3   three nodes: subscribers spread over them, the writer on the first
 #
@@ -81,6 +84,7 @@ for ((r=1; r<=ROUNDS; r++)); do
   start 1
   load http-1 "$H1" -c 64
   load tcp-1 tcp://127.0.0.1:17410 -c 16 -inflight 16
+  load http26-1 "$H1" -c 64 -protocol 2026-07-28
   stop
   start 1 demo
   fanout fanout-1 "$H1"
@@ -89,6 +93,7 @@ for ((r=1; r<=ROUNDS; r++)); do
   load http-3loc "$H1" -c 64
   load http-3rr "$H1,$H2,$H3" -c 64
   load tcp-3 tcp://127.0.0.1:17410,tcp://127.0.0.1:17420,tcp://127.0.0.1:17430 -c 16 -inflight 16
+  load http26-3rr "$H1,$H2,$H3" -c 64 -protocol 2026-07-28
   stop
   start 3 demo
   fanout fanout-3 "$H1,$H2,$H3"
@@ -104,11 +109,11 @@ for line in open(sys.argv[1]):
     rows.setdefault(f[0],[]).append({k:float(v) for k,v in (x.split("=") for x in f[1:])})
 def med(name,key): return st.median(r[key] for r in rows[name])
 print("\nmedians of %d rounds" % len(rows["http-1"]))
-for name in ["http-1","http-3loc","http-3rr","tcp-1","tcp-3"]:
+for name in ["http-1","http-3loc","http-3rr","tcp-1","tcp-3","http26-1","http26-3rr"]:
     print("%-10s %8.0f req/s  %6.2f us/call  errors %d" % (name, med(name,"rps"), med(name,"us_per_call"), sum(r["errors"] for r in rows[name])))
 loc, rr = med("http-3loc","us_per_call"), med("http-3rr","us_per_call")
 print("forwarded call: %.1f us more server CPU than a local one ((3rr - 3loc) x 3/2)" % ((rr-loc)*1.5))
-print("3 nodes / 1 node, CPU per call: http local %.2fx, http round-robin %.2fx, tcp %.2fx" % (loc/med("http-1","us_per_call"), rr/med("http-1","us_per_call"), med("tcp-3","us_per_call")/med("tcp-1","us_per_call")))
+print("3 nodes / 1 node, CPU per call: http local %.2fx, http round-robin %.2fx, tcp %.2fx, 2026-07-28 round-robin %.2fx" % (loc/med("http-1","us_per_call"), rr/med("http-1","us_per_call"), med("tcp-3","us_per_call")/med("tcp-1","us_per_call"), med("http26-3rr","us_per_call")/med("http26-1","us_per_call")))
 for name in ["fanout-1","fanout-3"]:
     print("%-10s delay p50 %6.0f us  p99 %6.0f us  lost %d" % (name, med(name,"p50_us"), med(name,"p99_us"), sum(r["lost"] for r in rows[name])))
 PY
