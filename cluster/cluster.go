@@ -153,6 +153,7 @@ type Node struct {
 	serveWG     sync.WaitGroup
 	closed      atomic.Bool
 	maxFrame    int
+	unrouted    atomic.Bool   // embedded, with peers, and no route to any (watchRoutes)
 	jobs        chan job      // forwarded requests for idle workers
 	workersStop chan struct{} // closed at Shutdown: idle workers exit
 	tickOnce    sync.Once
@@ -357,6 +358,10 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := nc.FlushWithContext(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		n.log.Warn("cluster: flush", "err", err)
 	}
+	if n.srv != nil && len(n.opts.Routes) > 0 && !n.onlySelfRoutes() {
+		n.unrouted.Store(n.srv.NumRoutes() == 0)
+		go n.watchRoutes()
+	}
 	n.log.Info("cluster: node started", "embed", opts.Embed, "routes", opts.Routes, "url", opts.URL)
 	return n, nil
 }
@@ -513,6 +518,25 @@ func (n *Node) Ready() error {
 		return errors.New("cluster: no route to any peer")
 	}
 	return nil
+}
+
+// routePoll is how often the embedded server's routes are counted.
+const routePoll = 200 * time.Millisecond
+
+// watchRoutes keeps unrouted current until the node closes: forwarding
+// reads it on every request, where counting the routes would take the
+// server's lock.
+func (n *Node) watchRoutes() {
+	tk := time.NewTicker(routePoll)
+	defer tk.Stop()
+	for {
+		select {
+		case <-n.workersStop:
+			return
+		case <-tk.C:
+			n.unrouted.Store(n.srv.NumRoutes() == 0)
+		}
+	}
 }
 
 // onlySelfRoutes reports whether every configured route names this node.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/handlers/builtin"
 	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
@@ -664,4 +666,63 @@ func TestRouteSecret(t *testing.T) {
 	// a's routes are b's alone: a request for a session of x finds no one.
 	st, _, _ := post(t, a.url, v, "x.0123", `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 	require.Equal(t, http.StatusNotFound, st)
+}
+
+// TestExternalNATS: nodes joined through an existing NATS server (-cluster)
+// forward to each other; when the server goes, each keeps serving its own
+// sessions and reports not ready; when it is back, they rejoin by
+// themselves.
+func TestExternalNATS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS server and nodes")
+	}
+	port := freePort(t)
+	start := func() *server.Server {
+		s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoSigs: true, NoLog: true})
+		require.NoError(t, err)
+		go s.Start()
+		require.True(t, s.ReadyForConnections(10*time.Second))
+		return s
+	}
+	ns := start()
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	external := func(o *cluster.Options) {
+		o.Embed, o.Routes, o.RouteSecret, o.URL = "", nil, "", url
+	}
+	a := startNode(t, "a", nil, external)
+	defer a.kill(t)
+	b := startNode(t, "b", nil, external)
+	defer b.kill(t)
+	require.NoError(t, a.n.Ready())
+	sidA := initialize(t, a, `{}`)
+	sidB := initialize(t, b, `{}`)
+	require.Eventually(t, func() bool {
+		st, _, _ := post(t, b.url, v, sidA, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		return st == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond)
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	require.Eventually(t, func() bool { return a.n.Ready() != nil && b.n.Ready() != nil }, 10*time.Second, 10*time.Millisecond)
+	call(t, a, sidA, "ping", `{}`) // its own sessions are served
+	call(t, b, sidB, "ping", `{}`)
+	st, _, msgs := post(t, b.url, v, sidA, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	require.Equal(t, http.StatusServiceUnavailable, st, msgs) // retry later: the session is not lost
+
+	ns = start()
+	defer ns.Shutdown()
+	require.Eventually(t, func() bool { return a.n.Ready() == nil && b.n.Ready() == nil }, 15*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		st, _, _ := post(t, b.url, v, sidA, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		return st == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Positive(t, a.n.Stats().Reconnects)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

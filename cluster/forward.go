@@ -91,6 +91,19 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
 			"Request Entity Too Large: over the cluster's message limit of "+strconv.Itoa(n.maxFrame)+" bytes")
 		return true
 	}
+	if n.cutOff() {
+		// Cut off from the cluster (no NATS connection, or no route to
+		// any peer): the owner may well be alive, so the session is not
+		// declared lost (404). Nor is the request buffered for the
+		// reconnect: it would reach its owner after its client had given
+		// up on it.
+		codec.PutBuffer(b)
+		n.stats.forwardRefused.Add(1)
+		ctx.Response.Header.Set("Retry-After", "1")
+		fail(ctx, fasthttp.StatusServiceUnavailable, codec.CodeInternalError,
+			"Service Unavailable: this node has lost the cluster and cannot reach node "+owner+", which owns the session; retry")
+		return true
+	}
 	f := n.register(owner)
 	err := n.nc.PublishRequest(n.prefix+".http."+owner, f.reply, b.B)
 	codec.PutBuffer(b)
@@ -208,6 +221,12 @@ const probeAfter = 250 * time.Millisecond
 func (n *Node) ping(owner string) bool {
 	_, err := n.nc.Request(n.prefix+".ping."+owner, nil, n.opts.ForwardTimeout)
 	return !errors.Is(err, nats.ErrNoResponders)
+}
+
+// cutOff reports, cheaply, what Ready reports: no NATS connection, or no
+// route to any peer (routes are counted every routePoll).
+func (n *Node) cutOff() bool {
+	return !n.nc.IsConnected() || n.unrouted.Load()
 }
 
 // frame parses the next frame of f's answer, checking its order.
