@@ -226,7 +226,15 @@ func (n *Node) ping(owner string) bool {
 // cutOff reports, cheaply, what Ready reports: no NATS connection, or no
 // route to any peer (routes are counted every routePoll).
 func (n *Node) cutOff() bool {
-	return !n.nc.IsConnected() || n.unrouted.Load()
+	if !n.nc.IsConnected() {
+		return true
+	}
+	if n.unrouted.Load() { // maybe stale: count (rare, so the lock is fine)
+		unrouted := n.srv.NumRoutes() == 0
+		n.unrouted.Store(unrouted)
+		return unrouted
+	}
+	return false
 }
 
 // frame parses the next frame of f's answer, checking its order.
