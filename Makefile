@@ -81,10 +81,21 @@ SMOKE_FUZZ     := ./engine:FuzzHandleFrame ./engine:FuzzHandleMessage ./transpor
 SMOKE_FUZZTIME ?= 10s
 
 .PHONY: fuzz-smoke
+# A run that fails with nothing but "context deadline exceeded" at the end
+# of -fuzztime, writing no failing input, is Go's own race at the deadline
+# (golang/go#75804, fixed in Go 1.27, not in 1.26.x), not a finding: that
+# target runs once more. Any other failure fails at once.
 fuzz-smoke: ## Run the entry-point fuzzers for SMOKE_FUZZTIME each
 	@for t in $(SMOKE_FUZZ); do \
 		pkg=$${t%%:*}; name=$${t##*:}; echo "== $$pkg $$name ($(SMOKE_FUZZTIME))"; \
-		$(GO) test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(SMOKE_FUZZTIME) || exit 1; \
+		for try in 1 2; do \
+			out=$$($(GO) test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(SMOKE_FUZZTIME) 2>&1); rc=$$?; echo "$$out"; \
+			[ $$rc = 0 ] && break; \
+			if [ $$try = 1 ] && echo "$$out" | grep -q 'context deadline exceeded' && ! echo "$$out" | grep -qE 'Failing input written|panic:|_test.go:[0-9]+'; then \
+				echo "fuzz-smoke: $$name: the -fuzztime deadline race (golang/go#75804), no failing input: once more"; continue; \
+			fi; \
+			exit 1; \
+		done; \
 	done
 
 vet: ## Run go vet
