@@ -89,8 +89,8 @@ type Options struct {
 // Cluster is a server's membership of a cluster, as package cluster's
 // Node implements it. A Cluster is safe for concurrent use.
 type Cluster interface {
-	// Node names this node; it starts the ids of its sessions and tasks.
-	Node() string
+	// Name names this node; it starts the ids of its sessions and tasks.
+	Name() string
 	// Bus carries notifications between the nodes.
 	Bus() session.Bus
 	// Route forwards a request naming id to the node that owns id, when
@@ -179,7 +179,7 @@ func New(opts Options) *Server {
 		if opts.Bus == nil { // a Bus set already wraps c.Bus() (admin's counting bus)
 			opts.Bus = c.Bus()
 		}
-		opts.NodeID = c.Node()
+		opts.NodeID = c.Name()
 		if opts.HTTP != nil {
 			h := *opts.HTTP
 			h.Route = c.Route

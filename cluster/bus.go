@@ -58,9 +58,6 @@ func (b *Bus) Subscribe(topic string, fn func(topic string, payload []byte)) (ca
 	return b.local.Subscribe(topic, fn)
 }
 
-// Subscribers returns the number of this node's subscribers of topic.
-func (b *Bus) Subscribers(topic string) int { return b.local.Subscribers(topic) }
-
 // receive delivers a message another node published.
 func (b *Bus) receive(m *nats.Msg) {
 	topic, payload, ok := parseBusMessage(m.Data)

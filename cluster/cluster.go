@@ -116,11 +116,10 @@ type Options struct {
 
 // Errors of Start.
 var (
-	ErrBadName   = errors.New("cluster: a node name is 1 to 64 letters, digits, '-' or '_'")
-	ErrNoNATS    = errors.New("cluster: neither Embed nor URL is set")
-	ErrBothNATS  = errors.New("cluster: Embed and URL are exclusive")
-	ErrBadRoute  = errors.New("cluster: bad route URL")
-	ErrNotServed = errors.New("cluster: node not serving yet")
+	ErrBadName  = errors.New("cluster: a node name is 1 to 64 letters, digits, '-' or '_'")
+	ErrNoNATS   = errors.New("cluster: neither Embed nor URL is set")
+	ErrBothNATS = errors.New("cluster: Embed and URL are exclusive")
+	ErrBadRoute = errors.New("cluster: bad route URL")
 )
 
 // Node is this server's membership of a cluster. Start it, give it to
@@ -153,7 +152,8 @@ type Node struct {
 	serveWG     sync.WaitGroup
 	closed      atomic.Bool
 	maxFrame    int
-	unrouted    atomic.Bool   // embedded, with peers, and no route to any (watchRoutes)
+	peers       bool          // embedded, with routes to other nodes configured
+	unrouted    atomic.Bool   // peers, and no route to any (watchRoutes)
 	jobs        chan job      // forwarded requests for idle workers
 	workersStop chan struct{} // closed at Shutdown: idle workers exit
 	tickOnce    sync.Once
@@ -202,17 +202,24 @@ func (n *Node) Stats() Stats {
 }
 
 // ValidName reports whether name can name a node.
-func ValidName(name string) bool {
-	if name == "" || len(name) > 64 {
+func ValidName(name string) bool { return validName(name) }
+
+func validName[T string | []byte](name T) bool {
+	if len(name) == 0 || len(name) > 64 {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+		if !nameByte(name[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// nameByte reports whether c may stand in a node name (and so in a NATS
+// subject token and before the '.' of a session id).
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }
 
 // DefaultName derives a node name from the host name and a port: "web-3"
@@ -224,7 +231,7 @@ func DefaultName(host string, port int) string {
 	}
 	b := []byte(host)
 	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+		if !nameByte(c) {
 			b[i] = '-'
 		}
 	}
@@ -358,7 +365,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := nc.FlushWithContext(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		n.log.Warn("cluster: flush", "err", err)
 	}
-	if n.srv != nil && len(n.opts.Routes) > 0 && !n.onlySelfRoutes() {
+	if n.peers {
 		n.unrouted.Store(n.srv.NumRoutes() == 0)
 		go n.watchRoutes()
 	}
@@ -396,6 +403,7 @@ func (n *Node) startEmbedded() (*server.Server, error) {
 		}
 		routes = append(routes, u)
 	}
+	n.peers = len(routes) > 0
 	if port == 0 {
 		port = server.RANDOM_PORT // ":0" means any port, as for net.Listen
 	}
@@ -463,9 +471,6 @@ func (n *Node) shutdownEmbedded() {
 // Name returns the node's name.
 func (n *Node) Name() string { return n.name }
 
-// Node is Name, for mcpedge.Options.Cluster.
-func (n *Node) Node() string { return n.name }
-
 // Bus returns the cluster-wide notification bus, for
 // engine.Options.Bus.
 func (n *Node) Bus() session.Bus { return n.bus }
@@ -502,8 +507,8 @@ func (n *Node) Routes() int {
 }
 
 // Ready reports whether the node is part of its cluster: connected to
-// NATS and, with Embed and peers configured, routed to at least one of
-// them. A node that is not ready still serves what it owns.
+// NATS and, with Embed and peers configured (routes to this node itself
+// do not count), routed to at least one of them. A node that is not ready still serves what it owns.
 func (n *Node) Ready() error {
 	if n.closed.Load() {
 		return errors.New("cluster: node closed")
@@ -511,10 +516,7 @@ func (n *Node) Ready() error {
 	if !n.nc.IsConnected() {
 		return fmt.Errorf("cluster: NATS %s", n.nc.Status())
 	}
-	if n.srv != nil && len(n.opts.Routes) > 0 && n.srv.NumRoutes() == 0 {
-		if n.onlySelfRoutes() {
-			return nil
-		}
+	if n.peers && n.srv.NumRoutes() == 0 {
 		return errors.New("cluster: no route to any peer")
 	}
 	return nil
@@ -537,19 +539,6 @@ func (n *Node) watchRoutes() {
 			n.unrouted.Store(n.srv.NumRoutes() == 0)
 		}
 	}
-}
-
-// onlySelfRoutes reports whether every configured route names this node.
-func (n *Node) onlySelfRoutes() bool {
-	host, portStr, _ := net.SplitHostPort(n.opts.Embed)
-	port, _ := strconv.Atoi(portStr)
-	for _, r := range n.opts.Routes {
-		u, err := url.Parse(strings.TrimSpace(r))
-		if err != nil || !sameAddr(u.Host, host, port) {
-			return false
-		}
-	}
-	return true
 }
 
 // Close leaves the cluster: the node stops taking forwarded requests,

@@ -244,6 +244,24 @@ func call(t *testing.T, nd *node, sid, method, params string) map[string]any {
 	return res
 }
 
+// count counts the messages of method on ch: it waits up to 5 s for the
+// first, then until none has come for 300 ms (time for a duplicate).
+func count(ch <-chan map[string]any, method string) int {
+	got := 0
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case m := <-ch:
+			if m["method"] == method {
+				got++
+				timeout = time.After(300 * time.Millisecond)
+			}
+		case <-timeout:
+			return got
+		}
+	}
+}
+
 // openStream opens the session's standalone stream (GET) through nd.
 func openStream(t *testing.T, ctx context.Context, nd *node, sid string) <-chan map[string]any {
 	t.Helper()
@@ -352,22 +370,7 @@ func TestThreeNodes(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // the GETs reach their owners
 		c.srv.ResourceUpdated(uri)
 		for _, s := range subs {
-			got := 0
-			timeout := time.After(5 * time.Second)
-		wait:
-			for {
-				select {
-				case m := <-s.ch:
-					if m["method"] == "notifications/resources/updated" {
-						got++
-						// Wait a little for a duplicate.
-						timeout = time.After(300 * time.Millisecond)
-					}
-				case <-timeout:
-					break wait
-				}
-			}
-			require.Equal(t, 1, got, "session of %s", s.owner.name)
+			require.Equal(t, 1, count(s.ch, "notifications/resources/updated"), "session of %s", s.owner.name)
 		}
 	})
 
@@ -494,21 +497,7 @@ func TestThreeNodes(t *testing.T) {
 				}))
 		}
 		for i, ch := range streams {
-			got := 0
-			timeout := time.After(5 * time.Second)
-		wait:
-			for {
-				select {
-				case m := <-ch:
-					if m["method"] == "notifications/tools/list_changed" {
-						got++
-						timeout = time.After(300 * time.Millisecond)
-					}
-				case <-timeout:
-					break wait
-				}
-			}
-			require.Equal(t, 1, got, "stream %d", i)
+			require.Equal(t, 1, count(ch, "notifications/tools/list_changed"), "stream %d", i)
 		}
 	})
 

@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -57,25 +55,13 @@ var forwards = sync.Pool{New: func() any { return &forward{ch: make(chan []byte,
 // Requests another node forwarded here are never forwarded again.
 func (n *Node) Route(ctx *fasthttp.RequestCtx, id []byte) bool {
 	owner := engine.SessionNode(id)
-	if len(owner) == 0 || string(owner) == n.name || !validNameBytes(owner) {
+	if len(owner) == 0 || string(owner) == n.name || !validName(owner) {
 		return false
 	}
 	if _, ok := ctx.Conn().(*tunnelConn); ok || n.closed.Load() {
 		return false
 	}
 	return n.forward(ctx, string(owner))
-}
-
-func validNameBytes(b []byte) bool {
-	if len(b) == 0 || len(b) > 64 {
-		return false
-	}
-	for _, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // forward sends ctx's request to owner and answers ctx with what comes
@@ -295,13 +281,8 @@ func (n *Node) unregister(f *forward) {
 	if !ok {
 		return // failPending took it
 	}
-	for {
-		select {
-		case <-f.ch:
-			continue
-		default:
-		}
-		break
+	for len(f.ch) > 0 { // nothing is filed for f any more (onReply)
+		<-f.ch
 	}
 	f.hdrs = f.hdrs[:0]
 	forwards.Put(f)
@@ -323,12 +304,6 @@ func (n *Node) onReply(m *nats.Msg) {
 		n.badMessage("reply subject", []byte(m.Subject))
 		return
 	}
-	n.pendMu.Lock()
-	f := n.pending[tok]
-	n.pendMu.Unlock()
-	if f == nil {
-		return // answered, timed out or cut already
-	}
 	data := m.Data
 	if len(data) == 0 {
 		if m.Header.Get("Status") != "503" {
@@ -337,11 +312,18 @@ func (n *Node) onReply(m *nats.Msg) {
 		}
 		data = nil // no responders: nobody subscribes for the owner
 	}
-	select {
-	case f.ch <- data:
-	default:
-		f.lost.Store(true)
+	// Filed under the table's lock, as unregister takes it out: a frame
+	// that comes late never reaches the forward once it is recycled for
+	// another request.
+	n.pendMu.Lock()
+	if f := n.pending[tok]; f != nil { // else answered, timed out or cut already
+		select {
+		case f.ch <- data:
+		default:
+			f.lost.Store(true)
+		}
 	}
+	n.pendMu.Unlock()
 }
 
 // failPending ends every forward in flight, at Close.
@@ -373,39 +355,8 @@ func appendRequest(dst []byte, ctx *fasthttp.RequestCtx) []byte {
 	dst = appendStr(dst, ctx.RemoteAddr().String())
 	dst = appendBytes(dst, ctx.Method())
 	dst = appendBytes(dst, ctx.Request.Header.RequestURI())
-	nh := 0
-	for k := range ctx.Request.Header.All() {
-		if forwardHeader(k) {
-			nh++
-		}
-	}
-	dst = appendUvarint(dst, nh)
-	for k, v := range ctx.Request.Header.All() {
-		if forwardHeader(k) {
-			dst = appendBytes(dst, k)
-			dst = appendBytes(dst, v)
-		}
-	}
+	dst = appendHeaders(dst, ctx.Request.Header.All())
 	return append(dst, ctx.Request.Body()...)
-}
-
-func appendUvarint(dst []byte, v int) []byte {
-	return binary.AppendUvarint(dst, uint64(v))
-}
-
-// forwardHeader reports whether header k travels with a forwarded
-// request or answer: not the ones that describe one hop.
-func forwardHeader(k []byte) bool {
-	switch {
-	case bytes.EqualFold(k, []byte("Content-Length")),
-		bytes.EqualFold(k, []byte("Connection")),
-		bytes.EqualFold(k, []byte("Transfer-Encoding")),
-		bytes.EqualFold(k, []byte("Keep-Alive")),
-		bytes.EqualFold(k, []byte("Date")),
-		bytes.EqualFold(k, []byte("Server")):
-		return false
-	}
-	return true
 }
 
 // relay is the body of a forwarded answer that streams (SSE): it writes

@@ -311,20 +311,7 @@ func (t *tunnelConn) pending() {
 // appendHead appends the status and headers of ctx's response.
 func appendHead(dst []byte, ctx *fasthttp.RequestCtx) []byte {
 	dst = appendUvarint(dst, ctx.Response.StatusCode())
-	nh := 0
-	for k := range ctx.Response.Header.All() {
-		if forwardHeader(k) {
-			nh++
-		}
-	}
-	dst = appendUvarint(dst, nh)
-	for k, v := range ctx.Response.Header.All() {
-		if forwardHeader(k) {
-			dst = appendBytes(dst, k)
-			dst = appendBytes(dst, v)
-		}
-	}
-	return dst
+	return appendHeaders(dst, ctx.Response.Header.All())
 }
 
 // head sends the head frame of an answer whose body follows.

@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/binary"
+	"iter"
 	"strconv"
 )
 
@@ -40,6 +42,43 @@ const (
 func appendBytes(dst, b []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(b)))
 	return append(dst, b...)
+}
+
+func appendUvarint(dst []byte, v int) []byte {
+	return binary.AppendUvarint(dst, uint64(v))
+}
+
+// appendHeaders appends the headers of all that travel with a forwarded
+// request or answer: their count, then each key and value.
+func appendHeaders(dst []byte, all iter.Seq2[[]byte, []byte]) []byte {
+	nh := 0
+	for k := range all {
+		if forwardHeader(k) {
+			nh++
+		}
+	}
+	dst = appendUvarint(dst, nh)
+	for k, v := range all {
+		if forwardHeader(k) {
+			dst = appendBytes(appendBytes(dst, k), v)
+		}
+	}
+	return dst
+}
+
+// forwardHeader reports whether header k travels with a forwarded
+// request or answer: not the ones that describe one hop.
+func forwardHeader(k []byte) bool {
+	switch {
+	case bytes.EqualFold(k, []byte("Content-Length")),
+		bytes.EqualFold(k, []byte("Connection")),
+		bytes.EqualFold(k, []byte("Transfer-Encoding")),
+		bytes.EqualFold(k, []byte("Keep-Alive")),
+		bytes.EqualFold(k, []byte("Date")),
+		bytes.EqualFold(k, []byte("Server")):
+		return false
+	}
+	return true
 }
 
 func appendStr(dst []byte, s string) []byte {

@@ -77,7 +77,7 @@ func TestToken(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	for name, want := range map[string]bool{"a": true, "node-1_x": true, "": false, "a.b": false, "a b": false, "*": false, ">": false, string(bytes.Repeat([]byte("x"), 65)): false} {
-		if ValidName(name) != want || validNameBytes([]byte(name)) != want {
+		if ValidName(name) != want || validName([]byte(name)) != want {
 			t.Errorf("%q: want %v", name, want)
 		}
 	}
