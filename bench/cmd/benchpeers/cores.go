@@ -340,36 +340,12 @@ func fmtLoadCPU(v float64) string {
 // spliceCores puts section (markers included) into doc: in place of the
 // one there, or else before the memory section, or else at the end.
 func spliceCores(doc, section string) string {
-	if i := strings.Index(doc, coresBegin); i >= 0 {
-		if j := strings.Index(doc[i:], coresEnd); j >= 0 {
-			rest := strings.TrimPrefix(doc[i+j+len(coresEnd):], "\n")
-			return doc[:i] + section + rest
-		}
-	}
-	for _, h := range []string{"## Resident memory per idle session", "## Where mcpedge spends its CPU", "## Running mcpload yourself", "## Go micro-benchmarks"} {
-		if i := strings.Index(doc, "\n"+h); i >= 0 {
-			return doc[:i+1] + section + "\n" + doc[i+1:]
-		}
-	}
-	if !strings.HasSuffix(doc, "\n\n") {
-		doc = strings.TrimRight(doc, "\n") + "\n\n"
-	}
-	return doc + section
+	return spliceMarked(doc, section, coresBegin, coresEnd)
 }
 
 // coresSection returns the scaling section of doc, markers included, or
 // "".
-func coresSection(doc string) string {
-	i := strings.Index(doc, coresBegin)
-	if i < 0 {
-		return ""
-	}
-	j := strings.Index(doc[i:], coresEnd)
-	if j < 0 {
-		return ""
-	}
-	return doc[i:i+j+len(coresEnd)] + "\n"
-}
+func coresSection(doc string) string { return markedSection(doc, coresBegin, coresEnd) }
 
 // The cluster section is written by hand from make bench-cluster
 // (bench/cluster.sh, which prints its medians); a run of benchpeers keeps
@@ -393,14 +369,25 @@ func markedSection(doc, begin, end string) string {
 	return doc[i:i+j+len(end)] + "\n"
 }
 
+// replaceMarked puts section into doc in place of the one between begin
+// and end; ok is false when doc has none.
+func replaceMarked(doc, section, begin, end string) (out string, ok bool) {
+	i := strings.Index(doc, begin)
+	if i < 0 {
+		return doc, false
+	}
+	j := strings.Index(doc[i:], end)
+	if j < 0 {
+		return doc, false
+	}
+	return doc[:i] + section + strings.TrimPrefix(doc[i+j+len(end):], "\n"), true
+}
+
 // spliceMarked puts section into doc in place of the one between begin
 // and end, or else before the memory section, or else at the end.
 func spliceMarked(doc, section, begin, end string) string {
-	if i := strings.Index(doc, begin); i >= 0 {
-		if j := strings.Index(doc[i:], end); j >= 0 {
-			rest := strings.TrimPrefix(doc[i+j+len(end):], "\n")
-			return doc[:i] + section + rest
-		}
+	if out, ok := replaceMarked(doc, section, begin, end); ok {
+		return out
 	}
 	for _, h := range []string{"## Resident memory per idle session", "## Where mcpedge spends its CPU", "## Running mcpload yourself", "## Go micro-benchmarks"} {
 		if i := strings.Index(doc, "\n"+h); i >= 0 {

@@ -301,16 +301,7 @@ func runOps(ctx context.Context, c *config) (string, error) {
 					args = append(args, "-c", strconv.Itoa(opsHTTPConns))
 				}
 				res, err := loadPinned(ctx, nil, mcploadBin, append(append(args, t.extra...), t.target())...)
-				key := t.measure.key()
-				if err != nil {
-					log.Printf("%s: %v", key, err)
-				} else {
-					log.Printf("%-40s round %d: %8.0f req/s  p99 %7.0fµs  server cpu %6.1fµs/call  errors %d",
-						key, round+1, res.Throughput, lat(res).P99, cpuPerReq(res), res.Errors)
-					for k, v := range res.ErrorSamples {
-						log.Printf("%-40s   first %s: %s", key, k, v)
-					}
-				}
+				logRound(t.measure.key(), round, res, err)
 				t.measure.runs = append(t.measure.runs, res)
 				if ctx.Err() != nil {
 					return "", ctx.Err()
@@ -493,11 +484,8 @@ func fmtOpsCPU(v float64) string {
 // there, or else after the stateless section, or else before the scaling
 // section, or else where the scaling section would go.
 func spliceOps(doc, section string) string {
-	if i := strings.Index(doc, opsBegin); i >= 0 {
-		if j := strings.Index(doc[i:], opsEnd); j >= 0 {
-			rest := strings.TrimPrefix(doc[i+j+len(opsEnd):], "\n")
-			return doc[:i] + section + rest
-		}
+	if out, ok := replaceMarked(doc, section, opsBegin, opsEnd); ok {
+		return out
 	}
 	if i := strings.Index(doc, statelessEnd+"\n"); i >= 0 {
 		j := i + len(statelessEnd) + 1
@@ -515,14 +503,4 @@ func spliceOps(doc, section string) string {
 
 // opsSection returns the operations section of doc, markers included, or
 // "".
-func opsSection(doc string) string {
-	i := strings.Index(doc, opsBegin)
-	if i < 0 {
-		return ""
-	}
-	j := strings.Index(doc[i:], opsEnd)
-	if j < 0 {
-		return ""
-	}
-	return doc[i:i+j+len(opsEnd)] + "\n"
-}
+func opsSection(doc string) string { return markedSection(doc, opsBegin, opsEnd) }

@@ -160,16 +160,7 @@ func runStateless(ctx context.Context, c *config) (string, error) {
 					args = append(args, "-c", strconv.Itoa(statelessHTTPConns))
 				}
 				res, err := loadPinned(ctx, nil, mcploadBin, append(args, t.target())...)
-				key := t.measure.key()
-				if err != nil {
-					log.Printf("%s: %v", key, err)
-				} else {
-					log.Printf("%-40s round %d: %8.0f req/s  p99 %7.0fµs  server cpu %6.1fµs/call  errors %d",
-						key, round+1, res.Throughput, lat(res).P99, cpuPerReq(res), res.Errors)
-					for k, v := range res.ErrorSamples {
-						log.Printf("%-40s   first %s: %s", key, k, v)
-					}
-				}
+				logRound(t.measure.key(), round, res, err)
 				t.measure.runs = append(t.measure.runs, res)
 				if ctx.Err() != nil {
 					return "", ctx.Err()
@@ -356,15 +347,26 @@ func fmtRPS(v float64) string {
 	return strconv.FormatFloat(v, 'f', 0, 64)
 }
 
+// logRound logs one round of a stateless or operations point: its
+// figures, or why it has none.
+func logRound(key string, round int, res *loadtest.Result, err error) {
+	if err != nil {
+		log.Printf("%s: %v", key, err)
+		return
+	}
+	log.Printf("%-40s round %d: %8.0f req/s  p99 %7.0fµs  server cpu %6.1fµs/call  errors %d",
+		key, round+1, res.Throughput, lat(res).P99, cpuPerReq(res), res.Errors)
+	for k, v := range res.ErrorSamples {
+		log.Printf("%-40s   first %s: %s", key, k, v)
+	}
+}
+
 // spliceStateless puts section (markers included) into doc: in place of
 // the one there, or else before the scaling section, or else where the
 // scaling section would go.
 func spliceStateless(doc, section string) string {
-	if i := strings.Index(doc, statelessBegin); i >= 0 {
-		if j := strings.Index(doc[i:], statelessEnd); j >= 0 {
-			rest := strings.TrimPrefix(doc[i+j+len(statelessEnd):], "\n")
-			return doc[:i] + section + rest
-		}
+	if out, ok := replaceMarked(doc, section, statelessBegin, statelessEnd); ok {
+		return out
 	}
 	if i := strings.Index(doc, coresBegin); i >= 0 {
 		return doc[:i] + section + "\n" + doc[i:]
@@ -375,13 +377,5 @@ func spliceStateless(doc, section string) string {
 // statelessSection returns the stateless section of doc, markers
 // included, or "".
 func statelessSection(doc string) string {
-	i := strings.Index(doc, statelessBegin)
-	if i < 0 {
-		return ""
-	}
-	j := strings.Index(doc[i:], statelessEnd)
-	if j < 0 {
-		return ""
-	}
-	return doc[i:i+j+len(statelessEnd)] + "\n"
+	return markedSection(doc, statelessBegin, statelessEnd)
 }
