@@ -129,6 +129,12 @@ func startFakeTCP(t *testing.T, serve func(c net.Conn, msg *codec.Message, raw [
 // fakeHTTP serves Streamable HTTP at /mcp: initialize is answered right
 // with a session id, notifications 202, requests by serve.
 func startFakeHTTP(t *testing.T, serve func(w http.ResponseWriter, msg *codec.Message)) string {
+	return startFakeHTTPWith(t, "s", func(w http.ResponseWriter, _ *http.Request, msg *codec.Message) { serve(w, msg) })
+}
+
+// startFakeHTTPWith is startFakeHTTP with the session ids it hands out
+// starting with prefix, and the request at hand for serve.
+func startFakeHTTPWith(t *testing.T, prefix string, serve func(w http.ResponseWriter, r *http.Request, msg *codec.Message)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -152,13 +158,13 @@ func startFakeHTTP(t *testing.T, serve func(w http.ResponseWriter, msg *codec.Me
 		case msg.Method == "initialize":
 			mu.Lock()
 			n++
-			id := "s" + strconv.Itoa(n)
+			id := prefix + strconv.Itoa(n)
 			mu.Unlock()
 			w.Header().Set("Mcp-Session-Id", id)
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(fakeAnswer(&msg))
 		default:
-			serve(w, &msg)
+			serve(w, r, &msg)
 		}
 	})}
 	go func() { _ = srv.Serve(ln) }()

@@ -81,48 +81,17 @@ type clusterLog struct {
 // Initialize hands out session ids prefixed with the node's name; with
 // fail, every call is answered 500.
 func startNode(t *testing.T, name string, log *clusterLog, fail bool) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var n atomic.Int64
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodDelete {
-			w.WriteHeader(http.StatusOK)
+	return startFakeHTTPWith(t, name+"-", func(w http.ResponseWriter, r *http.Request, msg *codec.Message) {
+		log.mu.Lock()
+		log.nodes = append(log.nodes, name)
+		log.sids = append(log.sids, r.Header.Get("Mcp-Session-Id"))
+		log.mu.Unlock()
+		if fail {
+			w.WriteHeader(http.StatusInternalServerError)
 			return
 		}
-		var buf bytes.Buffer
-		_, _ = buf.ReadFrom(r.Body)
-		var msg codec.Message
-		if err := codec.Decode(buf.Bytes(), &msg); err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		switch {
-		case msg.Kind == codec.KindNotification:
-			w.WriteHeader(http.StatusAccepted)
-		case msg.Method == "initialize":
-			w.Header().Set("Mcp-Session-Id", name+"-"+strconv.FormatInt(n.Add(1), 10))
-			writeJSON(w, fakeAnswer(&msg))
-		default:
-			log.mu.Lock()
-			log.nodes = append(log.nodes, name)
-			log.sids = append(log.sids, r.Header.Get("Mcp-Session-Id"))
-			log.mu.Unlock()
-			if fail {
-				w.WriteHeader(http.StatusInternalServerError)
-				return
-			}
-			writeJSON(w, fakeAnswer(&msg))
-		}
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		_ = srv.Close()
+		writeJSON(w, fakeAnswer(msg))
 	})
-	return "http://" + ln.Addr().String() + "/mcp"
 }
 
 // TestHTTPRequestsAlternate: with two HTTP targets and one session, the

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -180,41 +178,8 @@ func TestSIGHUPReloadsTLS(t *testing.T) {
 	copyFile(t, p1.KeyFile, key)
 	file := writeConfig(t, "tls-cert = \""+cert+"\"\ntls-key = \""+key+"\"\nmax-inflight = 8\n")
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1", "MCPEDGE_TEST_ARGS=-tcp= -http 127.0.0.1:0 -config "+file)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	defer cmd.Process.Kill()
-	var log lockedBuffer
-	addrc := make(chan string, 1)
-	reloaded := make(chan struct{}, 4)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			log.Write(append(sc.Bytes(), '\n'))
-			if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case addrc <- m[1]:
-				default:
-				}
-			}
-			if strings.Contains(sc.Text(), "configuration reloaded") {
-				select {
-				case reloaded <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case <-time.After(wait):
-		t.Fatalf("no addr= in the log:\n%s", log.String())
-	}
+	c := startChild(t, "-tcp= -http 127.0.0.1:0 -config "+file)
+	log, addr := c.log, c.addr
 	assert.Contains(t, log.String(), "url=https://")
 
 	get := func() string {
@@ -230,16 +195,13 @@ func TestSIGHUPReloadsTLS(t *testing.T) {
 
 	copyFile(t, p2.CertFile, cert)
 	copyFile(t, p2.KeyFile, key)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
-	select {
-	case <-reloaded:
-	case <-time.After(wait):
-		t.Fatalf("no reload in the log:\n%s", log.String())
-	}
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGHUP))
+	require.Eventually(t, func() bool { return strings.Contains(log.String(), "configuration reloaded") }, wait, 5*time.Millisecond,
+		"no reload in the log:\n%s", log.String())
 	require.Equal(t, p2.Leaf.SerialNumber.String(), get())
 
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	require.NoError(t, cmd.Wait(), "log:\n%s", log.String())
+	code, _ := c.stop(syscall.SIGTERM)
+	require.Zero(t, code, "log:\n%s", log.String())
 }
 
 // A reload swaps the static tokens of a running verifier; a reload that
