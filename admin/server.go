@@ -82,16 +82,16 @@ func Handler(m *Metrics, ready *Readiness) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		switch {
+		switch why := ready.Check(); {
 		case ready.Draining():
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("draining\n"))
 		case !ready.ready.Load():
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("not ready\n"))
-		case ready.Check() != nil:
+		case why != nil:
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte("not ready: " + ready.Check().Error() + "\n"))
+			_, _ = w.Write([]byte("not ready: " + why.Error() + "\n"))
 		default:
 			_, _ = w.Write([]byte("ready\n"))
 		}
