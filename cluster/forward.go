@@ -355,8 +355,10 @@ func appendRequest(dst []byte, ctx *fasthttp.RequestCtx) []byte {
 	dst = appendStr(dst, ctx.RemoteAddr().String())
 	dst = appendBytes(dst, ctx.Method())
 	dst = appendBytes(dst, ctx.Request.Header.RequestURI())
-	dst = appendHeaders(dst, ctx.Request.Header.All())
-	return append(dst, ctx.Request.Body()...)
+	for k, v := range ctx.Request.Header.All() {
+		dst = appendHeader(dst, k, v)
+	}
+	return append(endHeaders(dst), ctx.Request.Body()...)
 }
 
 // relay is the body of a forwarded answer that streams (SSE): it writes

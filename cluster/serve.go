@@ -93,9 +93,9 @@ func (n *Node) worker(j job) {
 func (n *Node) refuse(reply string, status int, msg string) {
 	b := appendFrameStart(nil, frWhole, 0)
 	b = appendUvarint(b, status)
-	b = appendUvarint(b, 2)
 	b = appendStr(appendStr(b, "Content-Type"), "application/json")
 	b = appendStr(appendStr(b, "Retry-After"), "1")
+	b = endHeaders(b)
 	b = codec.AppendError(b, nil, codec.CodeInternalError, msg, nil)
 	_ = n.nc.Publish(reply, b)
 }
@@ -163,20 +163,12 @@ func decodeRequest(data []byte) (req request, ok bool) {
 	req.remote = r.bytes()
 	req.method = r.bytes()
 	req.uri = r.bytes()
-	nh := r.uvarint()
-	if r.bad || nh > 1024 || len(req.method) == 0 || len(req.uri) == 0 {
+	if r.bad || len(req.method) == 0 || len(req.uri) == 0 {
 		return req, false
 	}
-	req.headers = make([][2][]byte, 0, nh)
-	for i := uint64(0); i < nh; i++ {
-		k, v := r.bytes(), r.bytes()
-		if r.bad || len(k) == 0 {
-			return req, false
-		}
-		req.headers = append(req.headers, [2][]byte{k, v})
-	}
+	req.headers = r.headers(make([][2][]byte, 0, 8), 1024)
 	req.body = r.b
-	return req, true
+	return req, !r.bad
 }
 
 func tcpAddr(b []byte) net.Addr {
@@ -311,7 +303,10 @@ func (t *tunnelConn) pending() {
 // appendHead appends the status and headers of ctx's response.
 func appendHead(dst []byte, ctx *fasthttp.RequestCtx) []byte {
 	dst = appendUvarint(dst, ctx.Response.StatusCode())
-	return appendHeaders(dst, ctx.Response.Header.All())
+	for k, v := range ctx.Response.Header.All() {
+		dst = appendHeader(dst, k, v)
+	}
+	return endHeaders(dst)
 }
 
 // head sends the head frame of an answer whose body follows.

@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"encoding/binary"
-	"iter"
 	"strconv"
 )
 
@@ -13,14 +12,14 @@ import (
 // subject "<prefix>.reply.<sender>.<token>":
 //
 //	'F' remote(len, bytes) method(len, bytes) uri(len, bytes)
-//	nheaders (key(len, bytes) value(len, bytes))* body...
+//	(key(len, bytes) value(len, bytes))* 0 body...
 //
 // The owner answers on the reply subject with frames, each
 // kind seq(uvarint, from 0, one up per frame) and then:
 //
 //	'P'  nothing: still working (sent every third of ForwardTimeout)
-//	'R'  status nheaders (key value)* body...: the whole answer
-//	'H'  status nheaders (key value)* stream(1 byte): the head; 'D'
+//	'R'  status (key value)* 0 body...: the whole answer
+//	'H'  status (key value)* 0 stream(1 byte): the head; 'D'
 //	     frames carry the body, 'E' or 'X' ends it
 //	'D'  body bytes
 //	'E'  nothing: the body is complete
@@ -48,23 +47,18 @@ func appendUvarint(dst []byte, v int) []byte {
 	return binary.AppendUvarint(dst, uint64(v))
 }
 
-// appendHeaders appends the headers of all that travel with a forwarded
-// request or answer: their count, then each key and value.
-func appendHeaders(dst []byte, all iter.Seq2[[]byte, []byte]) []byte {
-	nh := 0
-	for k := range all {
-		if forwardHeader(k) {
-			nh++
-		}
+// appendHeader appends header k: v when it travels with a forwarded
+// request or answer. A list of headers ends with an empty key (one 0
+// byte): one pass over the headers, with nothing to count first.
+func appendHeader(dst, k, v []byte) []byte {
+	if !forwardHeader(k) || len(k) == 0 {
+		return dst
 	}
-	dst = appendUvarint(dst, nh)
-	for k, v := range all {
-		if forwardHeader(k) {
-			dst = appendBytes(appendBytes(dst, k), v)
-		}
-	}
-	return dst
+	return appendBytes(appendBytes(dst, k), v)
 }
+
+// endHeaders appends the empty key that ends a list of headers.
+func endHeaders(dst []byte) []byte { return append(dst, 0) }
 
 // forwardHeader reports whether header k travels with a forwarded
 // request or answer: not the ones that describe one hop.
@@ -126,6 +120,23 @@ func (r *reader) byte() byte {
 	return c
 }
 
+// headers reads a list of headers, up to its empty key, onto dst; more
+// than max of them is bad.
+func (r *reader) headers(dst [][2][]byte, max int) [][2][]byte {
+	for !r.bad {
+		k := r.bytes()
+		if len(k) == 0 {
+			return dst
+		}
+		if len(dst) == max {
+			r.bad = true
+			break
+		}
+		dst = append(dst, [2][]byte{k, r.bytes()})
+	}
+	return dst
+}
+
 // frame is one parsed reply frame. Its slices alias the message.
 type frame struct {
 	kind    byte
@@ -151,15 +162,7 @@ func parseFrame(b []byte, hdrs [][2][]byte) (f frame, ok bool) {
 			return f, false
 		}
 		f.status = int(st)
-		nh := r.uvarint()
-		if nh > 256 {
-			return f, false
-		}
-		f.headers = hdrs[:0]
-		for i := uint64(0); i < nh && !r.bad; i++ {
-			k, v := r.bytes(), r.bytes()
-			f.headers = append(f.headers, [2][]byte{k, v})
-		}
+		f.headers = r.headers(hdrs[:0], 256)
 		if f.kind == frHead {
 			f.stream = r.byte() == 1
 		} else {
