@@ -122,8 +122,8 @@ func TestParseErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"unknown flag", []string{"-nope"}, nil, "flag provided but not defined"},
-		{"bad number", []string{"-loops", "many"}, nil, "invalid value"},
+		{"unknown flag", []string{"-nope"}, nil, "-nope: unknown flag"},
+		{"bad number", []string{"-loops", "many"}, nil, `-loops "many": not a whole number`},
 		{"extra argument", []string{"serve"}, nil, "unexpected arguments"},
 		{"bad env twin", nil, map[string]string{"MCPEDGE_MAX_CONNS": "lots"}, "MCPEDGE_MAX_CONNS"},
 	} {
@@ -147,10 +147,10 @@ func TestRunExitCodes(t *testing.T) {
 		stderr string
 	}{
 		{"version", []string{"-version"}, 0, "mcpedge " + engine.Version, ""},
-		{"help", []string{"-h"}, 0, "", "Usage: mcpedge"},
-		{"help long", []string{"--help"}, 0, "", "MCPEDGE_"},
+		{"help", []string{"-h"}, 0, "Usage: mcpedge", ""},
+		{"help long", []string{"--help"}, 0, "MCPEDGE_", ""},
 		{"unknown handler set", []string{"-stdio", "-handlers", "nope"}, 2, "", "unknown handler set"},
-		{"unknown flag", []string{"-bogus"}, 2, "", "flag provided but not defined"},
+		{"unknown flag", []string{"-bogus"}, 2, "", "-bogus: unknown flag"},
 		{"unknown framing", []string{"-stdio", "-framing", "xml"}, 2, "", "unknown framing"},
 		{"bad log level", []string{"-stdio", "-log-level", "chatty"}, 2, "", "-log-level"},
 		{"nothing to serve", []string{"-tcp", "", "-http", ""}, 2, "", "nothing to serve"},
