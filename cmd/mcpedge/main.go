@@ -228,6 +228,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		log.Warn("-tls-cert ignored: TLS is for the HTTP transport, which is off")
 	}
 
+	// Every listener the node was asked for must bind, before anything
+	// is served or a cluster joined (listeners.go).
+	if err := checkListeners(listeners(c)); err != nil {
+		fmt.Fprintln(stderr, "mcpedge:", err)
+		return 2
+	}
+
 	verifier, err := c.auth.newVerifier(c.http, c.httpPath, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpedge: auth:", err)
@@ -341,9 +348,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		reload.hooks = append(reload.hooks, authReloadHook(verifier, log))
 	}
 	defer reload.watch(ctx)()
-	adm.serve(ctx, srv)
 
 	if c.stdio {
+		adm.serve(ctx, srv)
 		log.Info("serving MCP on stdio", "handlers", c.handlers, "framing", framer.Name())
 		adm.markReady()
 		// A drain that ran out of time (a request cut) exits 1, as does a
@@ -359,16 +366,36 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
-	if a := srv.TCPAddr(ctx); a != nil {
-		log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered)
+	tcpAddr, httpAddr := srv.TCPAddr(ctx), srv.HTTPAddr(ctx)
+	if (opts.TCP != nil && tcpAddr == nil) || (opts.HTTP != nil && httpAddr == nil) {
+		// A listener lost its port since checkListeners (or ctx ended):
+		// Serve has stopped the rest; nothing was ready.
+		err := <-served
+		if ctx.Err() != nil {
+			return 0
+		}
+		var te *mcpedge.TransportError
+		if errors.As(err, &te) {
+			for _, l := range listeners(c) {
+				if l.flag == te.Transport {
+					err = bindError(l, te.Err)
+				}
+			}
+		}
+		fmt.Fprintln(stderr, "mcpedge:", err)
+		return 2
+	}
+	if tcpAddr != nil {
+		log.Info("serving MCP over TCP", "addr", tcpAddr.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered)
 	}
 	scheme := "http"
 	if tlsState != nil {
 		scheme = "https"
 	}
-	if a := srv.HTTPAddr(ctx); a != nil {
-		log.Info("serving MCP over Streamable HTTP", "addr", a.String(), "url", scheme+"://"+a.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
+	if httpAddr != nil {
+		log.Info("serving MCP over Streamable HTTP", "addr", httpAddr.String(), "url", scheme+"://"+httpAddr.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
 	}
+	adm.serve(ctx, srv)
 	adm.markReady()
 	code := 0
 	// A listener that failed is logged by the server; so is a drain that
