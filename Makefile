@@ -155,5 +155,5 @@ bench-cluster: ## Cluster: one node against three with embedded NATS (HTTP local
 	M=/tmp/mcpedge-bench bash bench/cluster.sh
 
 .PHONY: conformance-client
-conformance-client: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suite's client scenarios against cmd/conformance-client (in a loopback-only network namespace)
+conformance-client: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suite's client scenarios against cmd/conformance-client (its mock servers held to loopback; any user)
 	$(CONFORMANCE)/run-client.sh
