@@ -106,9 +106,10 @@ type Session struct {
 	unanswered atomic.Int32        // tracked requests not yet Answered
 	streams    atomic.Int32        // open streams (subscriptions/listen)
 
-	mu      sync.Mutex
-	subs    map[string]func() // resource URI → unsubscribe from the bus
-	onClose []func()
+	mu       sync.Mutex
+	subs     map[string]func() // resource URI → unsubscribe from the bus
+	reserved int               // subscriptions held elsewhere (ReserveSubscriptions)
+	onClose  []func()
 
 	stateless bool // serves only 2026-07-28 requests (NewStateless)
 
@@ -446,28 +447,70 @@ func (s *Session) Streams() int { return int(s.streams.Load()) }
 // Answered.
 func (s *Session) Answered() { s.unanswered.Add(-1) }
 
+// ErrSubscriptionLimit is returned by Subscribe, and ReserveSubscriptions
+// reports false, when the session holds as many subscriptions as it may.
+var ErrSubscriptionLimit = errors.New("session: subscription limit reached")
+
 // Subscribe records a resource subscription; unsub is called when the
 // client unsubscribes or the session closes. A repeated subscription keeps
-// the first and calls the new unsub at once. It returns false if the
-// session is closed.
-func (s *Session) Subscribe(uri string, unsub func()) bool {
+// the first and calls the new unsub at once. The session holds at most
+// max subscriptions, resource subscriptions and those reserved
+// (ReserveSubscriptions) together (max <= 0: no limit): over it, and on a
+// closed session, unsub is called at once and ErrSubscriptionLimit or
+// ErrClosed returned.
+func (s *Session) Subscribe(uri string, unsub func(), max int) error {
 	s.mu.Lock()
-	if s.State() == StateClosed {
+	var err error
+	switch _, dup := s.subs[uri]; {
+	case s.State() == StateClosed:
+		err = ErrClosed
+	case dup:
+	case max > 0 && len(s.subs)+s.reserved >= max:
+		err = ErrSubscriptionLimit
+	default:
+		if s.subs == nil {
+			s.subs = make(map[string]func())
+		}
+		s.subs[uri] = unsub
 		s.mu.Unlock()
-		unsub()
-		return false
+		return nil
 	}
+	s.mu.Unlock()
+	unsub()
+	return err
+}
+
+// CanSubscribe reports whether a subscription to uri would be accepted
+// within max now: it is held already, or there is room for one more.
+func (s *Session) CanSubscribe(uri string, max int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if _, dup := s.subs[uri]; dup {
-		s.mu.Unlock()
-		unsub()
 		return true
 	}
-	if s.subs == nil {
-		s.subs = make(map[string]func())
+	return max <= 0 || len(s.subs)+s.reserved < max
+}
+
+// ReserveSubscriptions counts n subscriptions held for the session
+// elsewhere (the URIs of its subscriptions/listen streams) against the
+// same max as Subscribe, reporting false, and reserving nothing, when they
+// do not fit or the session is closed. Release them with
+// ReleaseSubscriptions.
+func (s *Session) ReserveSubscriptions(n, max int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.State() == StateClosed || (max > 0 && len(s.subs)+s.reserved+n > max) {
+		return false
 	}
-	s.subs[uri] = unsub
-	s.mu.Unlock()
+	s.reserved += n
 	return true
+}
+
+// ReleaseSubscriptions returns n subscriptions ReserveSubscriptions took.
+func (s *Session) ReleaseSubscriptions(n int) {
+	s.mu.Lock()
+	s.reserved -= n
+	s.mu.Unlock()
 }
 
 // Unsubscribe ends a resource subscription, reporting whether there was one.
@@ -490,11 +533,12 @@ func (s *Session) Subscribed(uri string) bool {
 	return ok
 }
 
-// Subscriptions returns the number of resource subscriptions.
+// Subscriptions returns the number of subscriptions the session holds:
+// its resource subscriptions and those reserved.
 func (s *Session) Subscriptions() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.subs)
+	return len(s.subs) + s.reserved
 }
 
 // OnClose registers fn to run once when the session closes. If it is
