@@ -55,8 +55,10 @@ type Options struct {
 	// MaxSubscriptions bounds the subscriptions one session holds: its
 	// resources/subscribe subscriptions and the resource URIs of its
 	// subscriptions/listen streams together, each URI counted once per
-	// request; 0 means 1024, < 0 no limit. A subscribe or listen over it
-	// is refused with CodeServerBusy and the limit "subscriptions".
+	// request, and their URIs to session.URIBudget (256) bytes each on
+	// average; 0 means 1024, < 0 no limit. A subscribe or listen over it
+	// is refused with CodeServerBusy and the limit "subscriptions". A URI
+	// is at most 8 KiB (longer: CodeInvalidParams).
 	MaxSubscriptions int
 	// Rate, if > 0, bounds each session's requests per second, with bursts
 	// of RateBurst; a request over it is refused with CodeServerBusy, the

@@ -44,6 +44,7 @@ type listener struct {
 	mu       sync.Mutex
 	subs     []func() // bus subscriptions, by resource URI; under mu
 	reserved int      // subscriptions reserved on sess for them; under mu
+	resBytes int      // and the bytes of their URIs; under mu
 	ended    bool     // under mu: end ran, nothing opens any more
 
 	once sync.Once
@@ -124,8 +125,8 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 	default:
 		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "session closed", nil), false, true
 	}
-	n := len(agreed.ResourceSubscriptions)
-	if inline && !sess.ReserveSubscriptions(n, int(s.maxSubs.Load())) {
+	n, size := len(agreed.ResourceSubscriptions), uriBytes(agreed.ResourceSubscriptions)
+	if inline && !sess.ReserveSubscriptions(n, size, int(s.maxSubs.Load())) {
 		sess.Done(l.id, l)
 		sess.Answered()
 		return s.refuse(sess, out, reply, m.ID, errSubs), false, true
@@ -135,7 +136,7 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 	sess.Answered()
 	sess.StreamOpened() // ended in end
 	if inline {
-		l.start(&agreed, n)
+		l.start(&agreed, n, size)
 		return out, true, true
 	}
 	job := s.newRequest(sess, reply)
@@ -230,25 +231,38 @@ func (s *Server) openListen(r *request) {
 		l.finish(false, b)
 	case le != nil:
 		l.refuse(le)
-	case !l.sess.ReserveSubscriptions(len(agreed.ResourceSubscriptions), max):
-		l.refuse(errSubs)
 	default:
-		l.start(&agreed, len(agreed.ResourceSubscriptions))
+		n, size := len(agreed.ResourceSubscriptions), uriBytes(agreed.ResourceSubscriptions)
+		if !l.sess.ReserveSubscriptions(n, size, max) {
+			l.refuse(errSubs)
+			return
+		}
+		l.start(&agreed, n, size)
 	}
 }
 
+// uriBytes is the bytes of uris.
+func uriBytes(uris []string) int {
+	n := 0
+	for _, u := range uris {
+		n += len(u)
+	}
+	return n
+}
+
 // start subscribes the stream to what agreed asks for, n subscriptions
-// being reserved on its session for its URIs, and acknowledges it. A
-// stream that ended meanwhile (cancelled) only gives the reservation back.
-func (l *listener) start(agreed *mcp.SubscriptionFilter, n int) {
+// (size bytes of URI) being reserved on its session for its URIs, and
+// acknowledges it. A stream that ended meanwhile (cancelled) only gives
+// the reservation back.
+func (l *listener) start(agreed *mcp.SubscriptionFilter, n, size int) {
 	s := l.s
 	l.mu.Lock()
 	if l.ended {
 		l.mu.Unlock()
-		l.sess.ReleaseSubscriptions(n)
+		l.sess.ReleaseSubscriptions(n, size)
 		return
 	}
-	l.reserved = n
+	l.reserved, l.resBytes = n, size
 	l.kinds[handlers.ListTools] = agreed.ToolsListChanged
 	l.kinds[handlers.ListPrompts] = agreed.PromptsListChanged
 	l.kinds[handlers.ListResources] = agreed.ResourcesListChanged
@@ -343,14 +357,14 @@ func (l *listener) finish(graceful bool, ans *codec.Buffer) {
 		done = true
 		l.mu.Lock()
 		l.ended = true
-		subs, n := l.subs, l.reserved
-		l.subs, l.reserved = nil, 0
+		subs, n, size := l.subs, l.reserved, l.resBytes
+		l.subs, l.reserved, l.resBytes = nil, 0, 0
 		l.mu.Unlock()
 		l.s.listeners.remove(l)
 		for _, unsub := range subs {
 			unsub()
 		}
-		l.sess.ReleaseSubscriptions(n)
+		l.sess.ReleaseSubscriptions(n, size)
 		l.sess.Done(l.id, l)
 		defer l.sess.StreamEnded() // once the final answer is handed over
 		b := ans

@@ -109,6 +109,7 @@ type Session struct {
 	mu       sync.Mutex
 	subs     map[string]func() // resource URI → unsubscribe from the bus
 	reserved int               // subscriptions held elsewhere (ReserveSubscriptions)
+	subBytes int               // the URI bytes of subs and of those reserved
 	onClose  []func()
 
 	stateless bool // serves only 2026-07-28 requests (NewStateless)
@@ -451,13 +452,24 @@ func (s *Session) Answered() { s.unanswered.Add(-1) }
 // reports false, when the session holds as many subscriptions as it may.
 var ErrSubscriptionLimit = errors.New("session: subscription limit reached")
 
+// URIBudget is the bytes of URI a session's subscriptions may hold on
+// average: within a limit of max subscriptions, their URIs total at most
+// max*URIBudget bytes, so that a few long URIs fit but max of them do not.
+const URIBudget = 256
+
+// fitsLocked reports whether n more subscriptions with size bytes of URI
+// fit within max. s.mu is held.
+func (s *Session) fitsLocked(n, size, max int) bool {
+	return max <= 0 || (len(s.subs)+s.reserved+n <= max && s.subBytes+size <= max*URIBudget)
+}
+
 // Subscribe records a resource subscription; unsub is called when the
 // client unsubscribes or the session closes. A repeated subscription keeps
 // the first and calls the new unsub at once. The session holds at most
 // max subscriptions, resource subscriptions and those reserved
-// (ReserveSubscriptions) together (max <= 0: no limit): over it, and on a
-// closed session, unsub is called at once and ErrSubscriptionLimit or
-// ErrClosed returned.
+// (ReserveSubscriptions) together, and their URIs at most max*URIBudget
+// bytes (max <= 0: no limit): over it, and on a closed session, unsub is
+// called at once and ErrSubscriptionLimit or ErrClosed returned.
 func (s *Session) Subscribe(uri string, unsub func(), max int) error {
 	s.mu.Lock()
 	var err error
@@ -465,13 +477,14 @@ func (s *Session) Subscribe(uri string, unsub func(), max int) error {
 	case s.State() == StateClosed:
 		err = ErrClosed
 	case dup:
-	case max > 0 && len(s.subs)+s.reserved >= max:
+	case !s.fitsLocked(1, len(uri), max):
 		err = ErrSubscriptionLimit
 	default:
 		if s.subs == nil {
 			s.subs = make(map[string]func())
 		}
 		s.subs[uri] = unsub
+		s.subBytes += len(uri)
 		s.mu.Unlock()
 		return nil
 	}
@@ -481,35 +494,37 @@ func (s *Session) Subscribe(uri string, unsub func(), max int) error {
 }
 
 // CanSubscribe reports whether a subscription to uri would be accepted
-// within max now: it is held already, or there is room for one more.
+// within max now: it is held already, or there is room for it.
 func (s *Session) CanSubscribe(uri string, max int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, dup := s.subs[uri]; dup {
 		return true
 	}
-	return max <= 0 || len(s.subs)+s.reserved < max
+	return s.fitsLocked(1, len(uri), max)
 }
 
-// ReserveSubscriptions counts n subscriptions held for the session
-// elsewhere (the URIs of its subscriptions/listen streams) against the
-// same max as Subscribe, reporting false, and reserving nothing, when they
-// do not fit or the session is closed. Release them with
-// ReleaseSubscriptions.
-func (s *Session) ReserveSubscriptions(n, max int) bool {
+// ReserveSubscriptions counts n subscriptions whose URIs total size bytes,
+// held for the session elsewhere (the URIs of its subscriptions/listen
+// streams), against the same limits as Subscribe, reporting false, and
+// reserving nothing, when they do not fit or the session is closed.
+// Release them with ReleaseSubscriptions.
+func (s *Session) ReserveSubscriptions(n, size, max int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.State() == StateClosed || (max > 0 && len(s.subs)+s.reserved+n > max) {
+	if s.State() == StateClosed || !s.fitsLocked(n, size, max) {
 		return false
 	}
 	s.reserved += n
+	s.subBytes += size
 	return true
 }
 
-// ReleaseSubscriptions returns n subscriptions ReserveSubscriptions took.
-func (s *Session) ReleaseSubscriptions(n int) {
+// ReleaseSubscriptions returns what ReserveSubscriptions took.
+func (s *Session) ReleaseSubscriptions(n, size int) {
 	s.mu.Lock()
 	s.reserved -= n
+	s.subBytes -= size
 	s.mu.Unlock()
 }
 
@@ -517,7 +532,10 @@ func (s *Session) ReleaseSubscriptions(n int) {
 func (s *Session) Unsubscribe(uri string) bool {
 	s.mu.Lock()
 	unsub, ok := s.subs[uri]
-	delete(s.subs, uri)
+	if ok {
+		delete(s.subs, uri)
+		s.subBytes -= len(uri)
+	}
 	s.mu.Unlock()
 	if ok {
 		unsub()
@@ -568,6 +586,9 @@ func (s *Session) Close(cause error) bool {
 	}
 	subs := s.subs
 	s.subs = nil
+	for uri := range subs {
+		s.subBytes -= len(uri)
+	}
 	hooks := s.onClose
 	s.onClose = nil
 	// Under the lock: a request leaves the set (Done) before its
