@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
 	"unsafe"
 
@@ -139,6 +140,9 @@ func (s *Server) handleMessageInner(sess *session.Session, m *codec.Message, fra
 	if e := s.checkRate(sess); e != nil {
 		return s.refuse(sess, out, reply, m.ID, e), false
 	}
+	if e := s.checkSubscriptions(sess, m); e != nil {
+		return s.refuse(sess, out, reply, m.ID, e), false
+	}
 	var f toolFields
 	if dst, ok := s.fast(sess, m, out, &f); ok {
 		return dst, false
@@ -264,6 +268,10 @@ func (s *Server) serveBig(r *request) {
 		}
 	}
 	if e := s.checkRate(sess); e != nil {
+		b.B = s.refuse(sess, b.B, r.reply, m.ID, e)
+		return
+	}
+	if e := s.checkSubscriptions(sess, m); e != nil {
 		b.B = s.refuse(sess, b.B, r.reply, m.ID, e)
 		return
 	}
@@ -494,23 +502,62 @@ func (s *Server) setLevel(sess *session.Session, m *codec.Message, dst []byte) [
 	return codec.AppendResult(dst, m.ID, nil)
 }
 
+// maxSubscriptionURI bounds the URI of a subscription, which the session
+// and the bus keep as long as the subscription lives.
+const maxSubscriptionURI = 8 << 10
+
+var errLongURI = "invalid params: uri longer than " + strconv.Itoa(maxSubscriptionURI) + " bytes"
+
+// subscribe serves resources/subscribe: one bus subscription per URI and
+// session, within the session's Options.MaxSubscriptions.
 func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) []byte {
 	var p mcp.SubscribeParams
-	if len(m.Params) == 0 || codec.Unmarshal(m.Params, &p) != nil || p.URI == "" {
+	if len(m.Params) == 0 || codec.UnmarshalNoCopy(m.Params, &p) != nil || p.URI == "" {
 		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: resources/subscribe needs a uri", nil)
 	}
-	if !sess.Subscribed(p.URI) {
-		out := sess.Out
-		unsub := s.bus.Subscribe(session.TopicResourceUpdated+p.URI, func(_ string, uriJSON []byte) {
-			b := codec.GetBuffer()
-			b.B = append(b.B, `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":`...)
-			b.B = append(b.B, uriJSON...)
-			b.B = append(b.B, "}}"...)
-			_ = s.send(sess.Context(), sess, out, mcp.NotificationResourceUpdated, b)
-		})
-		sess.Subscribe(p.URI, unsub)
+	if len(p.URI) > maxSubscriptionURI {
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, errLongURI, nil)
+	}
+	if sess.Subscribed(p.URI) {
+		return codec.AppendResult(dst, m.ID, nil)
+	}
+	max := int(s.maxSubs.Load())
+	if !sess.CanSubscribe(p.URI, max) {
+		return errSubs.AppendAnswer(dst, m.ID)
+	}
+	// One copy of the URI (p.URI aliases the frame): the topic, which
+	// the session's key shares.
+	topic := session.TopicResourceUpdated + p.URI
+	out := sess.Out
+	unsub := s.bus.Subscribe(topic, func(_ string, uriJSON []byte) {
+		b := codec.GetBuffer()
+		b.B = append(b.B, `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":`...)
+		b.B = append(b.B, uriJSON...)
+		b.B = append(b.B, "}}"...)
+		_ = s.sendTo(sess, out, mcp.NotificationResourceUpdated, b)
+	})
+	if sess.Subscribe(topic[len(session.TopicResourceUpdated):], unsub, max) == session.ErrSubscriptionLimit {
+		return errSubs.AppendAnswer(dst, m.ID) // a concurrent subscribe took the last place
 	}
 	return codec.AppendResult(dst, m.ID, nil)
+}
+
+// checkSubscriptions refuses, before dispatch, a resources/subscribe from a
+// session that holds as many subscriptions as it may, so that a reply sink
+// that answers limits in its own terms (Refuser: HTTP 429) does. subscribe
+// checks again, under the session's lock.
+func (s *Server) checkSubscriptions(sess *session.Session, m *codec.Message) *LimitError {
+	if m.Method != mcp.MethodResourcesSubscribe {
+		return nil
+	}
+	max := int(s.maxSubs.Load())
+	if max <= 0 || sess.Subscriptions() < max {
+		return nil
+	}
+	if uri, ok := routeField(m.Params, "uri"); !ok || uri == "" || sess.Subscribed(uri) {
+		return nil // subscribe answers it
+	}
+	return errSubs
 }
 
 func (s *Server) unsubscribe(sess *session.Session, m *codec.Message, dst []byte) []byte {

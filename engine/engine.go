@@ -52,6 +52,14 @@ type Options struct {
 	// 0 means 64, < 0 no limit. A request over it is refused with
 	// CodeServerBusy and the limit "max-inflight".
 	MaxInflight int
+	// MaxSubscriptions bounds the subscriptions one session holds: its
+	// resources/subscribe subscriptions and the resource URIs of its
+	// subscriptions/listen streams together, each URI counted once per
+	// request, and their URIs to session.URIBudget (256) bytes each on
+	// average; 0 means 1024, < 0 no limit. A subscribe or listen over it
+	// is refused with CodeServerBusy and the limit "subscriptions". A URI
+	// is at most 8 KiB (longer: CodeInvalidParams).
+	MaxSubscriptions int
 	// Rate, if > 0, bounds each session's requests per second, with bursts
 	// of RateBurst; a request over it is refused with CodeServerBusy, the
 	// limit "rate" and retryAfterMs.
@@ -150,6 +158,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultMaxSubscriptions is Options.MaxSubscriptions' default.
+const DefaultMaxSubscriptions = 1024
+
 // Version is mcpedge's release.
 const Version = "0.1.0"
 
@@ -181,6 +192,7 @@ type Server struct {
 
 	// The limits SetLimits changes: the hot path loads them atomically.
 	maxInflight atomic.Int64
+	maxSubs     atomic.Int64 // Options.MaxSubscriptions; < 0: none
 	rates       atomic.Pointer[rateLimits]
 	panics      atomic.Uint64
 
@@ -229,6 +241,9 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxInflight == 0 {
 		opts.MaxInflight = 64
+	}
+	if opts.MaxSubscriptions == 0 {
+		opts.MaxSubscriptions = DefaultMaxSubscriptions
 	}
 	if opts.RateBurst <= 0 {
 		opts.RateBurst = max(1, int(math.Ceil(max(opts.Rate, opts.RateIP))))
@@ -284,6 +299,7 @@ func New(opts Options) *Server {
 		go s.keepAlive()
 	}
 	s.maxInflight.Store(int64(opts.MaxInflight))
+	s.maxSubs.Store(int64(opts.MaxSubscriptions))
 	s.rates.Store(s.newRateLimits(opts.Rate, opts.RateIP, opts.RateBurst))
 	return s
 }
@@ -306,7 +322,7 @@ func (s *Server) Logger() *slog.Logger { return s.log }
 func (s *Server) Options() Options {
 	o := s.opts
 	l := s.Limits()
-	o.MaxInflight, o.Rate, o.RateIP, o.RateBurst = l.MaxInflight, l.Rate, l.RateIP, l.RateBurst
+	o.MaxInflight, o.MaxSubscriptions, o.Rate, o.RateIP, o.RateBurst = l.MaxInflight, l.MaxSubscriptions, l.Rate, l.RateIP, l.RateBurst
 	return o
 }
 

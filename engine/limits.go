@@ -21,6 +21,9 @@ const (
 	LimitInflight = "max-inflight" // the session's requests in flight (Options.MaxInflight)
 	LimitWorkers  = "workers"      // the worker pool is full (Options.Workers)
 	LimitShutdown = "shutdown"     // the server is draining
+	// LimitSubscriptions: the session's resource subscriptions and
+	// subscriptions/listen URIs (Options.MaxSubscriptions).
+	LimitSubscriptions = "subscriptions"
 )
 
 // ErrLimit is the sentinel every LimitError matches with errors.Is.
@@ -53,6 +56,8 @@ func (e *LimitError) Message() string {
 		return "server busy: worker pool full"
 	case LimitShutdown:
 		return "server shutting down"
+	case LimitSubscriptions:
+		return "server busy: too many subscriptions on this session"
 	}
 	return "server busy"
 }
@@ -99,6 +104,7 @@ var (
 	errInflight = &LimitError{Limit: LimitInflight, RetryAfter: 100 * time.Millisecond}
 	errWorkers  = &LimitError{Limit: LimitWorkers, RetryAfter: 100 * time.Millisecond}
 	errShutdown = &LimitError{Limit: LimitShutdown}
+	errSubs     = &LimitError{Limit: LimitSubscriptions}
 )
 
 // ipRates holds one rate limiter per client address.

@@ -247,6 +247,16 @@ func (s *Server) send(ctx context.Context, sess *session.Session, sink session.S
 	return s.sendThrough(ctx, sess, sink, method, b)
 }
 
+// sendTo is send with sess's context, which it reads only for the
+// sending middleware: a resource update fanned out to many sessions
+// touches each session's memory once less.
+func (s *Server) sendTo(sess *session.Session, sink session.Sink, method string, b *codec.Buffer) error {
+	if s.sender == nil {
+		return sink.Send(b)
+	}
+	return s.sendThrough(sess.Context(), sess, sink, method, b)
+}
+
 func (s *Server) sendThrough(ctx context.Context, sess *session.Session, sink session.Sink, method string, b *codec.Buffer) error {
 	out := &Outbound{Session: sess, Method: method, Message: b, sink: sink}
 	err := s.sender(ctx, out)

@@ -55,6 +55,7 @@ type request struct {
 	inMu   sync.Mutex // serializes the input requests of a stateless request
 	inline bool       // a NonBlocking tool run on the event loop: it sends nothing
 	big    bool       // buf holds a big frame, not yet decoded (HandleFrame)
+	lis    *listener  // a subscriptions/listen to open on a worker; buf holds its params
 
 	// With receiving middleware: the request as it sees it, and the
 	// answer being written, its result starting at outBody.
@@ -89,9 +90,12 @@ func (s *Server) release(r *request) {
 // work is the worker pool's function.
 func (s *Server) work(arg any) {
 	r := arg.(*request)
-	if r.big {
+	switch {
+	case r.lis != nil:
+		s.openListen(r)
+	case r.big:
 		s.serveBig(r)
-	} else {
+	default:
 		s.run(r)
 	}
 	s.release(r)

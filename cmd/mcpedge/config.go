@@ -172,11 +172,14 @@ func validate(c *config) error {
 		{"loops", int64(c.loops)}, {"workers", int64(c.workers)}, {"page-size", int64(c.pageSize)},
 		{"max-conns", int64(c.maxConns)}, {"max-conns-per-ip", int64(c.maxConnsPerIP)},
 		{"max-inflight", int64(c.maxInflight)}, {"rate-burst", int64(c.rateBurst)},
-		{"max-sessions", int64(c.maxSessions)}, {"max-sessions-per-ip", int64(c.maxSessionsPerIP)},
+		{"max-sessions", int64(c.maxSessions)}, {"max-subscriptions", int64(c.maxSubscriptions)},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("-%s: %d: must not be negative", f.name, f.v)
 		}
+	}
+	if c.maxSessionsPerIP < -1 {
+		return fmt.Errorf("-max-sessions-per-ip: %d: must be -1 (the default share), 0 (none) or positive", c.maxSessionsPerIP)
 	}
 	for _, f := range []struct {
 		name string

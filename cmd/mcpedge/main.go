@@ -60,6 +60,7 @@ type config struct {
 	writeTimeout     time.Duration
 	maxBuffered      int64
 	maxInflight      int
+	maxSubscriptions int
 	rate             float64
 	rateBurst        int
 	rateIP           float64
@@ -109,8 +110,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error)
 	// HTTP survival: timeouts and session limits.
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 30*time.Second, "how long writing one HTTP response, or one write on an SSE stream, may take (streams live on; 0: none)")
 	fs.DurationVar(&c.sessionInit, "session-init-timeout", 30*time.Second, "close HTTP sessions whose client sends nothing after initialize within this time")
-	fs.IntVar(&c.maxSessions, "max-sessions", 1<<16, "live HTTP sessions at most (when full, sessions never used after initialize are evicted first)")
-	fs.IntVar(&c.maxSessionsPerIP, "max-sessions-per-ip", 0, "live HTTP sessions per client address at most (0: none; clients behind a NAT or proxy share one)")
+	fs.IntVar(&c.maxSessions, "max-sessions", 1<<16, "live HTTP sessions at most (when full, one never used after initialize is evicted, else the idle one used least recently)")
+	fs.IntVar(&c.maxSessionsPerIP, "max-sessions-per-ip", -1, "live HTTP sessions per client address (IPv6: per /64) at most; more get 429 (-1: a sixteenth of -max-sessions, at least 64; 0: none; raise it when clients come through a proxy or NAT, which share its address)")
 	fs.BoolVar(&c.stdio, "stdio", false, "serve MCP on stdin/stdout only (logs go to stderr)")
 	fs.StringVar(&c.handlers, "handlers", "demo", "handler set to serve: "+strings.Join(builtin.Names(), ", "))
 	fs.StringVar(&c.framing, "framing", "newline", "TCP and stdio framing: newline or content-length")
@@ -130,6 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error)
 	fs.DurationVar(&c.readTimeout, "read-timeout", tcp.DefaultReadTimeout, "close a TCP connection whose started (or first) message is not complete within this, and an HTTP connection whose request (headers and body) is not; stdio ends on a partial message held this long (0: none)")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", tcp.DefaultIdleTimeout, "close TCP connections with no traffic and nothing in flight, and HTTP keep-alive connections between requests, idle this long (0: none)")
 	fs.IntVar(&c.maxInflight, "max-inflight", 64, "requests one session may have being served at once; more get -32000 {\"limit\":\"max-inflight\"} (0: none)")
+	fs.IntVar(&c.maxSubscriptions, "max-subscriptions", engine.DefaultMaxSubscriptions, "resource subscriptions one session may hold, resources/subscribe and subscriptions/listen URIs together (a listen's repeated URIs count once), their URIs 256 bytes each on average; more get -32000 {\"limit\":\"subscriptions\"}, HTTP 429 (0: none)")
 	fs.Float64Var(&c.rate, "rate", 0, "requests per second one session may send; more get -32000 {\"limit\":\"rate\",\"retryAfterMs\":N}, HTTP 429 (0: none)")
 	fs.StringVar(&c.stateKeyFile, "state-key-file", "", "`file` of the keys that sign 2026-07-28 requestState, one per line (hex, at least 32 bytes each): the first signs, any verifies, so a key rotates by adding the new one first and removing the old later; give every node the same file (empty: a random key per process)")
 	fs.DurationVar(&c.stateTTL, "state-ttl", 10*time.Minute, "how long a 2026-07-28 requestState stays valid")
@@ -228,18 +230,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	info, _ := builtin.Info(c.handlers)
 	opts := mcpedge.Options{
 		EngineOptions: mcpedge.EngineOptions{
-			Name:        info.Name,
-			Version:     info.Version,
-			Workers:     c.workers,
-			MaxMessage:  c.maxMessage,
-			PageSize:    c.pageSize,
-			MaxInflight: orNone(c.maxInflight),
-			Rate:        c.rate,
-			RateBurst:   c.rateBurst,
-			RateIP:      c.rateIP,
-			StateKeys:   stateKeys,
-			StateTTL:    c.stateTTL,
-			Logger:      log,
+			Name:             info.Name,
+			Version:          info.Version,
+			Workers:          c.workers,
+			MaxMessage:       c.maxMessage,
+			PageSize:         c.pageSize,
+			MaxInflight:      orNone(c.maxInflight),
+			MaxSubscriptions: orNone(c.maxSubscriptions),
+			Rate:             c.rate,
+			RateBurst:        c.rateBurst,
+			RateIP:           c.rateIP,
+			StateKeys:        stateKeys,
+			StateTTL:         c.stateTTL,
+			Logger:           log,
 		},
 		Stdio:        mcpedge.StdioOptions{Framer: framer, MaxOutbound: c.maxOutbound, DrainTimeout: c.drain, ReadTimeout: orNone(c.readTimeout)},
 		DrainTimeout: orNone(c.drain),
@@ -275,7 +278,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				IdleTimeout:      orNone(c.idleTimeout),
 				InitTimeout:      c.sessionInit,
 				MaxSessions:      c.maxSessions,
-				MaxSessionsPerIP: c.maxSessionsPerIP,
+				MaxSessionsPerIP: sessionsPerIP(c.maxSessionsPerIP),
 				TLS:              tlsState,
 			}
 		}
@@ -404,6 +407,19 @@ func signals(log *slog.Logger, onHUP func()) (ctx context.Context, stop func()) 
 // default").
 func orNone[T int | int64 | time.Duration](v T) T {
 	if v == 0 {
+		return -1
+	}
+	return v
+}
+
+// sessionsPerIP maps -max-sessions-per-ip to HTTPOptions.MaxSessionsPerIP:
+// the flag's -1 (the default share) is the option's 0, and its 0 (none)
+// the option's -1.
+func sessionsPerIP(v int) int {
+	switch v {
+	case -1:
+		return 0
+	case 0:
 		return -1
 	}
 	return v

@@ -72,8 +72,8 @@ func newReloader(args []string, c *config, log *slog.Logger, level *slog.LevelVa
 			}
 			return func() { level.Set(l) }, nil
 		}},
-		reloadHook{name: "limits", keys: []string{"max-inflight", "rate", "rate-ip", "rate-burst"}, prepare: func(c *config) (func(), error) {
-			l := engine.Limits{MaxInflight: orNone(c.maxInflight), Rate: c.rate, RateIP: c.rateIP, RateBurst: c.rateBurst}
+		reloadHook{name: "limits", keys: []string{"max-inflight", "max-subscriptions", "rate", "rate-ip", "rate-burst"}, prepare: func(c *config) (func(), error) {
+			l := engine.Limits{MaxInflight: orNone(c.maxInflight), MaxSubscriptions: orNone(c.maxSubscriptions), Rate: c.rate, RateIP: c.rateIP, RateBurst: c.rateBurst}
 			return func() { srv.Engine().SetLimits(l) }, nil
 		}},
 	)

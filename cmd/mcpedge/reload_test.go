@@ -80,9 +80,13 @@ func TestReloadApplies(t *testing.T) {
 	assert.Contains(t, log, `loops:`)
 
 	// 0 is "none" for the flag; the engine's -1.
-	e.rewrite(t, "max-inflight = 0\n")
+	e.rewrite(t, "max-inflight = 0\nmax-subscriptions = 0\n")
 	require.NoError(t, e.r.reload())
 	assert.Equal(t, -1, e.srv.Engine().Limits().MaxInflight)
+	assert.Equal(t, -1, e.srv.Engine().Limits().MaxSubscriptions)
+	e.rewrite(t, "max-subscriptions = 7\n")
+	require.NoError(t, e.r.reload())
+	assert.Equal(t, 7, e.srv.Engine().Limits().MaxSubscriptions)
 	assert.Equal(t, slog.LevelInfo, e.level.Level(), "a key removed from the file is back to its default")
 }
 

@@ -45,8 +45,9 @@
 // revision are answered 405.
 //
 // Limits: the live sessions (Options.MaxSessions; when the table is full,
-// the oldest session never used after initialize is evicted, else 503),
-// the sessions of one client address (Options.MaxSessionsPerIP, 429), the
+// the oldest session never used after initialize is evicted, else the idle
+// one used least recently, else 503), the sessions of one client address
+// (Options.MaxSessionsPerIP, a share of MaxSessions by default, 429), the
 // connections shared with other transports (Options.Conns, 503 at accept),
 // the body size (413, checked on the headers of a request that expects
 // 100 Continue, before the client sends its body), the bytes pending on a
@@ -134,13 +135,16 @@ type Options struct {
 	InitTimeout time.Duration
 	// MaxSessions bounds the live sessions, legacy ones included. When
 	// the table is full, a new session evicts the oldest one whose client
-	// never made a request after initialize; when there is none, the
-	// initialize is answered 503 with Retry-After. <= 0 means 65536.
+	// never made a request after initialize, else the idle one (no
+	// request in flight, no open stream) used least recently; when every
+	// session is busy, the initialize is answered 503 with Retry-After.
+	// <= 0 means 65536.
 	MaxSessions int
-	// MaxSessionsPerIP bounds the live sessions of one client address;
-	// an initialize beyond it is answered 429 with Retry-After. 0, the
-	// default, means no limit: clients behind one NAT or proxy share an
-	// address.
+	// MaxSessionsPerIP bounds the live sessions of one client address
+	// (of one /64 network for IPv6); an initialize beyond it is answered
+	// 429 with Retry-After. 0 means a sixteenth of MaxSessions, at least
+	// 64 (no limit when MaxSessions is not above 64); < 0 no limit.
+	// Clients behind one NAT or proxy share an address: raise it for them.
 	MaxSessionsPerIP int
 	// Conns, when set, counts the server's connections against a limit
 	// shared with other transports: a connection over it is answered 503
@@ -231,6 +235,7 @@ type Server struct {
 	nsess   atomic.Int64      // live sessions, legacy ones included (MaxSessions)
 	perIP   *netlimit.Limiter // sessions per client address (MaxSessionsPerIP)
 	pending pendingQueue      // sessions by age, for the init timeout and eviction
+	lru     lruQueue          // sessions by last use, for eviction of idle ones
 
 	calls sync.Pool // *call
 	gzw   sync.Pool // *gzip.Writer
@@ -283,8 +288,10 @@ func New(eng *engine.Server, opts Options) *Server {
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = 1 << 16
 	}
-	if opts.MaxSessionsPerIP < 0 {
-		opts.MaxSessionsPerIP = 0
+	if opts.MaxSessionsPerIP == 0 {
+		opts.MaxSessionsPerIP = perIPShare(opts.MaxSessions)
+	} else if opts.MaxSessionsPerIP < 0 {
+		opts.MaxSessionsPerIP = 0 // netlimit: none
 	}
 	if opts.EventStoreBytes <= 0 {
 		opts.EventStoreBytes = 1 << 20

@@ -236,8 +236,8 @@ func (c *call) Final(b *codec.Buffer) {
 }
 
 // Refuse implements engine.Refuser: a request the engine refused for a
-// limit is answered 429 (its session's or address's request rate, or its
-// session's requests in flight) or 503 (the worker pool is full, or the
+// limit is answered 429 (its session's or address's request rate, its
+// session's requests in flight or subscriptions) or 503 (the worker pool is full, or the
 // server is draining) with Retry-After, rather than 200 with the JSON-RPC
 // error, which is still the body. The engine refuses before it queues a
 // request, so the handler is still there to answer.
@@ -469,7 +469,7 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, kind codec.Kind, crea
 		}
 		status := fasthttp.StatusServiceUnavailable
 		switch c.refused.Limit {
-		case engine.LimitRate, engine.LimitRateIP, engine.LimitInflight:
+		case engine.LimitRate, engine.LimitRateIP, engine.LimitInflight, engine.LimitSubscriptions:
 			status = fasthttp.StatusTooManyRequests
 		}
 		secs := int64(1)

@@ -162,6 +162,7 @@ func (s *Server) newSession(ip netip.Addr) (*hsession, error) {
 	}
 	h.sess.OnClose(h.onClose)
 	s.pending.push(h)
+	s.lru.push(h, s.nsess.Load())
 	return h, nil
 }
 
