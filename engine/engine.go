@@ -87,6 +87,11 @@ type Options struct {
 	// both revisions; <= 0 means 1024. When that many are kept, a new
 	// task makes room by forgetting the oldest that has ended.
 	MaxTasks int
+	// MaxTaskBytes bounds the bytes of the results the tasks kept hold;
+	// <= 0 means 64 MiB. Past it the oldest tasks that have ended are
+	// forgotten (a client asking for one is told it is unknown, as after
+	// its ttl).
+	MaxTaskBytes int64
 	// MaxTasksPerClient bounds the tasks one client keeps: one
 	// authenticated subject, else one address (every session of it), else
 	// one session; 0 means 16, < 0 no limit. Over it the client's oldest
@@ -245,6 +250,9 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxTasks <= 0 {
 		opts.MaxTasks = 1024
+	}
+	if opts.MaxTaskBytes <= 0 {
+		opts.MaxTaskBytes = 64 << 20
 	}
 	if opts.MaxTasksPerClient == 0 {
 		opts.MaxTasksPerClient = 16

@@ -346,3 +346,50 @@ func TestInvalidParamsInOwnWords(t *testing.T) {
 	requireError(t, m, "1", codec.CodeInvalidParams)
 	require.Equal(t, "invalid params: initialize params: protocolVersion must be a string", m.Error.Message)
 }
+
+// TestTaskStoreBounds: the server keeps at most MaxTasks tasks and
+// MaxTaskBytes of their results, forgetting the oldest that have ended.
+func TestTaskStoreBounds(t *testing.T) {
+	t.Run("tasks", func(t *testing.T) {
+		f := newModernTaskFixture(t, engine.Options{MaxTasks: 2})
+		var ms []*mclient
+		var ids []string
+		for i := range 3 {
+			m := f.mclient(t, false)
+			m.c.sess.SetRemote(addr(fmt.Sprintf("192.0.2.%d", i+1)))
+			ms = append(ms, m)
+			id := m.create("quick", `{}`)
+			m.until(id, mcp.TaskCompleted)
+			ids = append(ids, id)
+		}
+		a, _ := ms[0].do(mcp.MethodTasksGet, `{"taskId":"`+ids[0]+`"}`, capsTasks)
+		require.NotNil(t, a.Error, "the oldest ended task was forgotten")
+		require.Equal(t, codec.CodeInvalidParams, a.Error.Code)
+		require.Equal(t, mcp.TaskCompleted, ms[1].get(ids[1])["status"])
+		require.Equal(t, mcp.TaskCompleted, ms[2].get(ids[2])["status"])
+	})
+	t.Run("bytes", func(t *testing.T) {
+		f := newModernTaskFixture(t, engine.Options{MaxTaskBytes: 100 << 10})
+		require.NoError(t, f.srv.Registry().AddToolWith(&mcp.Tool{Name: "big"}, func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.TextResult(strings.Repeat("b", 40<<10)), nil
+		}, handlers.ToolOptions{TaskSupport: mcp.TaskOptional}))
+		m := f.mclient(t, false)
+		var ids []string
+		for range 4 {
+			id := m.create("big", `{}`)
+			require.Eventually(t, func() bool {
+				a, _ := m.do(mcp.MethodTasksGet, `{"taskId":"`+id+`"}`, capsTasks)
+				return a.Error == nil && strings.Contains(string(a.Result), `"status":"completed"`)
+			}, wait, time.Millisecond)
+			ids = append(ids, id)
+		}
+		for i, id := range ids {
+			a, _ := m.do(mcp.MethodTasksGet, `{"taskId":"`+id+`"}`, capsTasks)
+			if i < 2 {
+				require.NotNil(t, a.Error, "task %d's result was forgotten", i)
+				continue
+			}
+			require.Nil(t, a.Error, "task %d", i)
+		}
+	})
+}

@@ -53,7 +53,8 @@ import (
 // Budgets (Options): a task's handler runs on the worker pool, and at
 // most TaskWorkers of its workers run tasks at once (-task-workers); a
 // client keeps at most MaxTasksPerClient tasks (-max-tasks-per-client),
-// the server MaxTasks (-max-tasks), each for at most TaskTTL. When a new
+// the server MaxTasks (-max-tasks), each for at most TaskTTL, and the
+// results kept are bounded in bytes (MaxTaskBytes). When a new
 // task finds no room, the oldest task that has ended is forgotten, then a
 // 2026-07-28 task nobody polled for TaskIdle is cancelled (its client is
 // gone); failing both the task is refused with -32000, data
@@ -82,6 +83,7 @@ type task struct {
 	client string           // whose share it counts against (taskClient)
 	sess   *session.Session // 2025-11-25: the session it belongs to; nil for 2026-07-28
 	req    *request         // the handler's request, the task's own
+	size   int              // the bytes of its result the store counts (taskStore.mu)
 	sink   *taskSink        // 2026-07-28: the creating request's stream, until it is answered
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -161,6 +163,7 @@ type taskStore struct {
 	byID     map[string]*task
 	order    []*task                       // started tasks, oldest first
 	pending  int                           // deferred handlers not yet tasks
+	bytes    int64                         // the results kept
 	clients  map[string]int                // tasks kept and pending, by client
 	sessions map[*session.Session]struct{} // sessions told to drop their tasks on close
 }
@@ -345,6 +348,8 @@ func (st *taskStore) removeLocked(x *task) {
 	if st.clients[x.client] <= 0 {
 		delete(st.clients, x.client)
 	}
+	st.bytes -= int64(x.size)
+	x.size = 0
 	x.mu.Lock()
 	if x.timer != nil {
 		x.timer.Stop()
@@ -704,7 +709,31 @@ func (s *Server) runTask(r *request) {
 	t.mu.Unlock()
 	t.cancel(nil)
 	if ended {
+		if len(t.result) > 0 {
+			s.keepResult(t, len(t.result))
+		}
 		t.notify()
+	}
+}
+
+// keepResult counts the n bytes of the result t keeps, forgetting the
+// oldest tasks that have ended, t included, while the results kept are
+// over Options.MaxTaskBytes.
+func (s *Server) keepResult(t *task, n int) {
+	st := s.tasks
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.byID[t.id] != t {
+		return // forgotten already
+	}
+	t.size = n
+	st.bytes += int64(n)
+	for st.bytes > s.opts.MaxTaskBytes {
+		x := st.oldestEnded("")
+		if x == nil {
+			return
+		}
+		st.removeLocked(x)
 	}
 }
 

@@ -197,6 +197,9 @@ func validate(c *config) error {
 	if c.maxTasks <= 0 {
 		return fmt.Errorf("-max-tasks: %d: must be positive", c.maxTasks)
 	}
+	if c.maxTaskBytes <= 0 {
+		return fmt.Errorf("-max-task-bytes: %d: must be positive", c.maxTaskBytes)
+	}
 	for _, f := range []struct {
 		name string
 		v    time.Duration
