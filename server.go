@@ -423,7 +423,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	served := s.served
 	s.mu.Unlock()
 	if served {
-		args := []any{"active", s.eng.Active()}
+		args := []any{"active", s.eng.Active(), "tasks", s.eng.RunningTasks()}
 		if d, ok := ctx.Deadline(); ok {
 			args = append(args, "timeout", time.Until(d).Round(time.Millisecond))
 		}
@@ -434,7 +434,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	// 4. The engine drains.
 	if err := s.eng.Shutdown(ctx); err != nil {
-		s.log.Warn("drain incomplete", "active", s.eng.Active(), "err", err)
+		s.log.Warn("drain incomplete", "active", s.eng.Active(), "tasks", s.eng.RunningTasks(), "err", err)
 		errs = append(errs, fmt.Errorf("mcpedge: drain: %w", err))
 	}
 	// 5. The transports stop.

@@ -79,7 +79,7 @@ var codes = [...]int{
 const nCodes = len(codes) + 1 // and "other"
 
 // limits are the values of the limit label of refusals.
-var limits = [...]string{engine.LimitRate, engine.LimitRateIP, engine.LimitInflight, engine.LimitWorkers, engine.LimitShutdown, engine.LimitSubscriptions, "other"}
+var limits = [...]string{engine.LimitRate, engine.LimitRateIP, engine.LimitInflight, engine.LimitWorkers, engine.LimitShutdown, engine.LimitSubscriptions, engine.LimitTasks, engine.LimitTaskWorkers, "other"}
 
 // reasons name the typed causes of a connection or session closing, in
 // the order they are tested; a cause that is none of them is "other", and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -398,12 +399,8 @@ func (s *Server) fastDirect(sess *session.Session, m *codec.Message, dst []byte,
 		return s.unsubscribe(sess, m, dst), true
 	case mcp.MethodToolsCall:
 		return s.inlineTool(sess, m, dst, f, nil, nil)
-	case mcp.MethodTasksGet:
-		return s.tasksGet(sess, m, dst), true
-	case mcp.MethodTasksList:
-		return s.tasksList(sess, m, dst), true
-	case mcp.MethodTasksCancel:
-		return s.tasksCancel(sess, m, dst), true
+	case mcp.MethodTasksGet, mcp.MethodTasksList, mcp.MethodTasksCancel:
+		return s.legacyTaskMethod(sess, m, dst), true
 	case mcp.MethodResourcesRead:
 		if res, ok := s.staticRead(m); ok {
 			return codec.AppendResult(dst, m.ID, res), true
@@ -477,7 +474,7 @@ func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte) 
 	if !ok {
 		p, err := decodeRouting(m.Params)
 		if err != nil {
-			return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: "+err.Error(), nil)
+			return codec.AppendErrorObject(dst, m.ID, paramsError(m.Method+" params", m.Params, &routing{}))
 		}
 		cursor = p.Cursor
 		defer putRouting(p)
@@ -496,7 +493,7 @@ func (s *Server) setLevel(sess *session.Session, m *codec.Message, dst []byte) [
 	}
 	i := mcp.LogLevelIndex(p.Level)
 	if i < 0 {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: unknown log level "+p.Level, nil)
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: level must be one of "+strings.Join(mcp.LogLevels[:], ", "), nil)
 	}
 	sess.SetLogLevel(i)
 	return codec.AppendResult(dst, m.ID, nil)
@@ -575,7 +572,7 @@ func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte)
 		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs params", nil)
 	}
 	if err := codec.Unmarshal(m.Params, &p); err != nil {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: "+err.Error(), nil)
+		return codec.AppendErrorObject(dst, m.ID, paramsError("initialize params", m.Params, &p))
 	}
 	if p.ProtocolVersion == "" {
 		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs protocolVersion", nil)
@@ -592,7 +589,7 @@ func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte)
 	}
 	body, err := codec.Marshal(&res)
 	if err != nil {
-		return codec.AppendError(dst, m.ID, codec.CodeInternalError, "internal error: "+err.Error(), nil)
+		return codec.AppendError(dst, m.ID, codec.CodeInternalError, "internal error: encoding the initialize result", nil)
 	}
 	return codec.AppendResult(dst, m.ID, body)
 }

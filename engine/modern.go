@@ -91,7 +91,7 @@ func parseMeta(meta []byte, mm *modernMeta) (found bool, e *codec.Error) {
 	}
 	var v [7][]byte
 	if err := codec.ObjectFields(meta, modernKeys, v[:]); err != nil {
-		return false, errMeta("_meta: " + err.Error())
+		return false, errMeta("_meta must be an object of well-formed members")
 	}
 	if v[0] == nil {
 		return false, errMeta("_meta." + mcp.MetaProtocolVersion + " is required")
@@ -276,7 +276,7 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 	case mcp.MethodSubscriptionsListen:
 		return s.listen(sess, m, &mm, frame, out, reply)
 	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
-		return s.modernTaskMethod(m, &mm, out, reply), false, true
+		return s.statelessTaskMethod(sess, m, &mm, out, reply), false, true
 	case mcp.MethodToolsCall, mcp.MethodResourcesRead, mcp.MethodPromptsGet, mcp.MethodCompletionComplete:
 	default:
 		reject(reply, codec.CodeMethodNotFound)

@@ -236,11 +236,15 @@ func (c *call) Final(b *codec.Buffer) {
 }
 
 // Refuse implements engine.Refuser: a request the engine refused for a
-// limit is answered 429 (its session's or address's request rate, its
-// session's requests in flight or subscriptions) or 503 (the worker pool is full, or the
-// server is draining) with Retry-After, rather than 200 with the JSON-RPC
-// error, which is still the body. The engine refuses before it queues a
-// request, so the handler is still there to answer.
+// limit is answered 429 when the limit is the client's own share
+// (LimitError.ClientShare: its rate, its requests in flight, its
+// subscriptions, its tasks)
+// or 503 (the worker pool is full, so are the workers tasks may use, or
+// the server is draining) with Retry-After, rather than 200 with the
+// JSON-RPC error, which is still the body. The engine refuses before it
+// queues a request, or, for a tools/call refused as it was to become a
+// task, before its Final and before anything was sent: the handler is
+// still there to answer.
 func (c *call) Refuse(id []byte, err *engine.LimitError) {
 	b := codec.GetBuffer()
 	b.B = err.AppendAnswer(b.B, id)
@@ -384,6 +388,7 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 		}
 		c.sess = s.eng.OpenStateless(discard{}).Session()
 		c.sess.Transport = "http"
+		c.sess.SetRemote(addrIP(ctx.RemoteAddr())) // its tasks' owner and share, per-address limits
 	case s.opts.Stateless:
 		c.sess = s.eng.Open(discard{}).Session()
 		c.sess.Transport = "http"
@@ -468,8 +473,7 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, kind codec.Kind, crea
 			s.eng.Conn(c.sess).Close(session.ErrNotInitialized)
 		}
 		status := fasthttp.StatusServiceUnavailable
-		switch c.refused.Limit {
-		case engine.LimitRate, engine.LimitRateIP, engine.LimitInflight, engine.LimitSubscriptions:
+		if c.refused.ClientShare() {
 			status = fasthttp.StatusTooManyRequests
 		}
 		secs := int64(1)
