@@ -316,6 +316,11 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	if p.Name == "" {
 		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: tools/call needs a name")
 	}
+	if s.authz != nil {
+		if err := s.authorizeTool(r, p.Name); err != nil {
+			return dst, err
+		}
+	}
 	if p.Task != nil && !r.mod.on && !atLeast(r.sess.Version(), mcp.Version20251125) {
 		p.Task = nil // tasks are 2025-11-25's: an older client's call is a plain one
 	}
