@@ -104,22 +104,52 @@ func (r *request) caller() any { return callerOf(r.sess, &r.mod) }
 // deferRequest hands the request in frame, which Options.Authorize cannot
 // decide without blocking, to the worker pool whole, as a big frame is
 // (handleBig): decoded, authorized and served there (serveBig), its
-// answers going to reply. A full pool refuses it at once.
+// answers going to reply. Until it is authorized it is in its session's
+// in-flight set, so that one session's verifications hold no more than
+// its share of the pool (-max-inflight) and a drain waits for them. A
+// full pool refuses it at once.
 func (s *Server) deferRequest(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) ([]byte, bool) {
 	if reply == nil {
 		reply = sess.Out
 	}
 	r := s.newRequest(sess, reply)
 	r.buf = append(r.buf[:0], frame...)
+	rebase(&r.msg, m, frame, r.buf) // the id the session tracks, in r's copy
 	r.big = true
+	r.rc.reset(sess.Context())
+	switch err := sess.Track(r.msg.ID, &r.rc, int(s.maxInflight.Load())); err {
+	case nil:
+		r.authWait, r.authID = true, r.msg.ID
+	case session.ErrInflightLimit:
+		s.release(r)
+		return s.refuse(sess, out, reply, m.ID, errInflight), false
+	case session.ErrDuplicateID:
+		s.release(r)
+		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "invalid request: a request with this id is in flight", nil), false
+	default:
+		s.release(r)
+		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "session closed", nil), false
+	}
 	if s.obs != nil {
 		r.obsStart = s.monotonic()
 	}
 	if err := s.pool.Invoke(r); err != nil {
+		s.authDone(r)
 		s.release(r)
 		return s.refuse(sess, out, reply, m.ID, errWorkers), false
 	}
 	return out, true
+}
+
+// authDone takes r, a request deferRequest handed over, out of its
+// session's in-flight set once its authorization is decided (or it is not
+// served): what serves it next tracks it again.
+func (s *Server) authDone(r *request) {
+	if r.authWait {
+		r.sess.Done(r.authID, &r.rc)
+		r.sess.Answered()
+		r.authWait, r.authID = false, nil
+	}
 }
 
 // authorizeTool refuses r, a tools/call of the tool named name, when its

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,9 +33,12 @@ type authCall struct {
 // subject, or whose session has a caller. With slow set it cannot decide
 // without blocking, as a JWT not seen before.
 type fakeAuthz struct {
-	slow  bool
-	mu    sync.Mutex
-	calls []authCall
+	slow bool
+	// gate, when not nil, holds each decision made with leave to block
+	// until it is closed; entered receives once for each.
+	gate, entered chan struct{}
+	mu            sync.Mutex
+	calls         []authCall
 }
 
 var errNoToken = &codec.Error{Code: -31001, Message: "no token"}
@@ -56,6 +60,10 @@ func (a *fakeAuthz) Authorize(_ context.Context, sess *session.Session, method s
 	}
 	if a.slow && !block {
 		return nil, engine.ErrAuthWouldBlock
+	}
+	if block && a.gate != nil {
+		a.entered <- struct{}{}
+		<-a.gate
 	}
 	s, err := codec.StringValue(raw)
 	if err != nil {
@@ -219,4 +227,30 @@ func TestAuthorizeBigFrame(t *testing.T) {
 	assert.Empty(t, c.handle(modernReq(2, "tools/call", `"name":"whoami","arguments":{}`, "carol")))
 	assert.Equal(t, "caller carol", c.sink.next(t).text(t))
 	assert.Equal(t, []authCall{{"tools/call", true}}, a.take())
+}
+
+// TestAuthorizeDeferredShare: requests waiting on the worker pool for
+// their authorization count against their session's -max-inflight share,
+// so one unauthenticated connection cannot take the whole pool with
+// tokens that are slow to verify; the share is given back once each is
+// decided.
+func TestAuthorizeDeferredShare(t *testing.T) {
+	a := &fakeAuthz{slow: true, gate: make(chan struct{}), entered: make(chan struct{}, 8)}
+	f := authFixture(t, a, engine.Options{MaxInflight: 2})
+	c := f.client(t)
+	for i := range 2 {
+		assert.Empty(t, c.handle(modernReq(i, "tools/list", "", "eve")))
+		<-a.entered
+	}
+	m := parse(t, c.handle(modernReq(2, "tools/list", "", "eve")))
+	requireError(t, m, "2", codec.CodeServerBusy)
+	assert.Contains(t, string(m.Error.Data), `"max-inflight"`)
+	assert.Equal(t, 2, c.sess.InFlight())
+	close(a.gate)
+	for range 2 {
+		require.Nil(t, c.sink.next(t).Error)
+	}
+	f.idle(t)
+	require.Eventually(t, func() bool { return c.sess.InFlight() == 0 }, wait, time.Millisecond)
+	assert.Equal(t, "caller eve", c.call(modernReq(3, "tools/call", `"name":"whoami","arguments":{}`, "eve")).text(t))
 }

@@ -265,6 +265,7 @@ func (s *Server) serveBig(r *request) {
 			s.recovered(p, "HandleFrame (big frame)", sess, m.Method)
 			b.B = s.panicAnswer(sess, m, b.B[:0])
 		}
+		s.authDone(r)
 		deliver(r.reply, b, queued)
 	}()
 	if err := s.decode(sess, r.buf, m); err != nil {
@@ -277,6 +278,7 @@ func (s *Server) serveBig(r *request) {
 	var caller any
 	if s.authz != nil {
 		c, err := s.authorize(sess, m, true)
+		s.authDone(r)
 		if err != nil {
 			b.B = codec.AppendErrorObject(b.B, m.ID, codec.AsError(err))
 			return

@@ -55,6 +55,11 @@ type request struct {
 	inMu   sync.Mutex // serializes the input requests of a stateless request
 	inline bool       // a NonBlocking tool run on the event loop: it sends nothing
 	big    bool       // buf holds a big frame, not yet decoded (HandleFrame)
+	// authWait: a request deferRequest handed over, in its session's
+	// in-flight set under authID (in buf) until its authorization is
+	// decided (authDone).
+	authWait bool
+	authID   []byte
 
 	// With receiving middleware: the request as it sees it, and the
 	// answer being written, its result starting at outBody.
