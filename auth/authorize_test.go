@@ -253,3 +253,33 @@ func TestUnknownKIDAfterFailedFetch(t *testing.T) {
 	_, err = v.Verify(context.Background(), tok)
 	require.NoError(t, err, "after the retry wait, not the hour of UnknownKIDInterval, the recovered server is asked")
 }
+
+// FuzzAuthorize: whatever the params, Authorize neither panics nor
+// accepts a request whose params do not hold the token, and the token a
+// request is accepted with is the one MetaToken reads.
+func FuzzAuthorize(f *testing.F) {
+	for _, s := range []string{
+		`{"_meta":{"io.mcpedge/token":"good-token"}}`,
+		`{"_meta":{"io.mcpedge/token":"good\u002dtoken"}}`,
+		`{"_meta":{"io.mcpedge/token":"bad"}}`,
+		`{"_meta":{"io.mcpedge/token":1}}`,
+		`{"_meta":null}`,
+		`{"_meta":{"io.mcpedge/token":"good-token","io.mcpedge/token":"x"}}`,
+		`[`, ``, `{"_meta":{"io.mcpedge/token":"a.b.c"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	v, err := auth.New(auth.Config{Audience: aud, Tokens: []string{"good-token"}})
+	require.NoError(f, err)
+	f.Cleanup(v.Close)
+	f.Fuzz(func(t *testing.T, params []byte) {
+		for _, block := range []bool{false, true} {
+			c, err := v.Authorize(context.Background(), session.New(context.Background(), nil), "tools/list", params, block)
+			if err != nil {
+				continue
+			}
+			assert.Equal(t, "static:1", engine.SubjectOf(c))
+			assert.Equal(t, "good-token", auth.MetaToken(params))
+		}
+	})
+}
