@@ -55,12 +55,14 @@ type Options struct {
 	// cancelled at once). Shutdown is bounded by its own context instead.
 	DrainTimeout time.Duration
 
-	// Auth, when set, authorizes every request on every transport
-	// (docs/authorization.md): Streamable HTTP checks each request's
-	// Authorization header and serves the RFC 9728 metadata; TCP and stdio
-	// take the token from params._meta["io.mcpedge/token"] of initialize
-	// (or of each 2026-07-28 request). auth.Middleware is put first in
-	// EngineOptions.Receive. Reload the Verifier to rotate its keys.
+	// Auth, when set, authorizes every request on every transport and
+	// revision (docs/authorization.md): Streamable HTTP checks each
+	// request's Authorization header and serves the RFC 9728 metadata; TCP
+	// and stdio take the token from params._meta["io.mcpedge/token"] of
+	// initialize (or of each 2026-07-28 request). It is
+	// EngineOptions.Authorize, which the engine asks about every request
+	// before anything else, and HTTPOptions.Auth. Reload the Verifier to
+	// rotate its keys.
 	Auth *auth.Verifier
 
 	// LameDuck, when > 0, spreads the closing of idle connections over
@@ -168,7 +170,7 @@ type stdioRun struct {
 // configured transports; nothing listens until Serve.
 func New(opts Options) *Server {
 	if opts.Auth != nil {
-		opts.Receive = append([]engine.Middleware{auth.Middleware(opts.Auth)}, opts.Receive...)
+		opts.Authorize = opts.Auth
 		if opts.HTTP != nil {
 			h := *opts.HTTP
 			h.Auth = opts.Auth

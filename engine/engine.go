@@ -145,9 +145,9 @@ type Options struct {
 	// (on the worker pool, on a ServeFrame caller's goroutine, NonBlocking
 	// tools on the event loop) and those the engine answers itself (ping,
 	// initialize, list pages, static resources, ...), on every transport
-	// and protocol revision. Requests refused before dispatch (a limit,
-	// shutdown, a session not initialized, a malformed message) do not
-	// reach it. Its context is the request's (the session's for requests
+	// and protocol revision. Requests refused before dispatch
+	// (Options.Authorize, a limit, shutdown, a session not initialized, a
+	// malformed message) do not reach it. Its context is the request's (the session's for requests
 	// the engine answers itself); values a middleware adds to the context
 	// it passes on reach the handler. A middleware runs where the request
 	// is served, the event loop included: like a NonBlocking tool, it must
@@ -157,6 +157,16 @@ type Options struct {
 	// initiative (notifications, server-to-client requests; not answers):
 	// Send[0] is the outermost.
 	Send []SendMiddleware
+
+	// Authorize, if not nil, decides every request before anything else
+	// is done with it, on every transport and revision: a request it
+	// refuses gets its error and nothing else (auth.go). The caller it
+	// returns reaches handlers in their context (Caller), tools/call is
+	// checked against the tool's RequiredScopes with it, and an
+	// initialize's caller becomes its session's (session.Session.Auth).
+	// Package auth's *Verifier implements it. nil costs one nil check
+	// per request.
+	Authorize Authorizer
 
 	// StateKeys sign the requestState of 2026-07-28 multi round-trip
 	// requests (HMAC-SHA256): the first signs, any verifies, so a key
@@ -233,8 +243,9 @@ type Server struct {
 	receiveFast MethodHandler // around fastInner
 	sender      Sender
 
-	obs   Observer  // Options.Observer; nil: none
-	epoch time.Time // New's time, with its monotonic reading (observe.go)
+	authz Authorizer // Options.Authorize; nil: none
+	obs   Observer   // Options.Observer; nil: none
+	epoch time.Time  // New's time, with its monotonic reading (observe.go)
 }
 
 // New returns a Server configured by opts.
@@ -304,6 +315,7 @@ func New(opts Options) *Server {
 	s := &Server{
 		opts:     opts,
 		obs:      opts.Observer,
+		authz:    opts.Authorize,
 		epoch:    time.Now(),
 		reg:      handlers.NewRegistry(handlers.Options{PageSize: opts.PageSize}),
 		sessions: session.NewTable(),

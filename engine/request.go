@@ -56,6 +56,11 @@ type request struct {
 	inline  bool        // a NonBlocking tool run on the event loop: it sends nothing
 	big     bool        // buf holds a big frame, not yet decoded (HandleFrame)
 	lis     *listener   // a subscriptions/listen to open on a worker; buf holds its params
+	// authWait: a request deferRequest handed over, in its session's
+	// in-flight set under authID (in buf) until its authorization is
+	// decided (authDone).
+	authWait bool
+	authID   []byte
 
 	// With receiving middleware: the request as it sees it, and the
 	// answer being written, its result starting at outBody.
@@ -340,6 +345,11 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	}
 	if p.Name == "" {
 		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: tools/call needs a name")
+	}
+	if s.authz != nil {
+		if err := s.authorizeTool(r, p.Name); err != nil {
+			return dst, err
+		}
 	}
 	if r.task == nil {
 		if dst, err, done := s.toolTask(r, p, dst); done {

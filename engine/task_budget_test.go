@@ -20,11 +20,6 @@ import (
 // tasks, and going away; the budgets of tasks, the worker pool, and the
 // binding of tasks to their owner, in both revisions.
 
-// subject is what an authorizing layer records with session.SetAuth.
-type subject string
-
-func (s subject) AuthSubject() string { return string(s) }
-
 func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
 
 // limitOf returns the limit a -32000 refusal names, "" for any other
@@ -255,6 +250,27 @@ func TestTasksBoundToSubject(t *testing.T) {
 		g := alice.get(id)
 		require.Equal(t, mcp.TaskInputRequired, g["status"])
 		require.NotContains(t, fmt.Sprint(g), "decline")
+	})
+	// 2026-07-28 requests that carry their own token on one connection
+	// (TCP, stdio): the task is bound to the caller verified for the
+	// request that created it, not to the connection.
+	t.Run("2026-07-28 per-request caller", func(t *testing.T) {
+		f := newModernTaskFixture(t, engine.Options{Authorize: &fakeAuthz{}})
+		conn := f.client(t)
+		as := func(sub string) *mclient { return &mclient{t: t, c: conn, id: len(sub) * 100} }
+		caps := func(sub string) string { return capsTasks + `,"t":"` + sub + `"` }
+		alice, bob := as("alice"), as("bob")
+		created, _ := alice.do(mcp.MethodToolsCall, `{"name":"confirm","arguments":{}}`, caps("alice"))
+		r := result(t, created)
+		require.Equal(t, "task", r["resultType"], "%v", r)
+		id := r["taskId"].(string)
+		unknown, _ := bob.do(mcp.MethodTasksGet, `{"taskId":"no-such-task"}`, caps("bob"))
+		require.NotNil(t, unknown.Error)
+		m, _ := bob.do(mcp.MethodTasksGet, `{"taskId":"`+id+`"}`, caps("bob"))
+		require.Equal(t, unknown.Error, m.Error, "another caller on the same connection: no oracle")
+		m, _ = alice.do(mcp.MethodTasksGet, `{"taskId":"`+id+`"}`, caps("alice"))
+		require.Nil(t, m.Error, "its creator sees it")
+		require.Nil(t, conn.sess.Auth(), "a request's caller is not its connection's")
 	})
 }
 

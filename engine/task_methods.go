@@ -59,7 +59,7 @@ func (s *Server) taskFromParams(owner string, m *codec.Message, p *taskParams) (
 // legacyTaskMethod answers tasks/get, tasks/cancel and tasks/list of a
 // session (2025-11-25) at once.
 func (s *Server) legacyTaskMethod(sess *session.Session, m *codec.Message, dst []byte) []byte {
-	owner := taskOwner(sess, false)
+	owner := taskOwner(sess, callerOf(sess, nil), false)
 	var p taskParams
 	if m.Method == mcp.MethodTasksList {
 		return s.tasksList(owner, m, dst)
@@ -130,7 +130,7 @@ func (s *Server) tasksList(owner string, m *codec.Message, dst []byte) []byte {
 // blocks).
 func (s *Server) tasksResult(r *request, dst []byte) ([]byte, error) {
 	var p taskParams
-	t, e := s.taskFromParams(taskOwner(r.sess, false), &r.msg, &p)
+	t, e := s.taskFromParams(taskOwner(r.sess, r.caller(), false), &r.msg, &p)
 	if e != nil {
 		return dst, e
 	}
@@ -156,7 +156,7 @@ func (s *Server) statelessTaskMethod(sess *session.Session, m *codec.Message, mm
 		return codec.AppendErrorObject(out, m.ID, e)
 	}
 	var p taskParams
-	t, e := s.taskFromParams(taskOwner(sess, true), m, &p)
+	t, e := s.taskFromParams(taskOwner(sess, callerOf(sess, mm), true), m, &p)
 	if e != nil {
 		return codec.AppendErrorObject(out, m.ID, e)
 	}

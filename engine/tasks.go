@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -171,13 +170,12 @@ func newTaskStore() *taskStore {
 }
 
 // taskOwner returns the key a request's tasks are bound to, and which a
-// request must present to see a task: the subject of the caller that an
-// authorizing layer recorded with session.SetAuth (a value with an
-// AuthSubject method, auth.Info), else the session for the tasks of a
+// request must present to see a task: the subject of its verified caller
+// (callerOf: a Subject, auth.Info), else the session for the tasks of a
 // session (2025-11-25), else the client's address (2026-07-28 requests,
 // stateless).
-func taskOwner(sess *session.Session, stateless bool) string {
-	if sub := authSubject(sess); sub != "" {
+func taskOwner(sess *session.Session, caller any, stateless bool) string {
+	if sub := SubjectOf(caller); sub != "" {
 		return "sub:" + sub
 	}
 	if !stateless {
@@ -189,8 +187,8 @@ func taskOwner(sess *session.Session, stateless bool) string {
 // taskClient returns whose share of tasks a request's task counts
 // against: the authenticated subject, else the client's address (every
 // session of one address shares one), else the session.
-func taskClient(sess *session.Session, stateless bool) string {
-	if sub := authSubject(sess); sub != "" {
+func taskClient(sess *session.Session, caller any, stateless bool) string {
+	if sub := SubjectOf(caller); sub != "" {
 		return "sub:" + sub
 	}
 	if a := sess.Remote(); a.IsValid() || stateless {
@@ -204,20 +202,6 @@ func remoteKey(sess *session.Session) string {
 		return "addr:" + a.String()
 	}
 	return "addr:" // unknown (stdio, an embedder's transport): one client
-}
-
-// authSubject returns the subject of the caller recorded on sess, "" when
-// none.
-func authSubject(sess *session.Session) string {
-	v := sess.Auth()
-	a, ok := v.(interface{ AuthSubject() string })
-	if !ok {
-		return ""
-	}
-	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
-		return ""
-	}
-	return a.AuthSubject()
 }
 
 // find returns the task id of owner, nil when there is none.
@@ -494,6 +478,7 @@ func (s *Server) startTask(r *request, dst []byte, now bool) ([]byte, error) {
 		if _, e := parseModern(tr.msg.Params, nil, &tr.mod); e != nil {
 			return dst, e
 		}
+		tr.mod.caller = r.mod.caller // the task's own request keeps its verified caller
 	}
 	if tr.tool.scan(tr.msg.Params) {
 		tr.tool.fill(&tr.params)
@@ -506,7 +491,7 @@ func (s *Server) startTask(r *request, dst []byte, now bool) ([]byte, error) {
 	tr.ClientInfo()
 	tr.progressToken()
 
-	t := &task{s: s, id: s.newTaskID(), req: tr, owner: taskOwner(r.sess, stateless), client: taskClient(r.sess, stateless),
+	t := &task{s: s, id: s.newTaskID(), req: tr, owner: taskOwner(r.sess, r.caller(), stateless), client: taskClient(r.sess, r.caller(), stateless),
 		status: mcp.TaskWorking, decided: make(chan struct{}), done: make(chan struct{}), seq: map[string]int{}, ttl: s.opts.TaskTTL}
 	base := s.ctx
 	if stateless {
