@@ -353,6 +353,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if verifier != nil {
 		reload.hooks = append(reload.hooks, authReloadHook(verifier, log))
 	}
+	if adm != nil {
+		reload.hooks = append(reload.hooks, adm.reloadHook()) // admin.go
+	}
 	defer reload.watch(ctx)()
 	adm.serve(ctx, srv)
 

@@ -133,6 +133,9 @@ func (r *reloader) reload() error {
 			continue
 		}
 		change := fmt.Sprintf("%s: %q → %q", name, old, v)
+		if secretKey.MatchString(name) && !strings.HasSuffix(name, "-file") { // -auth-client-secret: never its value (logging.go)
+			change = name + ": changed"
+		}
 		if slices.ContainsFunc(r.hooks, func(h reloadHook) bool { return slices.Contains(h.keys, name) }) {
 			applied = append(applied, change)
 		} else {
