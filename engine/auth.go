@@ -1,9 +1,9 @@
 package engine
 
 import (
-	"reflect"
 	"context"
 	"errors"
+	"reflect"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/mcp"
