@@ -15,6 +15,7 @@ import (
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/session"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
+	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/mcpedge/mcpedge/transport/stdio"
 	"github.com/mcpedge/mcpedge/transport/tcp"
 	"github.com/valyala/fasthttp"
@@ -188,6 +189,7 @@ func New(opts Options) *Server {
 			opts.HTTP = &h
 		}
 	}
+	shareBudgets(&opts)
 	eng := engine.New(opts.EngineOptions)
 	s := &Server{
 		eng:     eng,
@@ -216,6 +218,35 @@ func New(opts Options) *Server {
 		}
 	}
 	return s
+}
+
+// shareBudgets gives TCP and HTTP, when both serve, one budget of each
+// kind of bytes clients make the server hold, unless they set budgets of
+// their own or different limits: -max-buffered then bounds TCP's partial
+// messages and HTTP's request bodies together, and -max-outbound-total
+// every transport's queued answers.
+func shareBudgets(opts *Options) {
+	if opts.TCP == nil || opts.HTTP == nil {
+		return
+	}
+	t, h := *opts.TCP, *opts.HTTP
+	if t.Buffered == nil && h.Buffered == nil && t.MaxBuffered == h.MaxBuffered {
+		b := netlimit.NewBudget(budgetLimit(t.MaxBuffered, netlimit.DefaultMaxBuffered))
+		t.Buffered, h.Buffered = b, b
+	}
+	if t.Outbound == nil && h.Outbound == nil && t.MaxOutboundTotal == h.MaxOutboundTotal {
+		b := netlimit.NewBudget(budgetLimit(t.MaxOutboundTotal, netlimit.DefaultMaxOutboundTotal))
+		t.Outbound, h.Outbound = b, b
+	}
+	opts.TCP, opts.HTTP = &t, &h
+}
+
+// budgetLimit is an option's budget: 0 means the default, < 0 none.
+func budgetLimit(v int64, def func() int64) int64 {
+	if v == 0 {
+		return def()
+	}
+	return v
 }
 
 // Engine returns the server's engine: its sessions, bus, counters,

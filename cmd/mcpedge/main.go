@@ -59,6 +59,7 @@ type config struct {
 	idleTimeout      time.Duration
 	writeTimeout     time.Duration
 	maxBuffered      int64
+	maxOutboundTotal int64
 	maxInflight      int
 	maxSubscriptions int
 	rate             float64
@@ -152,7 +153,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error)
 	fs.DurationVar(&c.taskIdle, "task-idle", time.Minute, "a running 2026-07-28 task nobody polled for this long is abandoned: cancelled when a new task needs its room")
 	fs.IntVar(&c.rateBurst, "rate-burst", 0, "burst allowed above -rate and -rate-ip (0: the rate, rounded up)")
 	fs.Float64Var(&c.rateIP, "rate-ip", 0, "requests per second all sessions of one client address may send (0: none)")
-	fs.Var(newSize(&c.maxBuffered, tcp.DefaultMaxBuffered()), "max-buffered", "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
+	fs.Var(newSize(&c.maxBuffered, netlimit.DefaultMaxBuffered()), "max-buffered", "`bytes` of partial inbound messages held across connections: TCP messages and HTTP request bodies being received; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
+	fs.Var(newSize(&c.maxOutboundTotal, netlimit.DefaultMaxOutboundTotal()), "max-outbound-total", "`bytes` queued for clients across connections: TCP answers, SSE streams, large HTTP answers being written; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
 	registerAuthFlags(fs, &c.auth)
 	registerClusterFlags(fs, &c.cluster)
 	adminFlags(fs, &c.admin)
@@ -271,16 +273,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Auth:         verifier,
 		LameDuck:     c.lameDuck,
 	}
+	var buffered, outbound *netlimit.Budget
 	if !c.stdio {
-		// One connection budget for every network transport.
+		// One connection budget, and one budget of each kind of bytes
+		// clients make the server hold, for every network transport.
 		conns := netlimit.New(c.maxConns, c.maxConnsPerIP)
+		buffered, outbound = netlimit.NewBudget(orNone(c.maxBuffered)), netlimit.NewBudget(orNone(c.maxOutboundTotal))
 		if c.tcp != "" {
 			opts.TCP = &mcpedge.TCPOptions{
 				Addr: c.tcp, Loops: c.loops, Framer: framer, MaxOutbound: c.maxOutbound,
 				Conns:       conns,
 				ReadTimeout: orNone(c.readTimeout),
 				IdleTimeout: orNone(c.idleTimeout),
-				MaxBuffered: orNone(c.maxBuffered),
+				Buffered:    buffered,
+				Outbound:    outbound,
 			}
 		}
 		if c.http != "" {
@@ -301,6 +307,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				InitTimeout:      c.sessionInit,
 				MaxSessions:      c.maxSessions,
 				MaxSessionsPerIP: sessionsPerIP(c.maxSessionsPerIP),
+				Buffered:         buffered,
+				Outbound:         outbound,
 				TLS:              tlsState,
 			}
 		}
@@ -356,6 +364,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if adm != nil {
 		reload.hooks = append(reload.hooks, adm.reloadHook()) // admin.go
 	}
+	if buffered != nil {
+		reload.hooks = append(reload.hooks, budgetReloadHook(buffered, outbound))
+	}
 	defer reload.watch(ctx)()
 	adm.serve(ctx, srv)
 
@@ -376,7 +387,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
 	if a := srv.TCPAddr(ctx); a != nil {
-		log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered)
+		log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered, "max_outbound_total", c.maxOutboundTotal)
 	}
 	scheme := "http"
 	if tlsState != nil {

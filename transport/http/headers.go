@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -71,8 +70,9 @@ func (s *Server) httpError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	var nerr net.Error
 	switch {
-	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, codeTransport, "Request Entity Too Large: the body exceeds "+strconv.Itoa(s.max)+" bytes")
+	case s.refusedOversized(ctx) || errors.Is(err, fasthttp.ErrBodyTooLarge):
+		// Refused on its declared length (headerReceived).
+		s.tooLarge(ctx)
 	case errors.As(err, &small):
 		s.fail(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, codeTransport, "Request Header Fields Too Large")
 	case errors.As(err, &nerr) && nerr.Timeout():

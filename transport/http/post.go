@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -23,7 +24,9 @@ import (
 // watching the connection for the client going away.
 const watchAfter = 20 * time.Millisecond
 
-// handle routes a request.
+// handle routes a request. Everything its headers tell is checked before
+// its body is read (readBody): the path, Host and Origin, the credentials,
+// and for a POST the method, content type, Accept and protocol version.
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
 	if s.opts.Auth != nil && s.serveMetadata(ctx, path) {
@@ -36,6 +39,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 		ai, ok := s.authenticate(ctx)
 		if !ok {
+			return
+		}
+		if ctx.IsPost() && (!s.postHeaders(ctx) || !s.readBody(ctx)) {
 			return
 		}
 		if s.opts.Route != nil {
@@ -64,6 +70,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	case !s.opts.NoLegacySSE && bytes.Equal(path, s.msgPath):
 		if s.checkHostOrigin(ctx) {
 			if _, ok := s.authenticate(ctx); ok {
+				if !s.legacyPostHeaders(ctx) || !s.readBody(ctx) {
+					return
+				}
 				if s.opts.Route != nil {
 					if id := ctx.QueryArgs().Peek("sessionId"); len(id) > 0 && s.opts.Route(ctx, id) {
 						return
@@ -151,7 +160,13 @@ func (s *Server) putCall(c *call) {
 		if c.tracked {
 			s.live.remove(c.sess)
 		}
-		s.eng.Conn(c.sess).Close(errStateless)
+		cause := errStateless
+		if c.st != nil {
+			if cut := c.st.cutCause(); cut != nil { // its stream was cut for a limit
+				cause = fmt.Errorf("%w: %w", errStateless, cut)
+			}
+		}
+		s.eng.Conn(c.sess).Close(cause)
 	}
 	if c.answer != nil {
 		codec.PutBuffer(c.answer)
@@ -342,21 +357,29 @@ func (c *call) wait(conn net.Conn) {
 	w.Stop()
 }
 
-// post serves POST on the MCP endpoint: one JSON-RPC message.
-func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
+// postHeaders checks the headers of a POST on the MCP endpoint, before its
+// body is read: content type, Accept, protocol version. It answers 415,
+// 406 or 400 and reports false when one fails.
+func (s *Server) postHeaders(ctx *fasthttp.RequestCtx) bool {
 	if ct := ctx.Request.Header.ContentType(); !mediaTypeIs(ct, ctJSON) {
 		s.fail(ctx, fasthttp.StatusUnsupportedMediaType, codeTransport, "Unsupported Media Type: Content-Type must be application/json")
-		return
+		return false
 	}
 	if json, sse := accepts(ctx.Request.Header.PeekCanonical(hdrAccept)); !json || !sse {
 		s.fail(ctx, fasthttp.StatusNotAcceptable, codeTransport, "Not Acceptable: Accept must admit both application/json and text/event-stream")
-		return
+		return false
 	}
-	version, vk := versionOf(ctx.Request.Header.PeekCanonical(hdrVersion))
-	if vk == verBad {
+	if _, vk := versionOf(ctx.Request.Header.PeekCanonical(hdrVersion)); vk == verBad {
 		s.badVersion(ctx)
-		return
+		return false
 	}
+	return true
+}
+
+// post serves POST on the MCP endpoint: one JSON-RPC message, its headers
+// checked by postHeaders and its body read.
+func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
+	version, vk := versionOf(ctx.Request.Header.PeekCanonical(hdrVersion)) // not verBad: postHeaders
 	c := s.getCall()
 	body, ok := s.requestBody(ctx, c)
 	if !ok {
