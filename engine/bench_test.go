@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -90,5 +91,43 @@ func BenchmarkToolsCallEcho2026(b *testing.B) {
 		if n := <-sink.ch; n < 50 {
 			b.Fatalf("short answer: %d bytes", n)
 		}
+	}
+}
+
+// countSink counts what it is sent and recycles it.
+type countSink struct{ n atomic.Int64 }
+
+func (s *countSink) Send(b *codec.Buffer) error {
+	codec.PutBuffer(b)
+	s.n.Add(1)
+	return nil
+}
+
+// BenchmarkResourceUpdatedPopular updates a resource that 64,000 sessions
+// subscribe to: one op is one ResourceUpdated, a notification built and
+// handed to each session's sink.
+func BenchmarkResourceUpdatedPopular(b *testing.B) {
+	const n = 64000
+	f := newFixture(b, engine.Options{})
+	sink := &countSink{}
+	init := []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`)
+	sub := []byte(`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"mem://popular"}}`)
+	var out []byte
+	for range n {
+		conn := f.srv.Open(sink)
+		out = conn.HandleFrame(init, out[:0])
+		out = conn.HandleFrame(sub, out[:0])
+	}
+	if m := parse(b, out); m.Error != nil {
+		b.Fatalf("subscribe: %+v", m.Error)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		f.srv.ResourceUpdated("mem://popular")
+	}
+	b.StopTimer()
+	if got := sink.n.Load(); got != int64(b.N)*n {
+		b.Fatalf("%d notifications, want %d", got, int64(b.N)*n)
 	}
 }

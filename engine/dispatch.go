@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -128,8 +130,19 @@ func (s *Server) handleMessageInner(sess *session.Session, m *codec.Message, fra
 	if s.handleNonRequest(sess, m) {
 		return out, false
 	}
+	var caller any
+	if s.authz != nil {
+		c, err := s.authorize(sess, m, false)
+		switch {
+		case err == ErrAuthWouldBlock:
+			return s.deferRequest(sess, m, frame, out, reply)
+		case err != nil:
+			return codec.AppendErrorObject(out, m.ID, codec.AsError(err)), false
+		}
+		caller = c
+	}
 	if mayBeModern(sess, m) {
-		if res, queued, ok := s.handleModern(sess, m, frame, out, reply); ok {
+		if res, queued, ok := s.handleModern(sess, m, frame, out, reply, caller); ok {
 			return res, queued
 		}
 	}
@@ -137,6 +150,9 @@ func (s *Server) handleMessageInner(sess *session.Session, m *codec.Message, fra
 		reply = sess.Out
 	}
 	if e := s.checkRate(sess); e != nil {
+		return s.refuse(sess, out, reply, m.ID, e), false
+	}
+	if e := s.checkSubscriptions(sess, m); e != nil {
 		return s.refuse(sess, out, reply, m.ID, e), false
 	}
 	var f toolFields
@@ -185,6 +201,9 @@ func (s *Server) admit(r *request, out []byte) ([]byte, bool) {
 		return s.refuse(r.sess, out, r.reply, id, errShutdown), false
 	}
 	r.rc.reset(r.sess.Context())
+	if s.authz != nil {
+		r.rc.caller = r.caller()
+	}
 	r.ctx = &r.rc
 	switch err := r.sess.Track(id, &r.rc, int(s.maxInflight.Load())); err {
 	case nil:
@@ -237,18 +256,22 @@ func (s *Server) handleBig(sess *session.Session, frame []byte) bool {
 	return true
 }
 
-// serveBig decodes and serves, on a worker, a frame that handleBig handed
-// over, as handleMessage would, but running a handler on this worker
-// rather than queueing it again. Every answer goes to the session's sink.
+// serveBig decodes and serves, on a worker, a frame that handleBig (or
+// deferRequest) handed over, as handleMessage would, but authorizing it
+// with leave to block and running a handler on this worker rather than
+// queueing it again. Every answer goes to r.reply: to its Final when it is
+// a Replier, which is called once, here or by whatever serves the request.
 func (s *Server) serveBig(r *request) {
 	sess, m := r.sess, &r.msg
 	b := codec.GetBuffer()
+	queued := false // the answer is another's to deliver (run, enqueue)
 	defer func() {
 		if p := recover(); p != nil {
 			s.recovered(p, "HandleFrame (big frame)", sess, m.Method)
 			b.B = s.panicAnswer(sess, m, b.B[:0])
 		}
-		sendNonEmpty(sess.Out, b)
+		s.authDone(r)
+		deliver(r.reply, b, queued)
 	}()
 	if err := s.decode(sess, r.buf, m); err != nil {
 		b.B = codec.AppendDecodeError(b.B, m, err)
@@ -257,13 +280,27 @@ func (s *Server) serveBig(r *request) {
 	if s.handleNonRequest(sess, m) {
 		return
 	}
+	var caller any
+	if s.authz != nil {
+		c, err := s.authorize(sess, m, true)
+		s.authDone(r)
+		if err != nil {
+			b.B = codec.AppendErrorObject(b.B, m.ID, codec.AsError(err))
+			return
+		}
+		caller = c
+	}
 	if mayBeModern(sess, m) {
-		if dst, _, ok := s.handleModern(sess, m, r.buf, b.B, r.reply); ok {
-			b.B = dst
+		if dst, q, ok := s.handleModern(sess, m, r.buf, b.B, r.reply, caller); ok {
+			b.B, queued = dst, q
 			return
 		}
 	}
 	if e := s.checkRate(sess); e != nil {
+		b.B = s.refuse(sess, b.B, r.reply, m.ID, e)
+		return
+	}
+	if e := s.checkSubscriptions(sess, m); e != nil {
 		b.B = s.refuse(sess, b.B, r.reply, m.ID, e)
 		return
 	}
@@ -277,7 +314,27 @@ func (s *Server) serveBig(r *request) {
 		b.B = dst
 		return
 	}
+	queued = true
 	s.run(r)
+}
+
+// deliver hands b, what serveBig answered at once, to reply: to its Final
+// when it is a Replier (nil for nothing), unless queued says that the
+// request's answer is delivered by whatever serves it; else with Send
+// when it is not empty.
+func deliver(reply session.Sink, b *codec.Buffer, queued bool) {
+	f, ok := reply.(Replier)
+	if !ok {
+		sendNonEmpty(reply, b)
+		return
+	}
+	if queued || len(b.B) == 0 {
+		codec.PutBuffer(b)
+		b = nil
+	}
+	if !queued {
+		f.Final(b)
+	}
 }
 
 // sendNonEmpty sends b to sink, or recycles it when it is empty.
@@ -390,12 +447,8 @@ func (s *Server) fastDirect(sess *session.Session, m *codec.Message, dst []byte,
 		return s.unsubscribe(sess, m, dst), true
 	case mcp.MethodToolsCall:
 		return s.inlineTool(sess, m, dst, f, nil, nil)
-	case mcp.MethodTasksGet:
-		return s.tasksGet(sess, m, dst), true
-	case mcp.MethodTasksList:
-		return s.tasksList(sess, m, dst), true
-	case mcp.MethodTasksCancel:
-		return s.tasksCancel(sess, m, dst), true
+	case mcp.MethodTasksGet, mcp.MethodTasksList, mcp.MethodTasksCancel:
+		return s.legacyTaskMethod(sess, m, dst), true
 	case mcp.MethodResourcesRead:
 		if res, ok := s.staticRead(m); ok {
 			return codec.AppendResult(dst, m.ID, res), true
@@ -457,6 +510,9 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte,
 		r.mod, r.rej = *mm, reply
 	}
 	r.ctx = sess.Context()
+	if s.authz != nil {
+		r.ctx = WithCaller(r.ctx, r.caller())
+	}
 	s.active.Add(1)
 	dst = s.serve(r, dst)
 	s.active.Add(-1)
@@ -469,7 +525,7 @@ func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte) 
 	if !ok {
 		p, err := decodeRouting(m.Params)
 		if err != nil {
-			return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: "+err.Error(), nil)
+			return codec.AppendErrorObject(dst, m.ID, paramsError(m.Method+" params", m.Params, &routing{}))
 		}
 		cursor = p.Cursor
 		defer putRouting(p)
@@ -488,29 +544,68 @@ func (s *Server) setLevel(sess *session.Session, m *codec.Message, dst []byte) [
 	}
 	i := mcp.LogLevelIndex(p.Level)
 	if i < 0 {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: unknown log level "+p.Level, nil)
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: level must be one of "+strings.Join(mcp.LogLevels[:], ", "), nil)
 	}
 	sess.SetLogLevel(i)
 	return codec.AppendResult(dst, m.ID, nil)
 }
 
+// maxSubscriptionURI bounds the URI of a subscription, which the session
+// and the bus keep as long as the subscription lives.
+const maxSubscriptionURI = 8 << 10
+
+var errLongURI = "invalid params: uri longer than " + strconv.Itoa(maxSubscriptionURI) + " bytes"
+
+// subscribe serves resources/subscribe: one bus subscription per URI and
+// session, within the session's Options.MaxSubscriptions.
 func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) []byte {
 	var p mcp.SubscribeParams
-	if len(m.Params) == 0 || codec.Unmarshal(m.Params, &p) != nil || p.URI == "" {
+	if len(m.Params) == 0 || codec.UnmarshalNoCopy(m.Params, &p) != nil || p.URI == "" {
 		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: resources/subscribe needs a uri", nil)
 	}
-	if !sess.Subscribed(p.URI) {
-		out := sess.Out
-		unsub := s.bus.Subscribe(session.TopicResourceUpdated+p.URI, func(_ string, uriJSON []byte) {
-			b := codec.GetBuffer()
-			b.B = append(b.B, `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":`...)
-			b.B = append(b.B, uriJSON...)
-			b.B = append(b.B, "}}"...)
-			_ = s.send(sess.Context(), sess, out, mcp.NotificationResourceUpdated, b)
-		})
-		sess.Subscribe(p.URI, unsub)
+	if len(p.URI) > maxSubscriptionURI {
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, errLongURI, nil)
+	}
+	if sess.Subscribed(p.URI) {
+		return codec.AppendResult(dst, m.ID, nil)
+	}
+	max := int(s.maxSubs.Load())
+	if !sess.CanSubscribe(p.URI, max) {
+		return errSubs.AppendAnswer(dst, m.ID)
+	}
+	// One copy of the URI (p.URI aliases the frame): the topic, which
+	// the session's key shares.
+	topic := session.TopicResourceUpdated + p.URI
+	out := sess.Out
+	unsub := s.bus.Subscribe(topic, func(_ string, uriJSON []byte) {
+		b := codec.GetBuffer()
+		b.B = append(b.B, `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":`...)
+		b.B = append(b.B, uriJSON...)
+		b.B = append(b.B, "}}"...)
+		_ = s.sendTo(sess, out, mcp.NotificationResourceUpdated, b)
+	})
+	if sess.Subscribe(topic[len(session.TopicResourceUpdated):], unsub, max) == session.ErrSubscriptionLimit {
+		return errSubs.AppendAnswer(dst, m.ID) // a concurrent subscribe took the last place
 	}
 	return codec.AppendResult(dst, m.ID, nil)
+}
+
+// checkSubscriptions refuses, before dispatch, a resources/subscribe from a
+// session that holds as many subscriptions as it may, so that a reply sink
+// that answers limits in its own terms (Refuser: HTTP 429) does. subscribe
+// checks again, under the session's lock.
+func (s *Server) checkSubscriptions(sess *session.Session, m *codec.Message) *LimitError {
+	if m.Method != mcp.MethodResourcesSubscribe {
+		return nil
+	}
+	max := int(s.maxSubs.Load())
+	if max <= 0 || sess.Subscriptions() < max {
+		return nil
+	}
+	if uri, ok := routeField(m.Params, "uri"); !ok || uri == "" || sess.Subscribed(uri) {
+		return nil // subscribe answers it
+	}
+	return errSubs
 }
 
 func (s *Server) unsubscribe(sess *session.Session, m *codec.Message, dst []byte) []byte {
@@ -528,7 +623,7 @@ func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte)
 		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs params", nil)
 	}
 	if err := codec.Unmarshal(m.Params, &p); err != nil {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: "+err.Error(), nil)
+		return codec.AppendErrorObject(dst, m.ID, paramsError("initialize params", m.Params, &p))
 	}
 	if p.ProtocolVersion == "" {
 		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs protocolVersion", nil)
@@ -545,7 +640,7 @@ func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte)
 	}
 	body, err := codec.Marshal(&res)
 	if err != nil {
-		return codec.AppendError(dst, m.ID, codec.CodeInternalError, "internal error: "+err.Error(), nil)
+		return codec.AppendError(dst, m.ID, codec.CodeInternalError, "internal error: encoding the initialize result", nil)
 	}
 	return codec.AppendResult(dst, m.ID, body)
 }

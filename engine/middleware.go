@@ -195,7 +195,8 @@ var fastRequests = sync.Pool{New: func() any { return new(Request) }}
 
 // fastThrough answers m, one of the requests fast answers itself, through
 // the receiving middleware, appending the answer to dst. The middleware's
-// context is the session's, as for the requests served by handlers.
+// context is the session's, as for the requests served by handlers, with
+// the session's caller when requests are authorized.
 func (s *Server) fastThrough(sess *session.Session, m *codec.Message, dst []byte) []byte {
 	scratch := codec.GetBuffer()
 	req := fastRequests.Get().(*Request)
@@ -205,7 +206,11 @@ func (s *Server) fastThrough(sess *session.Session, m *codec.Message, dst []byte
 		fastRequests.Put(req)
 		codec.PutBuffer(scratch)
 	}()
-	res, err := s.receiveFast(sess.Context(), req)
+	ctx := sess.Context()
+	if s.authz != nil {
+		ctx = WithCaller(ctx, sess.Auth())
+	}
+	res, err := s.receiveFast(ctx, req)
 	if err != nil {
 		return codec.AppendErrorObject(dst, m.ID, codec.AsError(err))
 	}
@@ -245,6 +250,16 @@ func (s *Server) send(ctx context.Context, sess *session.Session, sink session.S
 		return sink.Send(b)
 	}
 	return s.sendThrough(ctx, sess, sink, method, b)
+}
+
+// sendTo is send with sess's context, which it reads only for the
+// sending middleware: a resource update fanned out to many sessions
+// touches each session's memory once less.
+func (s *Server) sendTo(sess *session.Session, sink session.Sink, method string, b *codec.Buffer) error {
+	if s.sender == nil {
+		return sink.Send(b)
+	}
+	return s.sendThrough(sess.Context(), sess, sink, method, b)
 }
 
 func (s *Server) sendThrough(ctx context.Context, sess *session.Session, sink session.Sink, method string, b *codec.Buffer) error {

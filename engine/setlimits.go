@@ -12,10 +12,11 @@ import (
 // changes while the server runs. Their fields mean what the Options
 // fields of the same names mean, defaults included.
 type Limits struct {
-	MaxInflight int
-	Rate        float64
-	RateIP      float64
-	RateBurst   int
+	MaxInflight      int
+	MaxSubscriptions int
+	Rate             float64
+	RateIP           float64
+	RateBurst        int
 }
 
 // rateLimits is the rate configuration in effect, swapped whole.
@@ -47,11 +48,13 @@ func (s *Server) newRateLimits(r, rateIP float64, burst int) *rateLimits {
 // Limits returns the limits in effect.
 func (s *Server) Limits() Limits {
 	rl := s.rates.Load()
-	return Limits{MaxInflight: int(s.maxInflight.Load()), Rate: rl.rate, RateIP: rl.rateIP, RateBurst: rl.burst}
+	return Limits{MaxInflight: int(s.maxInflight.Load()), MaxSubscriptions: int(s.maxSubs.Load()), Rate: rl.rate, RateIP: rl.rateIP, RateBurst: rl.burst}
 }
 
 // SetLimits changes the limits of a running server, as a configuration
-// reload does. MaxInflight applies to the next request of every session.
+// reload does. MaxInflight applies to the next request of every session,
+// MaxSubscriptions to the next subscription (a session over a lowered
+// limit keeps what it holds).
 // The session rate applies to the live sessions at once (a session keeps
 // the tokens it has, within the new burst) and to new ones. A changed
 // per-address rate starts from full buckets. Checking a limit costs the
@@ -62,6 +65,10 @@ func (s *Server) SetLimits(l Limits) {
 		l.MaxInflight = 64
 	}
 	s.maxInflight.Store(int64(l.MaxInflight))
+	if l.MaxSubscriptions == 0 {
+		l.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	s.maxSubs.Store(int64(l.MaxSubscriptions))
 	old := s.rates.Load()
 	burst := l.RateBurst
 	if burst <= 0 {

@@ -25,79 +25,108 @@ const (
 	TopicListChanged     = "list_changed/"      // + "tools" | "resources" | "prompts"
 )
 
-// LocalBus is an in-process Bus. Publish takes no lock: each topic holds an
-// immutable subscriber slice replaced on change.
+// LocalBus is an in-process Bus. Each topic keeps its subscribers in a
+// doubly linked list, in the order they subscribed. Subscribe and cancel
+// take the topic's own lock for constant work (one link, one unlink),
+// whatever the number of subscribers; Publish takes no lock and allocates
+// nothing: it walks the list through atomic links.
+//
+// A subscriber removed while a publish walks the list keeps its link
+// forward, so the walk goes on past it to the end; it is marked first, so
+// a publish that reaches it after its cancel has returned skips it. A
+// subscriber added during a publish may or may not be called by it.
 type LocalBus struct {
-	mu     sync.Mutex
 	topics sync.Map // string → *topic
-	nextID atomic.Uint64
-}
-
-type subscriber struct {
-	id uint64
-	fn func(string, []byte)
 }
 
 type topic struct {
-	subs atomic.Pointer[[]subscriber]
+	name string
+	head atomic.Pointer[subscriber]
+	n    atomic.Int64 // subscribers
+
+	mu   sync.Mutex  // serializes Subscribe and cancel
+	tail *subscriber // under mu
+	gone bool        // under mu: emptied and removed from the map
+}
+
+type subscriber struct {
+	next atomic.Pointer[subscriber]
+	prev *subscriber // under the topic's mu
+	dead atomic.Bool // cancelled: publishes skip it
+	fn   func(string, []byte)
+	t    *topic
+	bus  *LocalBus
 }
 
 // NewLocalBus returns an empty in-process bus.
 func NewLocalBus() *LocalBus { return &LocalBus{} }
 
 // Publish implements Bus. Subscribers run synchronously on the caller's
-// goroutine.
+// goroutine, in the order they subscribed; one may cancel its own
+// subscription, or another's, from fn.
 func (b *LocalBus) Publish(name string, payload []byte) {
 	v, ok := b.topics.Load(name)
 	if !ok {
 		return
 	}
-	subs := v.(*topic).subs.Load()
-	if subs == nil {
-		return
-	}
-	for _, s := range *subs {
-		s.fn(name, payload)
-	}
-}
-
-// Subscribe implements Bus.
-func (b *LocalBus) Subscribe(name string, fn func(string, []byte)) func() {
-	id := b.nextID.Add(1)
-	b.mu.Lock()
-	v, _ := b.topics.LoadOrStore(name, &topic{})
-	t := v.(*topic)
-	var next []subscriber
-	if cur := t.subs.Load(); cur != nil {
-		next = append(next, *cur...)
-	}
-	next = append(next, subscriber{id: id, fn: fn})
-	t.subs.Store(&next)
-	b.mu.Unlock()
-
-	var once sync.Once
-	return func() { once.Do(func() { b.unsubscribe(name, t, id) }) }
-}
-
-func (b *LocalBus) unsubscribe(name string, t *topic, id uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	cur := t.subs.Load()
-	if cur == nil {
-		return
-	}
-	next := make([]subscriber, 0, len(*cur))
-	for _, s := range *cur {
-		if s.id != id {
-			next = append(next, s)
+	for s := v.(*topic).head.Load(); s != nil; s = s.next.Load() {
+		if !s.dead.Load() {
+			s.fn(name, payload)
 		}
 	}
-	if len(next) == 0 {
-		t.subs.Store(nil)
-		b.topics.Delete(name)
+}
+
+// Subscribe implements Bus, in constant time.
+func (b *LocalBus) Subscribe(name string, fn func(string, []byte)) func() {
+	s := &subscriber{fn: fn, bus: b}
+	for {
+		v, ok := b.topics.Load(name)
+		if !ok {
+			v, _ = b.topics.LoadOrStore(name, &topic{name: name})
+		}
+		t := v.(*topic)
+		t.mu.Lock()
+		if t.gone { // emptied meanwhile: it is out of the map now
+			t.mu.Unlock()
+			continue
+		}
+		s.t, s.prev = t, t.tail
+		if t.tail == nil {
+			t.head.Store(s)
+		} else {
+			t.tail.next.Store(s)
+		}
+		t.tail = s
+		t.n.Add(1)
+		t.mu.Unlock()
+		return s.cancel
+	}
+}
+
+// cancel removes s from its topic, once, in constant time. Its forward
+// link is left as it is, for the publishes walking past it.
+func (s *subscriber) cancel() {
+	if !s.dead.CompareAndSwap(false, true) {
 		return
 	}
-	t.subs.Store(&next)
+	t := s.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	next := s.next.Load()
+	if s.prev == nil {
+		t.head.Store(next)
+	} else {
+		s.prev.next.Store(next)
+	}
+	if next == nil {
+		t.tail = s.prev
+	} else {
+		next.prev = s.prev
+	}
+	if t.n.Add(-1) == 0 {
+		t.gone = true
+		s.bus.topics.CompareAndDelete(t.name, t)
+	}
 }
 
 // Subscribers returns the number of subscribers of topic.
@@ -106,8 +135,12 @@ func (b *LocalBus) Subscribers(name string) int {
 	if !ok {
 		return 0
 	}
-	if subs := v.(*topic).subs.Load(); subs != nil {
-		return len(*subs)
-	}
-	return 0
+	return int(v.(*topic).n.Load())
+}
+
+// Topics returns the number of topics with subscribers.
+func (b *LocalBus) Topics() int {
+	n := 0
+	b.topics.Range(func(any, any) bool { n++; return true })
+	return n
 }

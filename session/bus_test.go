@@ -120,8 +120,118 @@ func TestLocalBusConcurrent(t *testing.T) {
 	}
 }
 
+// TestLocalBusOrder: subscribers hear a message in the order they
+// subscribed, whoever left in between; the topic is forgotten once empty.
+func TestLocalBusOrder(t *testing.T) {
+	bus := NewLocalBus()
+	var got []int
+	cancels := make([]func(), 6)
+	for i := range cancels {
+		cancels[i] = bus.Subscribe("t", func(string, []byte) { got = append(got, i) })
+	}
+	bus.Publish("t", nil)
+	assert.Equal(t, []int{0, 1, 2, 3, 4, 5}, got)
+	cancels[0]() // the head
+	cancels[3]() // one in the middle
+	cancels[5]() // the tail
+	got = nil
+	bus.Publish("t", nil)
+	assert.Equal(t, []int{1, 2, 4}, got)
+	cancels[5] = bus.Subscribe("t", func(string, []byte) { got = append(got, 6) })
+	got = nil
+	bus.Publish("t", nil)
+	assert.Equal(t, []int{1, 2, 4, 6}, got, "a new subscriber goes last")
+	for _, i := range []int{1, 2, 4, 5} {
+		cancels[i]()
+	}
+	assert.Zero(t, bus.Topics(), "an emptied topic is forgotten")
+}
+
+// TestLocalBusCancelDuringPublish: a subscriber that cancels others while
+// a message is being delivered keeps them from hearing it, and the walk
+// goes on to the end.
+func TestLocalBusCancelDuringPublish(t *testing.T) {
+	bus := NewLocalBus()
+	var got []int
+	cancels := make([]func(), 8)
+	for i := range cancels {
+		cancels[i] = bus.Subscribe("t", func(string, []byte) {
+			got = append(got, i)
+			if i == 2 {
+				cancels[2]()
+				cancels[3]()
+				cancels[4]()
+				cancels[7]()
+			}
+		})
+	}
+	bus.Publish("t", nil)
+	assert.Equal(t, []int{0, 1, 2, 5, 6}, got)
+	got = nil
+	bus.Publish("t", nil)
+	assert.Equal(t, []int{0, 1, 5, 6}, got)
+	assert.Equal(t, 4, bus.Subscribers("t"))
+}
+
+// TestLocalBusChurnDuringPublish: while many subscribers come and go on
+// one topic, a publish reaches every subscriber that stays, once.
+func TestLocalBusChurnDuringPublish(t *testing.T) {
+	bus := NewLocalBus()
+	const stable, churners, rounds, msgs = 200, 8, 500, 200
+	var heard [stable]atomic.Int32
+	for i := range stable {
+		bus.Subscribe("t", func(string, []byte) { heard[i].Add(1) })
+	}
+	var wg sync.WaitGroup
+	for range churners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var held []func()
+			for r := range rounds {
+				held = append(held, bus.Subscribe("t", func(string, []byte) {}))
+				if r%3 != 0 {
+					k := r % len(held)
+					held[k]()
+					held = append(held[:k], held[k+1:]...)
+				}
+			}
+			for _, c := range held {
+				c()
+			}
+		}()
+	}
+	for range msgs {
+		bus.Publish("t", nil)
+	}
+	wg.Wait()
+	for i := range heard {
+		require.Equal(t, int32(msgs), heard[i].Load(), "subscriber %d", i)
+	}
+	assert.Equal(t, stable, bus.Subscribers("t"))
+}
+
+// BenchmarkLocalBusSubscribe subscribes to and leaves a topic that has n
+// subscribers already: constant work, whatever n.
+func BenchmarkLocalBusSubscribe(b *testing.B) {
+	for _, n := range []int{1, 64000} {
+		b.Run(strconv.Itoa(n)+"subs", func(b *testing.B) {
+			bus := NewLocalBus()
+			fn := func(string, []byte) {}
+			for range n {
+				bus.Subscribe("t", fn)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				bus.Subscribe("t", fn)()
+			}
+		})
+	}
+}
+
 func BenchmarkLocalBusPublish(b *testing.B) {
-	for _, n := range []int{1, 16} {
+	for _, n := range []int{1, 16, 64000} {
 		b.Run(strconv.Itoa(n)+"subs", func(b *testing.B) {
 			bus := NewLocalBus()
 			var got atomic.Int64
@@ -130,6 +240,7 @@ func BenchmarkLocalBusPublish(b *testing.B) {
 			}
 			payload := []byte(`"mem://x"`)
 			b.ReportAllocs()
+			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					bus.Publish(TopicResourceUpdated+"mem://x", payload)

@@ -106,9 +106,11 @@ type Session struct {
 	unanswered atomic.Int32        // tracked requests not yet Answered
 	streams    atomic.Int32        // open streams (subscriptions/listen)
 
-	mu      sync.Mutex
-	subs    map[string]func() // resource URI → unsubscribe from the bus
-	onClose []func()
+	mu       sync.Mutex
+	subs     map[string]func() // resource URI → unsubscribe from the bus
+	reserved int               // subscriptions held elsewhere (ReserveSubscriptions)
+	subBytes int               // the URI bytes of subs and of those reserved
+	onClose  []func()
 
 	stateless bool // serves only 2026-07-28 requests (NewStateless)
 
@@ -446,35 +448,94 @@ func (s *Session) Streams() int { return int(s.streams.Load()) }
 // Answered.
 func (s *Session) Answered() { s.unanswered.Add(-1) }
 
+// ErrSubscriptionLimit is returned by Subscribe, and ReserveSubscriptions
+// reports false, when the session holds as many subscriptions as it may.
+var ErrSubscriptionLimit = errors.New("session: subscription limit reached")
+
+// URIBudget is the bytes of URI a session's subscriptions may hold on
+// average: within a limit of max subscriptions, their URIs total at most
+// max*URIBudget bytes, so that a few long URIs fit but max of them do not.
+const URIBudget = 256
+
+// fitsLocked reports whether n more subscriptions with size bytes of URI
+// fit within max. s.mu is held.
+func (s *Session) fitsLocked(n, size, max int) bool {
+	return max <= 0 || (len(s.subs)+s.reserved+n <= max && s.subBytes+size <= max*URIBudget)
+}
+
 // Subscribe records a resource subscription; unsub is called when the
 // client unsubscribes or the session closes. A repeated subscription keeps
-// the first and calls the new unsub at once. It returns false if the
-// session is closed.
-func (s *Session) Subscribe(uri string, unsub func()) bool {
+// the first and calls the new unsub at once. The session holds at most
+// max subscriptions, resource subscriptions and those reserved
+// (ReserveSubscriptions) together, and their URIs at most max*URIBudget
+// bytes (max <= 0: no limit): over it, and on a closed session, unsub is
+// called at once and ErrSubscriptionLimit or ErrClosed returned.
+func (s *Session) Subscribe(uri string, unsub func(), max int) error {
 	s.mu.Lock()
-	if s.State() == StateClosed {
+	var err error
+	switch _, dup := s.subs[uri]; {
+	case s.State() == StateClosed:
+		err = ErrClosed
+	case dup:
+	case !s.fitsLocked(1, len(uri), max):
+		err = ErrSubscriptionLimit
+	default:
+		if s.subs == nil {
+			s.subs = make(map[string]func())
+		}
+		s.subs[uri] = unsub
+		s.subBytes += len(uri)
 		s.mu.Unlock()
-		unsub()
-		return false
+		return nil
 	}
+	s.mu.Unlock()
+	unsub()
+	return err
+}
+
+// CanSubscribe reports whether a subscription to uri would be accepted
+// within max now: it is held already, or there is room for it.
+func (s *Session) CanSubscribe(uri string, max int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if _, dup := s.subs[uri]; dup {
-		s.mu.Unlock()
-		unsub()
 		return true
 	}
-	if s.subs == nil {
-		s.subs = make(map[string]func())
+	return s.fitsLocked(1, len(uri), max)
+}
+
+// ReserveSubscriptions counts n subscriptions whose URIs total size bytes,
+// held for the session elsewhere (the URIs of its subscriptions/listen
+// streams), against the same limits as Subscribe, reporting false, and
+// reserving nothing, when they do not fit or the session is closed.
+// Release them with ReleaseSubscriptions.
+func (s *Session) ReserveSubscriptions(n, size, max int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.State() == StateClosed || !s.fitsLocked(n, size, max) {
+		return false
 	}
-	s.subs[uri] = unsub
-	s.mu.Unlock()
+	s.reserved += n
+	s.subBytes += size
 	return true
+}
+
+// ReleaseSubscriptions returns what ReserveSubscriptions took.
+func (s *Session) ReleaseSubscriptions(n, size int) {
+	s.mu.Lock()
+	s.reserved -= n
+	s.subBytes -= size
+	s.mu.Unlock()
 }
 
 // Unsubscribe ends a resource subscription, reporting whether there was one.
 func (s *Session) Unsubscribe(uri string) bool {
 	s.mu.Lock()
 	unsub, ok := s.subs[uri]
-	delete(s.subs, uri)
+	if ok {
+		delete(s.subs, uri)
+		s.subBytes -= len(uri)
+	}
 	s.mu.Unlock()
 	if ok {
 		unsub()
@@ -490,11 +551,12 @@ func (s *Session) Subscribed(uri string) bool {
 	return ok
 }
 
-// Subscriptions returns the number of resource subscriptions.
+// Subscriptions returns the number of subscriptions the session holds:
+// its resource subscriptions and those reserved.
 func (s *Session) Subscriptions() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.subs)
+	return len(s.subs) + s.reserved
 }
 
 // OnClose registers fn to run once when the session closes. If it is
@@ -524,6 +586,9 @@ func (s *Session) Close(cause error) bool {
 	}
 	subs := s.subs
 	s.subs = nil
+	for uri := range subs {
+		s.subBytes -= len(uri)
+	}
 	hooks := s.onClose
 	s.onClose = nil
 	// Under the lock: a request leaves the set (Done) before its

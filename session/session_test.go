@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -270,9 +271,9 @@ func TestSubscriptions(t *testing.T) {
 	var calls [4]atomic.Int32
 	unsub := func(i int) func() { return func() { calls[i].Add(1) } }
 
-	assert.True(t, s.Subscribe("mem://a", unsub(0)))
-	assert.True(t, s.Subscribe("mem://b", unsub(1)))
-	assert.True(t, s.Subscribe("mem://a", unsub(2)), "a repeated subscription succeeds")
+	assert.NoError(t, s.Subscribe("mem://a", unsub(0), 0))
+	assert.NoError(t, s.Subscribe("mem://b", unsub(1), 0))
+	assert.NoError(t, s.Subscribe("mem://a", unsub(2), 0), "a repeated subscription succeeds")
 	assert.Equal(t, int32(1), calls[2].Load(), "the repeated subscription's unsub runs at once")
 	assert.Equal(t, 2, s.Subscriptions())
 	assert.True(t, s.Subscribed("mem://a"))
@@ -288,9 +289,51 @@ func TestSubscriptions(t *testing.T) {
 	assert.Equal(t, int32(1), calls[1].Load(), "Close ends the remaining subscriptions")
 	assert.Equal(t, 0, s.Subscriptions())
 
-	assert.False(t, s.Subscribe("mem://d", unsub(3)))
+	assert.ErrorIs(t, s.Subscribe("mem://d", unsub(3), 0), ErrClosed)
 	assert.Equal(t, int32(1), calls[3].Load(), "a subscription on a closed session is undone at once")
 	assert.Equal(t, 0, s.Subscriptions())
+	assert.False(t, s.ReserveSubscriptions(1, 1, 0), "a closed session reserves nothing")
+}
+
+// TestSubscriptionLimit: resource subscriptions and reserved ones (listen
+// URIs) share one limit per session, in count and in URI bytes; a
+// repeated subscription costs nothing, and a refused one is undone at
+// once.
+func TestSubscriptionLimit(t *testing.T) {
+	s := New(context.Background(), nopSink{})
+	var undone atomic.Int32
+	unsub := func() { undone.Add(1) }
+	const max = 3
+	require.NoError(t, s.Subscribe("mem://a", unsub, max))
+	require.True(t, s.ReserveSubscriptions(1, 7, max))
+	assert.False(t, s.ReserveSubscriptions(2, 14, max), "two more do not fit")
+	assert.True(t, s.CanSubscribe("mem://b", max))
+	require.NoError(t, s.Subscribe("mem://b", unsub, max))
+	assert.Equal(t, max, s.Subscriptions())
+
+	assert.True(t, s.CanSubscribe("mem://a", max), "one held already")
+	assert.NoError(t, s.Subscribe("mem://a", unsub, max))
+	assert.False(t, s.CanSubscribe("mem://c", max))
+	assert.ErrorIs(t, s.Subscribe("mem://c", unsub, max), ErrSubscriptionLimit)
+	assert.Equal(t, int32(2), undone.Load(), "the repeat and the refused subscription are undone")
+	assert.False(t, s.Subscribed("mem://c"))
+
+	s.ReleaseSubscriptions(1, 7)
+	assert.NoError(t, s.Subscribe("mem://c", unsub, max), "a released place is free again")
+	assert.NoError(t, s.Subscribe("mem://d", unsub, 0), "no limit")
+	assert.Equal(t, 4, s.Subscriptions())
+
+	// URIs: max*URIBudget bytes in all, a long one among short ones.
+	u := New(context.Background(), nopSink{})
+	long := strings.Repeat("x", 2*URIBudget)
+	require.NoError(t, u.Subscribe(long, unsub, max))
+	assert.False(t, u.CanSubscribe(long+"y", max), "a second one as long does not fit")
+	assert.ErrorIs(t, u.Subscribe(long+"y", unsub, max), ErrSubscriptionLimit)
+	assert.False(t, u.ReserveSubscriptions(1, URIBudget+1, max))
+	require.True(t, u.ReserveSubscriptions(1, URIBudget, max), "exactly the budget")
+	u.ReleaseSubscriptions(1, URIBudget)
+	assert.True(t, u.Unsubscribe(long))
+	require.NoError(t, u.Subscribe(long+"y", unsub, max), "its bytes are free again")
 }
 
 func TestOnClose(t *testing.T) {
@@ -322,7 +365,7 @@ func TestCloseConcurrent(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			s.Subscribe("mem://x", func() {})
+			_ = s.Subscribe("mem://x", func() {}, 0)
 			var c cancelRec
 			if s.Track([]byte(`1`), &c, 0) == nil {
 				s.Done([]byte(`1`), &c)

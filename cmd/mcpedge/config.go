@@ -194,13 +194,18 @@ func validate(c *config) error {
 		{"max-sessions", int64(c.maxSessions), 1},
 		{"max-message", int64(c.maxMessage), 1}, {"max-outbound", int64(c.maxOutbound), 1},
 		{"event-store-bytes", int64(c.eventStore), 1},
+		{"max-tasks", int64(c.maxTasks), 1}, {"max-task-bytes", c.maxTaskBytes, 1},
 		{"max-conns", int64(c.maxConns), 0}, {"max-conns-per-ip", int64(c.maxConnsPerIP), 0},
 		{"max-inflight", int64(c.maxInflight), 0}, {"rate-burst", int64(c.rateBurst), 0},
-		{"max-sessions-per-ip", int64(c.maxSessionsPerIP), 0},
+		{"max-subscriptions", int64(c.maxSubscriptions), 0},
+		{"max-tasks-per-client", int64(c.maxTasksPerClient), 0}, {"task-workers", int64(c.taskWorkers), 0},
 	} {
 		if err := atLeast(f.name, f.v, f.min, strconv.FormatInt(f.v, 10)); err != nil {
 			return err
 		}
+	}
+	if c.maxSessionsPerIP < -1 {
+		return fmt.Errorf("-max-sessions-per-ip %d: must be -1 (the default share), 0 (none) or positive", c.maxSessionsPerIP)
 	}
 	for _, f := range []struct {
 		name string
@@ -212,6 +217,7 @@ func validate(c *config) error {
 		{"read-timeout", c.readTimeout, 0}, {"write-timeout", c.writeTimeout, 0},
 		{"idle-timeout", c.idleTimeout, 0}, {"drain", c.drain, 0},
 		{"sse-keepalive", c.sseKeep, 0}, {"lame-duck", c.lameDuck, 0},
+		{"task-ttl", c.taskTTL, 1}, {"task-idle", c.taskIdle, 1},
 	} {
 		if err := atLeast(f.name, int64(f.v), int64(f.min), f.v.String()); err != nil {
 			return err

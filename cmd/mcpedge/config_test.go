@@ -118,6 +118,8 @@ func TestValidateFlags(t *testing.T) {
 		{[]string{"-page-size", "-1"}, "-page-size"},
 		{[]string{"-workers", "-3"}, "-workers"},
 		{[]string{"-max-inflight", "-3"}, "-max-inflight"},
+		{[]string{"-max-subscriptions", "-1"}, "-max-subscriptions"},
+		{[]string{"-max-sessions-per-ip", "-2"}, "-max-sessions-per-ip"},
 		{[]string{"-rate", "-1"}, "-rate"},
 		{[]string{"-drain", "-1s"}, "-drain"},
 		{[]string{"-max-message", "-1"}, "max-message"},

@@ -59,13 +59,24 @@ type config struct {
 	idleTimeout      time.Duration
 	writeTimeout     time.Duration
 	maxBuffered      int64
+	maxOutboundTotal int64
 	maxInflight      int
+	maxSubscriptions int
 	rate             float64
 	rateBurst        int
 	rateIP           float64
 	sessionInit      time.Duration
 	maxSessions      int
 	maxSessionsPerIP int
+
+	// Tasks: the server's and each client's, the workers they may hold,
+	// how long they are kept, and when an unpolled one is abandoned.
+	maxTasks          int
+	maxTaskBytes      int64
+	maxTasksPerClient int
+	taskWorkers       int
+	taskTTL           time.Duration
+	taskIdle          time.Duration
 
 	// 2026-07-28: the keys requestState is signed with, and its age.
 	stateKeyFile string
@@ -131,8 +142,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	// HTTP survival: timeouts and session limits.
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 30*time.Second, "how long writing one HTTP response, or one write on an SSE stream, may take (streams live on; 0: none)")
 	fs.DurationVar(&c.sessionInit, "session-init-timeout", 30*time.Second, "close HTTP sessions whose client sends nothing after initialize within this time")
-	fs.IntVar(&c.maxSessions, "max-sessions", 1<<16, "live HTTP sessions at most (when full, sessions never used after initialize are evicted first)")
-	fs.IntVar(&c.maxSessionsPerIP, "max-sessions-per-ip", 0, "live HTTP sessions per client address at most (0: none; clients behind a NAT or proxy share one)")
+	fs.IntVar(&c.maxSessions, "max-sessions", 1<<16, "live HTTP sessions at most (when full, one never used after initialize is evicted, else the idle one used least recently)")
+	fs.IntVar(&c.maxSessionsPerIP, "max-sessions-per-ip", -1, "live HTTP sessions per client address (IPv6: per /64) at most; more get 429 (-1: a sixteenth of -max-sessions, at least 64; 0: none; raise it when clients come through a proxy or NAT, which share its address)")
 	fs.BoolVar(&c.stdio, "stdio", false, "serve MCP on stdin/stdout only (logs go to stderr)")
 	fs.StringVar(&c.handlers, "handlers", "demo", "handler set to serve: "+strings.Join(builtin.Names(), ", "))
 	fs.StringVar(&c.framing, "framing", "newline", "TCP and stdio framing: newline or content-length")
@@ -152,12 +163,20 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.readTimeout, "read-timeout", tcp.DefaultReadTimeout, "close a TCP connection whose started (or first) message is not complete within this, and an HTTP connection whose request (headers and body) is not; stdio ends on a partial message held this long (0: none)")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", tcp.DefaultIdleTimeout, "close TCP connections with no traffic and nothing in flight, and HTTP keep-alive connections between requests, idle this long (0: none)")
 	fs.IntVar(&c.maxInflight, "max-inflight", 64, "requests one session may have being served at once; more get -32000 {\"limit\":\"max-inflight\"} (0: none)")
+	fs.IntVar(&c.maxSubscriptions, "max-subscriptions", engine.DefaultMaxSubscriptions, "resource subscriptions one session may hold, resources/subscribe and subscriptions/listen URIs together (a listen's repeated URIs count once), their URIs 256 bytes each on average; more get -32000 {\"limit\":\"subscriptions\"}, HTTP 429 (0: none)")
 	fs.Float64Var(&c.rate, "rate", 0, "requests per second one session may send; more get -32000 {\"limit\":\"rate\",\"retryAfterMs\":N}, HTTP 429 (0: none)")
 	fs.StringVar(&c.stateKeyFile, "state-key-file", "", "`file` of the keys that sign 2026-07-28 requestState, one per line (hex, at least 32 bytes each): the first signs, any verifies, so a key rotates by adding the new one first and removing the old later; give every node the same file (empty: a random key per process)")
 	fs.DurationVar(&c.stateTTL, "state-ttl", 10*time.Minute, "how long a 2026-07-28 requestState stays valid")
+	fs.IntVar(&c.maxTasks, "max-tasks", 1024, "tasks the server keeps, running or ended, both revisions (when full, the oldest ended is forgotten)")
+	fs.Var(newSize(&c.maxTaskBytes, 64<<20), "max-task-bytes", "`bytes` of results the tasks kept may hold; past it the oldest ended tasks are forgotten (units: KiB, MiB, GiB, KB, MB, GB)")
+	fs.IntVar(&c.maxTasksPerClient, "max-tasks-per-client", 16, "tasks one client keeps: one authenticated subject, else one address; past it its oldest ended one is forgotten, or its running one nobody polled for -task-idle cancelled, else -32000 {\"limit\":\"tasks\"}, HTTP 429 (0: none)")
+	fs.IntVar(&c.taskWorkers, "task-workers", 0, "workers of -workers that task handlers may hold at once; past it -32000 {\"limit\":\"task-workers\"}, HTTP 503 (0: a quarter of -workers)")
+	fs.DurationVar(&c.taskTTL, "task-ttl", 10*time.Minute, "the longest a task runs and its result is kept")
+	fs.DurationVar(&c.taskIdle, "task-idle", time.Minute, "a running 2026-07-28 task nobody polled for this long is abandoned: cancelled when a new task needs its room")
 	fs.IntVar(&c.rateBurst, "rate-burst", 0, "burst allowed above -rate and -rate-ip (0: the rate, rounded up)")
 	fs.Float64Var(&c.rateIP, "rate-ip", 0, "requests per second all sessions of one client address may send (0: none)")
-	fs.Var(newSize(&c.maxBuffered, tcp.DefaultMaxBuffered()), "max-buffered", "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
+	fs.Var(newSize(&c.maxBuffered, netlimit.DefaultMaxBuffered()), "max-buffered", "`bytes` of partial inbound messages held across connections: TCP messages and HTTP request bodies being received; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
+	fs.Var(newSize(&c.maxOutboundTotal, netlimit.DefaultMaxOutboundTotal()), "max-outbound-total", "`bytes` queued for clients across connections: TCP answers, SSE streams, large HTTP answers being written; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
 	registerAuthFlags(fs, &c.auth)
 	registerClusterFlags(fs, &c.cluster)
 	adminFlags(fs, &c.admin)
@@ -247,34 +266,46 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	info, _ := builtin.Info(c.handlers)
 	opts := mcpedge.Options{
 		EngineOptions: mcpedge.EngineOptions{
-			Name:        info.Name,
-			Version:     info.Version,
-			Workers:     c.workers,
-			MaxMessage:  c.maxMessage,
-			PageSize:    c.pageSize,
-			MaxInflight: orNone(c.maxInflight),
-			Rate:        c.rate,
-			RateBurst:   c.rateBurst,
-			RateIP:      c.rateIP,
-			StateKeys:   stateKeys,
-			StateTTL:    c.stateTTL,
-			Logger:      log,
+			Name:             info.Name,
+			Version:          info.Version,
+			Workers:          c.workers,
+			MaxMessage:       c.maxMessage,
+			PageSize:         c.pageSize,
+			MaxInflight:      orNone(c.maxInflight),
+			MaxSubscriptions: orNone(c.maxSubscriptions),
+			Rate:             c.rate,
+			RateBurst:        c.rateBurst,
+			RateIP:           c.rateIP,
+			StateKeys:        stateKeys,
+			StateTTL:         c.stateTTL,
+			Logger:           log,
+
+			MaxTasks:          c.maxTasks,
+			MaxTaskBytes:      c.maxTaskBytes,
+			MaxTasksPerClient: orNone(c.maxTasksPerClient),
+			TaskWorkers:       c.taskWorkers,
+			TaskTTL:           c.taskTTL,
+			TaskIdle:          c.taskIdle,
 		},
 		Stdio:        mcpedge.StdioOptions{Framer: framer, MaxOutbound: c.maxOutbound, DrainTimeout: c.drain, ReadTimeout: orNone(c.readTimeout)},
 		DrainTimeout: orNone(c.drain),
 		Auth:         verifier,
 		LameDuck:     c.lameDuck,
 	}
+	var buffered, outbound *netlimit.Budget
 	if !c.stdio {
-		// One connection budget for every network transport.
+		// One connection budget, and one budget of each kind of bytes
+		// clients make the server hold, for every network transport.
 		conns := netlimit.New(c.maxConns, c.maxConnsPerIP)
+		buffered, outbound = netlimit.NewBudget(orNone(c.maxBuffered)), netlimit.NewBudget(orNone(c.maxOutboundTotal))
 		if c.tcp != "" {
 			opts.TCP = &mcpedge.TCPOptions{
 				Addr: c.tcp, Loops: c.loops, Framer: framer, MaxOutbound: c.maxOutbound,
 				Conns:       conns,
 				ReadTimeout: orNone(c.readTimeout),
 				IdleTimeout: orNone(c.idleTimeout),
-				MaxBuffered: orNone(c.maxBuffered),
+				Buffered:    buffered,
+				Outbound:    outbound,
 			}
 		}
 		if c.http != "" {
@@ -294,7 +325,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				IdleTimeout:      orNone(c.idleTimeout),
 				InitTimeout:      c.sessionInit,
 				MaxSessions:      c.maxSessions,
-				MaxSessionsPerIP: c.maxSessionsPerIP,
+				MaxSessionsPerIP: sessionsPerIP(c.maxSessionsPerIP),
+				Buffered:         buffered,
+				Outbound:         outbound,
 				TLS:              tlsState,
 			}
 		}
@@ -347,6 +380,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if verifier != nil {
 		reload.hooks = append(reload.hooks, authReloadHook(verifier, log))
 	}
+	if adm != nil {
+		reload.hooks = append(reload.hooks, adm.reloadHook()) // admin.go
+	}
+	if buffered != nil {
+		reload.hooks = append(reload.hooks, budgetReloadHook(buffered, outbound))
+	}
 	defer reload.watch(ctx)()
 
 	if c.stdio {
@@ -386,7 +425,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if tcpAddr != nil {
-		log.Info("serving MCP over TCP", "addr", tcpAddr.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered)
+		log.Info("serving MCP over TCP", "addr", tcpAddr.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered, "max_outbound_total", c.maxOutboundTotal)
 	}
 	scheme := "http"
 	if tlsState != nil {
@@ -443,6 +482,19 @@ func signals(log *slog.Logger, onHUP func()) (ctx context.Context, stop func()) 
 // default").
 func orNone[T int | int64 | time.Duration](v T) T {
 	if v == 0 {
+		return -1
+	}
+	return v
+}
+
+// sessionsPerIP maps -max-sessions-per-ip to HTTPOptions.MaxSessionsPerIP:
+// the flag's -1 (the default share) is the option's 0, and its 0 (none)
+// the option's -1.
+func sessionsPerIP(v int) int {
+	switch v {
+	case -1:
+		return 0
+	case 0:
 		return -1
 	}
 	return v

@@ -51,7 +51,11 @@ func TestParseHTTPSurvivalFlags(t *testing.T) {
 	assert.Equal(t, 5*time.Minute, c.idleTimeout)
 	assert.Equal(t, 30*time.Second, c.sessionInit)
 	assert.Equal(t, 65536, c.maxSessions)
-	assert.Equal(t, 0, c.maxSessionsPerIP)
+	assert.Equal(t, -1, c.maxSessionsPerIP, "the default share")
+	assert.Equal(t, 0, sessionsPerIP(c.maxSessionsPerIP), "HTTPOptions' default share")
+	assert.Equal(t, -1, sessionsPerIP(0), "0: none")
+	assert.Equal(t, 8, sessionsPerIP(8))
+	assert.Equal(t, engine.DefaultMaxSubscriptions, c.maxSubscriptions)
 
 	t.Setenv("MCPEDGE_MAX_SESSIONS_PER_IP", "8")
 	t.Setenv("MCPEDGE_SESSION_INIT_TIMEOUT", "5s")
@@ -63,6 +67,14 @@ func TestParseHTTPSurvivalFlags(t *testing.T) {
 	assert.Equal(t, 5*time.Second, c.sessionInit)
 	assert.Equal(t, 100, c.maxSessions)
 	assert.Equal(t, 8, c.maxSessionsPerIP)
+
+	t.Setenv("MCPEDGE_MAX_SUBSCRIPTIONS", "5")
+	c, err = parse(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 5, c.maxSubscriptions)
+	c, err = parse([]string{"-max-subscriptions", "0"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 0, c.maxSubscriptions)
 }
 
 func TestParseFlagsAndEnv(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpedge/mcpedge"
 	"github.com/mcpedge/mcpedge/engine"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
+	"github.com/mcpedge/mcpedge/transport/netlimit"
 )
 
 // SIGHUP reloads the configuration: the -config file and the environment
@@ -72,8 +73,8 @@ func newReloader(args []string, c *config, log *slog.Logger, level *slog.LevelVa
 			}
 			return func() { level.Set(l) }, nil
 		}},
-		reloadHook{name: "limits", keys: []string{"max-inflight", "rate", "rate-ip", "rate-burst"}, prepare: func(c *config) (func(), error) {
-			l := engine.Limits{MaxInflight: orNone(c.maxInflight), Rate: c.rate, RateIP: c.rateIP, RateBurst: c.rateBurst}
+		reloadHook{name: "limits", keys: []string{"max-inflight", "max-subscriptions", "rate", "rate-ip", "rate-burst"}, prepare: func(c *config) (func(), error) {
+			l := engine.Limits{MaxInflight: orNone(c.maxInflight), MaxSubscriptions: orNone(c.maxSubscriptions), Rate: c.rate, RateIP: c.rateIP, RateBurst: c.rateBurst}
 			return func() { srv.Engine().SetLimits(l) }, nil
 		}},
 	)
@@ -96,6 +97,18 @@ func newReloader(args []string, c *config, log *slog.Logger, level *slog.LevelVa
 		}})
 	}
 	return r, nil
+}
+
+// budgetReloadHook applies -max-buffered and -max-outbound-total to the
+// budgets the transports share: a lower limit cuts the biggest holders at
+// once.
+func budgetReloadHook(buffered, outbound *netlimit.Budget) reloadHook {
+	return reloadHook{name: "byte budgets", keys: []string{"max-buffered", "max-outbound-total"}, prepare: func(c *config) (func(), error) {
+		return func() {
+			buffered.SetLimit(orNone(c.maxBuffered))
+			outbound.SetLimit(orNone(c.maxOutboundTotal))
+		}, nil
+	}}
 }
 
 // flagValues returns every flag's value in its string form.
@@ -133,6 +146,9 @@ func (r *reloader) reload() error {
 			continue
 		}
 		change := fmt.Sprintf("%s: %q → %q", name, old, v)
+		if secretKey.MatchString(name) && !strings.HasSuffix(name, "-file") { // -auth-client-secret: never its value (logging.go)
+			change = name + ": changed"
+		}
 		if slices.ContainsFunc(r.hooks, func(h reloadHook) bool { return slices.Contains(h.keys, name) }) {
 			applied = append(applied, change)
 		} else {

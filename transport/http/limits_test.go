@@ -3,13 +3,16 @@ package http
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -70,23 +73,29 @@ func TestInitializeFloodDoesNotLockOut(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode, body(t, resp))
 }
 
-// TestFullTableOfInitializedSessions: when every session completed its
-// initialization there is nothing to evict: 503, Retry-After, and the
-// limit named.
-func TestFullTableOfInitializedSessions(t *testing.T) {
+// TestFullTableOfBusySessions: when every session is busy (a stream open
+// on each) there is nothing to evict: 503, Retry-After, and the limit
+// named. A session never used after initialize is evicted before an idle
+// one that was used.
+func TestFullTableOfBusySessions(t *testing.T) {
 	e := newEnv(t, envOpts{opts: Options{MaxSessions: 3}})
 	var sids []string
 	for i := 0; i < 3; i++ {
-		sids = append(sids, e.initialize())
+		sid := e.initialize()
+		resp := e.do(t, req{method: http.MethodGet, sid: sid})
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		t.Cleanup(func() { resp.Body.Close() })
+		waitFor(t, 2*time.Second, "the stream to open", e.srv.lookup([]byte(sid)).busy)
+		sids = append(sids, sid)
 	}
 	status, _, resp := e.initOnly(t, nil)
 	assert.Equal(t, http.StatusServiceUnavailable, status)
 	limitError(t, resp, "max-sessions")
 	for _, sid := range sids {
-		assert.NotNil(t, e.srv.lookup([]byte(sid)), "initialized sessions are never evicted")
+		assert.NotNil(t, e.srv.lookup([]byte(sid)), "busy sessions are never evicted")
 	}
 	// The first session waiting for its client's next request is evicted
-	// before the others.
+	// before the idle ones.
 	resp = e.do(t, req{method: http.MethodDelete, sid: sids[0]})
 	require.Equal(t, http.StatusNoContent, resp.StatusCode, body(t, resp))
 	status, pending, resp := e.initOnly(t, nil)
@@ -94,6 +103,74 @@ func TestFullTableOfInitializedSessions(t *testing.T) {
 	sid := e.initialize()
 	assert.Nil(t, e.srv.lookup([]byte(pending)), "the uninitialized session made room")
 	assert.NotNil(t, e.srv.lookup([]byte(sid)))
+}
+
+// TestTableHeldByPingedSessions (issue 20, defect 7): 66,000 initialize
+// and one ping each from one address held the whole table: every new
+// client got 503 until -session-idle, 30 minutes, as pings kept the
+// sessions alive and eviction spared any session used once. Now one
+// address gets a share of the table by default, and when the table is
+// full anyway (the share raised, for a proxy) a new client from elsewhere
+// evicts the idle session used least recently.
+func TestTableHeldByPingedSessions(t *testing.T) {
+	ping := func(t *testing.T, e *env, hc *http.Client, sid string) int {
+		hr, err := http.NewRequest(http.MethodPost, e.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		require.NoError(t, err)
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Accept", "application/json, text/event-stream")
+		hr.Header.Set("Mcp-Session-Id", sid)
+		hr.Header.Set("Mcp-Protocol-Version", testVersion)
+		resp, err := hc.Do(hr)
+		require.NoError(t, err)
+		body(t, resp)
+		return resp.StatusCode
+	}
+	// fill initializes and pings n sessions from hc, or fewer when one is
+	// refused, returning them in the order they were used.
+	fill := func(t *testing.T, e *env, hc *http.Client, n int) (sids []string, last int) {
+		for range n {
+			status, sid, resp := e.initOnly(t, hc)
+			body(t, resp)
+			if status != http.StatusOK {
+				return sids, status
+			}
+			require.Equal(t, http.StatusOK, ping(t, e, hc, sid))
+			sids = append(sids, sid)
+		}
+		return sids, http.StatusOK
+	}
+	t.Run("a share per address by default", func(t *testing.T) {
+		e := newEnv(t, envOpts{loopback: true, opts: Options{MaxSessions: 128}})
+		a, b := e.clientFrom(t, "127.0.0.2"), e.clientFrom(t, "127.0.0.3")
+		sids, last := fill(t, e, a, 65)
+		assert.Equal(t, 64, len(sids), "a sixteenth of the table, at least 64")
+		assert.Equal(t, http.StatusTooManyRequests, last)
+		status, sid, resp := e.initOnly(t, b)
+		require.Equal(t, http.StatusOK, status, body(t, resp))
+		assert.Equal(t, http.StatusOK, ping(t, e, b, sid))
+		for _, sid := range sids {
+			require.NotNil(t, e.srv.lookup([]byte(sid)), "the table was not full")
+		}
+	})
+	t.Run("the idle session used least recently makes room", func(t *testing.T) {
+		e := newEnv(t, envOpts{loopback: true, opts: Options{MaxSessions: 64, MaxSessionsPerIP: -1}})
+		a, b := e.clientFrom(t, "127.0.0.2"), e.clientFrom(t, "127.0.0.3")
+		sids, _ := fill(t, e, a, 64)
+		require.Equal(t, 64, len(sids), "no share: one address fills the table")
+		require.Equal(t, 64, e.srv.Sessions())
+		for _, sid := range sids[:10] { // used again: the least recent is sids[10]
+			require.Equal(t, http.StatusOK, ping(t, e, a, sid))
+		}
+		status, sid, resp := e.initOnly(t, b)
+		require.Equal(t, http.StatusOK, status, body(t, resp))
+		assert.Equal(t, http.StatusOK, ping(t, e, b, sid))
+		assert.Nil(t, e.srv.lookup([]byte(sids[10])), "the least recently used session was evicted")
+		assert.Equal(t, http.StatusNotFound, ping(t, e, a, sids[10]))
+		for _, sid := range sids[:10] {
+			assert.NotNil(t, e.srv.lookup([]byte(sid)))
+		}
+		assert.Equal(t, 64, e.srv.Sessions())
+	})
 }
 
 // TestInitTimeoutReapsUninitializedSessions: a session whose client sent
@@ -199,4 +276,36 @@ func TestStreamsOutliveWriteTimeout(t *testing.T) {
 	call.Body.Close()
 	require.NotEmpty(t, evs)
 	assert.Contains(t, evs[len(evs)-1].Data, "counted to 3")
+}
+
+// TestSubscriptionLimitStatus: a subscribe or listen over the session's
+// subscription limit is answered 429 with Retry-After, its JSON-RPC error
+// -32000 {"limit":"subscriptions"}, whether the engine refused it at
+// once or on a worker (a big listen).
+func TestSubscriptionLimitStatus(t *testing.T) {
+	e := newEnv(t, envOpts{eng: engine.Options{MaxSubscriptions: 2}})
+	check := func(t *testing.T, resp *http.Response) {
+		t.Helper()
+		b := body(t, resp)
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, b)
+		assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+		a := decodeAnswer(t, b)
+		require.NotNil(t, a.Error, b)
+		assert.Equal(t, codec.CodeServerBusy, a.Error.Code)
+		assert.JSONEq(t, `{"limit":"subscriptions"}`, string(a.Error.Data))
+	}
+	sid := e.initialize()
+	for i := range 2 {
+		resp := e.do(t, req{sid: sid, body: fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"resources/subscribe","params":{"uri":"mem://s/%d"}}`, i, i)})
+		require.Equal(t, http.StatusOK, resp.StatusCode, body(t, resp))
+	}
+	check(t, e.do(t, req{sid: sid, body: `{"jsonrpc":"2.0","id":9,"method":"resources/subscribe","params":{"uri":"mem://s/9"}}`}))
+
+	for _, n := range []int{3, 100} {
+		uris := make([]string, n)
+		for i := range uris {
+			uris[i] = strconv.Quote("mem://l/" + strconv.Itoa(i))
+		}
+		check(t, e.do(t, modernReq("subscriptions/listen", "", modernBody(n, "subscriptions/listen", `"notifications":{"resourceSubscriptions":[`+strings.Join(uris, ",")+`]}`), nil)))
+	}
 }

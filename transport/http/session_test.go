@@ -332,15 +332,23 @@ func TestSessionBurstReaped(t *testing.T) {
 	})
 }
 
+// TestMaxSessions: a full table makes room for a new session by evicting
+// the idle one used least recently.
 func TestMaxSessions(t *testing.T) {
 	e := newEnv(t, envOpts{opts: Options{MaxSessions: 3}})
+	var sids []string
 	for i := 0; i < 3; i++ {
-		e.initialize()
+		sids = append(sids, e.initialize())
 	}
-	resp := e.do(t, req{body: initBody})
+	resp := e.do(t, req{sid: sids[0], body: `{"jsonrpc":"2.0","id":1,"method":"ping"}`})
+	require.Equal(t, http.StatusOK, resp.StatusCode, body(t, resp))
+	resp = e.do(t, req{body: initBody})
 	b := body(t, resp)
-	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, b)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, b)
 	assert.Equal(t, 3, e.srv.Sessions())
+	assert.NotNil(t, e.srv.lookup([]byte(sids[0])), "used last")
+	assert.Nil(t, e.srv.lookup([]byte(sids[1])), "used least recently")
+	assert.NotNil(t, e.srv.lookup([]byte(sids[2])))
 }
 
 func TestReaperSparesBusySessions(t *testing.T) {
