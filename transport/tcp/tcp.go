@@ -132,9 +132,12 @@ var (
 	ErrSlowConsumer = codec.ReasonSlowConsumer.Err("tcp: slow consumer: outbound bytes over the limit")
 	// ErrTooLarge is codec.ErrTooLarge, the one error of a message over
 	// the size limit.
-	ErrTooLarge     = codec.ErrTooLarge
-	ErrFraming      = codec.ReasonFraming.Err("tcp: malformed frame header")
-	ErrTooManyConns = codec.ReasonMaxConns.Err("tcp: connection limit reached")
+	ErrTooLarge = codec.ErrTooLarge
+	ErrFraming  = codec.ReasonFraming.Err("tcp: malformed frame header")
+	// ErrTooManyConns is netlimit.ErrTooManyConns: the cause of a
+	// connection refused at accept (netlimit.ErrTooManyConnsPerIP the
+	// other's).
+	ErrTooManyConns = netlimit.ErrTooManyConns
 	ErrReadTimeout  = codec.ReasonReadTimeout.Err("tcp: read timeout: message incomplete")
 	ErrIdleTimeout  = codec.ReasonIdleTimeout.Err("tcp: idle timeout")
 	ErrPanic        = codec.ReasonPanic.Err("tcp: panic while reading the connection")
