@@ -136,23 +136,21 @@ func (a *Acceptor) refuse(c net.Conn, cause error) {
 }
 
 // Transient reports whether an accept error is one a later accept may not
-// have: the listener stays usable.
+// have: every error but those that say the listener itself is unusable
+// (closed, not a socket, invalid). Besides running out of descriptors or
+// memory, Linux's accept reports the pending errors of the connection it
+// was about to return (ECONNABORTED, EPROTO, EHOSTUNREACH, ENETDOWN...),
+// which a client can cause: none of them may stop a listener.
 func Transient(err error) bool {
 	if errors.Is(err, net.ErrClosed) {
 		return false
 	}
-	for _, e := range [...]error{syscall.EMFILE, syscall.ENFILE, syscall.ECONNABORTED, syscall.ECONNRESET,
-		syscall.ENOBUFS, syscall.ENOMEM, syscall.EINTR, syscall.EAGAIN, syscall.EPROTO, syscall.EPERM, syscall.ETIMEDOUT} {
+	for _, e := range [...]error{syscall.EBADF, syscall.EINVAL, syscall.ENOTSOCK, syscall.EFAULT} {
 		if errors.Is(err, e) {
-			return true
+			return false
 		}
 	}
-	var ne interface{ Temporary() bool }
-	if errors.As(err, &ne) && ne.Temporary() {
-		return true
-	}
-	var te interface{ Timeout() bool }
-	return errors.As(err, &te) && te.Timeout()
+	return true
 }
 
 // AddrIP is the IP address of a TCP address, unmapped; the zero Addr for

@@ -215,12 +215,15 @@ func TestAcceptorAdmits(t *testing.T) {
 
 // TestTransient sorts accept errors.
 func TestTransient(t *testing.T) {
-	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ECONNABORTED, syscall.ENOBUFS, syscall.EINTR} {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ECONNABORTED, syscall.ENOBUFS, syscall.EINTR,
+		syscall.EPROTO, syscall.EHOSTUNREACH, syscall.ENETDOWN, syscall.EPERM} {
 		assert.True(t, Transient(acceptErr(errno)), errno.Error())
 	}
-	assert.False(t, Transient(acceptErr(syscall.EINVAL)))
+	for _, errno := range []syscall.Errno{syscall.EINVAL, syscall.EBADF, syscall.ENOTSOCK} {
+		assert.False(t, Transient(acceptErr(errno)), errno.Error())
+	}
 	assert.False(t, Transient(&net.OpError{Op: "accept", Err: net.ErrClosed}))
-	assert.False(t, Transient(errors.New("mystery")))
+	assert.True(t, Transient(errors.New("mystery")), "retried: only a listener known unusable stops")
 }
 
 // TestDrainer: a drain closes idle connections every DrainTick until its
