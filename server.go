@@ -99,10 +99,16 @@ type Cluster interface {
 	Bus() session.Bus
 	// Route forwards a request naming id to the node that owns id, when
 	// that is another node, and reports whether it did
-	// (HTTPOptions.Route).
+	// (HTTPOptions.Route): the legacy endpoint's POSTs, 2026-07-28 task
+	// requests.
 	Route(ctx *fasthttp.RequestCtx, id []byte) bool
 	// Serve serves with h the requests other nodes forward to this one.
 	Serve(h fasthttp.RequestHandler)
+	// The sessions of Streamable HTTP are shared (HTTPOptions.Cluster):
+	// any node serves them, from their records.
+	mcphttp.Cluster
+	// Attach gives the cluster the transport whose sessions it shares.
+	Attach(h session.Shared)
 }
 
 // DefaultDrainTimeout is Options.DrainTimeout's default.
@@ -198,6 +204,7 @@ func New(opts Options) *Server {
 		if opts.HTTP != nil {
 			h := *opts.HTTP
 			h.Route = c.Route
+			h.Cluster = c
 			opts.HTTP = &h
 		}
 	}
@@ -227,6 +234,7 @@ func New(opts Options) *Server {
 		s.http = mcphttp.New(eng, *opts.HTTP)
 		s.listeners = append(s.listeners, listener{"http", s.http})
 		if opts.Cluster != nil {
+			opts.Cluster.Attach(s.http)
 			opts.Cluster.Serve(s.http.Handler())
 		}
 	}

@@ -30,7 +30,8 @@ func newBenchNode(b *testing.B, name string, routes []string) *benchNode {
 	if err := builtin.Install("bench", eng.Registry(), builtin.Env{}); err != nil {
 		b.Fatal(err)
 	}
-	hs := mcphttp.New(eng, mcphttp.Options{Addr: "127.0.0.1:0", Route: n.Route})
+	hs := mcphttp.New(eng, mcphttp.Options{Addr: "127.0.0.1:0", Route: n.Route, Cluster: n})
+	n.Attach(hs)
 	n.Serve(hs.Handler())
 	b.Cleanup(func() {
 		_ = hs.Shutdown(context.Background())
@@ -105,15 +106,17 @@ func BenchmarkForward(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(32) // forwarding waits on the network: keep requests in flight
-			b.RunParallel(func(pb *testing.PB) {
-				var ctx fasthttp.RequestCtx
-				req := request(sid, call)
-				for pb.Next() {
-					if st := bc.nd.do(&ctx, req); st != 200 {
-						b.Errorf("status %d", st)
-						return
+			reportCPU(b, func() {
+				b.RunParallel(func(pb *testing.PB) {
+					var ctx fasthttp.RequestCtx
+					req := request(sid, call)
+					for pb.Next() {
+						if st := bc.nd.do(&ctx, req); st != 200 {
+							b.Errorf("status %d", st)
+							return
+						}
 					}
-				}
+				})
 			})
 		})
 	}

@@ -130,6 +130,30 @@ type Options struct {
 	// cut into frames of at most this size.
 	MaxPayload int
 
+	// Keys sign the cluster's own messages (membership, session records,
+	// kept events, cancellations; sign.go): give every node the same,
+	// the requestState keys (-state-key-file) as mcpedge does. The first
+	// signs, any verifies. Empty: a key derived from RouteSecret, else a
+	// fixed one that signs nothing anybody could not forge (Start logs a
+	// warning).
+	Keys [][]byte
+	// Heartbeat is how often the node tells the others it is alive; a
+	// node silent for three heartbeats is lost, and what it held is
+	// taken over. 0 means 1 s.
+	Heartbeat time.Duration
+	// RecordBytes bounds the session records the node keeps
+	// (records.go); the records of sessions used least recently go first,
+	// and are asked for again when needed. Those of the sessions this
+	// node is the home of always stay. 0 means 64 MiB.
+	RecordBytes int
+	// EventBytes bounds the events of other nodes' streams the node keeps
+	// for clients that resume them (events.go); the sessions whose events
+	// came least recently go first. 0 means 64 MiB.
+	EventBytes int
+	// EventSessionBytes bounds the events kept of one session; the oldest
+	// go first. 0 means 1 MiB (mcphttp's EventStoreBytes).
+	EventSessionBytes int
+
 	// Logger receives the node's log and the embedded server's; nil
 	// discards. Lines that input from the cluster can cause (a message
 	// that does not parse, a client refused at the embedded server) are
@@ -187,6 +211,15 @@ type Node struct {
 	tickStop    chan struct{} // the pending ticker's; nil before Serve
 
 	stats counters
+
+	// Sessions shared (sessions.go, records.go, events.go, members.go).
+	inc     string // this start's incarnation
+	inst    string // name.inc
+	sig     *signer
+	members members
+	recs    records
+	events  eventStore
+	host    atomic.Pointer[session.Shared]
 }
 
 // counters are the node's statistics (Stats).
@@ -195,6 +228,7 @@ type counters struct {
 	served, servedRefused, cancelled                           atomic.Uint64
 	busOut, busIn, busDropped, badMessages, streamsCut         atomic.Uint64
 	disconnects, reconnects                                    atomic.Uint64
+	peersLost, takenOver, recordFetches, eventsOut, eventsIn   atomic.Uint64
 }
 
 // Stats are a Node's counters since Start.
@@ -213,19 +247,32 @@ type Stats struct {
 	StreamsCut      uint64 // relayed streams ended for a lost frame or a silent owner
 	Disconnects     uint64 // losses of the NATS connection
 	Reconnects      uint64 // and recoveries
+	PeersLost       uint64 // nodes found gone (silent, left, restarted)
+	TakenOver       uint64 // sessions this node became the home of, their home gone
+	RecordFetches   uint64 // records asked of the other nodes (not known here)
+	EventsOut       uint64 // events of this node's streams published to be kept
+	EventsIn        uint64 // events of other nodes' streams kept here
+	Records         int    // session records kept now
+	RecordBytes     int    // and their bytes
+	EventBytes      int    // bytes of the other nodes' events kept now
 }
 
 // Stats returns the node's counters.
 func (n *Node) Stats() Stats {
 	c := &n.stats
-	return Stats{
+	st := Stats{
 		Forwarded: c.forwarded.Load(), ForwardTimeouts: c.forwardTimeouts.Load(),
 		ForwardNoOwner: c.forwardNoOwner.Load(), ForwardRefused: c.forwardRefused.Load(),
 		Served: c.served.Load(), ServedRefused: c.servedRefused.Load(), Cancelled: c.cancelled.Load(),
 		BusOut: c.busOut.Load(), BusIn: c.busIn.Load(), BusDropped: c.busDropped.Load(),
 		BadMessages: c.badMessages.Load(), StreamsCut: c.streamsCut.Load(),
 		Disconnects: c.disconnects.Load(), Reconnects: c.reconnects.Load(),
+		PeersLost: c.peersLost.Load(), TakenOver: c.takenOver.Load(), RecordFetches: c.recordFetches.Load(),
+		EventsOut: c.eventsOut.Load(), EventsIn: c.eventsIn.Load(),
 	}
+	st.Records, st.RecordBytes = n.recs.size()
+	_, st.EventBytes = n.events.size()
+	return st
 }
 
 // ValidName reports whether name can name a node.
@@ -306,6 +353,18 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if opts.MaxPayload <= 0 {
 		opts.MaxPayload = 8 << 20
 	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = time.Second
+	}
+	if opts.RecordBytes <= 0 {
+		opts.RecordBytes = 64 << 20
+	}
+	if opts.EventBytes <= 0 {
+		opts.EventBytes = 64 << 20
+	}
+	if opts.EventSessionBytes <= 0 {
+		opts.EventSessionBytes = 1 << 20
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -325,6 +384,21 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 	n.replyPrefix = n.prefix + ".reply." + n.name + "."
 	n.ctxs.New = func() any { return new(fasthttp.RequestCtx) }
+	n.inc = newIncarnation()
+	n.inst = n.name + "." + n.inc
+	n.members.peers = make(map[string]*peer)
+	n.recs.init()
+	n.events.init()
+	keys := opts.Keys
+	switch {
+	case len(keys) > 0:
+	case opts.RouteSecret != "":
+		keys = [][]byte{[]byte(opts.RouteSecret)}
+	default:
+		keys = [][]byte{[]byte("mcpedge: no key")}
+		n.log.Warn("cluster: no keys (Options.Keys): the cluster's messages are signed with a key anybody may forge them with")
+	}
+	n.sig = newSigner(keys)
 
 	nopts := []nats.Option{
 		nats.Name("mcpedge " + opts.Node),
@@ -384,6 +458,10 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		{n.prefix + ".http." + n.name, n.onForwarded},
 		{n.prefix + ".cancel." + n.name, n.onCancel},
 		{n.prefix + ".ping." + n.name, func(m *nats.Msg) { _ = m.Respond(nil) }},
+		{n.prefix + ".hb", n.onHeartbeat},
+		{n.prefix + ".rec", n.onRecord},
+		{n.prefix + ".recget", n.onRecordGet},
+		{n.prefix + ".ev", n.onEvent},
 	} {
 		sub, err := nc.Subscribe(s.subj, s.fn)
 		if err != nil {
@@ -400,6 +478,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		n.unrouted.Store(n.srv.NumRoutes() == 0)
 		go n.watchRoutes()
 	}
+	go n.heartbeat()
 	n.log.Info("cluster: node started", "embed", opts.Embed, "routes", redact.URLs(strings.Join(opts.Routes, ",")), "url", redact.URLs(opts.URL))
 	return n, nil
 }
@@ -618,7 +697,8 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		_ = s.Unsubscribe()
 	}
 	// The other nodes learn at once that nobody answers for this one any
-	// more: their requests for its sessions get 404 rather than a timeout.
+	// more, and take over the sessions it was the home of.
+	n.sayGoodbye()
 	_ = n.nc.FlushTimeout(time.Second)
 	n.abortTunnels()
 	n.tickOnce.Do(func() {}) // no ticker starts from now on

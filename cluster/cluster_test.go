@@ -37,14 +37,16 @@ type node struct {
 	stop context.CancelFunc
 	done chan error
 
-	cancelled chan error // why each call of the tool "hang" ended
+	cancelled chan error    // why each call of the tool "hang" ended
+	started   chan struct{} // each call of "hang" as it starts
 }
 
 // startNode starts a node routed to routes, serving the demo set and a
 // tool that elicits.
 func startNode(t *testing.T, name string, routes []string, opts ...func(*cluster.Options)) *node {
 	t.Helper()
-	co := cluster.Options{Node: name, Embed: "127.0.0.1:0", Routes: routes, ForwardTimeout: 2 * time.Second, RouteSecret: routeSecret}
+	co := cluster.Options{Node: name, Embed: "127.0.0.1:0", Routes: routes, ForwardTimeout: 2 * time.Second, RouteSecret: routeSecret,
+		Keys: [][]byte{stateKey}, Heartbeat: 100 * time.Millisecond}
 	for _, o := range opts {
 		o(&co)
 	}
@@ -75,13 +77,43 @@ func startNode(t *testing.T, name string, routes []string, opts ...func(*cluster
 			}
 		}, handlers.ToolOptions{TaskSupport: mcp.TaskOptional}))
 	cancelled := make(chan error, 16)
+	started := make(chan struct{}, 16)
 	require.NoError(t, handlers.AddTool(srv.Registry(), &mcp.Tool{Name: "hang"}, func(ctx context.Context, _ *handlers.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		started <- struct{}{}
 		<-ctx.Done()
 		cancelled <- context.Cause(ctx)
 		return nil, nil, context.Cause(ctx)
 	}))
+	// say logs at info and answers with the node's name.
+	require.NoError(t, handlers.AddTool(srv.Registry(), &mcp.Tool{Name: "say"}, func(ctx context.Context, req *handlers.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		if err := req.Peer.Log("info", "say", "said on "+name); err != nil {
+			return nil, nil, err
+		}
+		return mcp.TextResult("said by " + name), nil, nil
+	}))
+	// poll reports progress 1, ends its stream (SSE polling), then
+	// reports a step every 50 ms up to n before it answers.
+	type pollIn struct {
+		N int `json:"n"`
+	}
+	require.NoError(t, handlers.AddTool(srv.Registry(), &mcp.Tool{Name: "poll"}, func(ctx context.Context, req *handlers.CallToolRequest, in pollIn) (*mcp.CallToolResult, any, error) {
+		for i := 1; i <= in.N; i++ {
+			if err := req.Peer.Progress(float64(i), float64(in.N), "on "+name); err != nil {
+				return nil, nil, err
+			}
+			if i == 1 {
+				req.Peer.CloseStream()
+			}
+			select {
+			case <-ctx.Done():
+				return nil, nil, context.Cause(ctx)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		return mcp.TextResult("polled on " + name), nil, nil
+	}))
 	ctx, cancel := context.WithCancel(context.Background())
-	nd := &node{name: name, n: n, srv: srv, stop: cancel, done: make(chan error, 1), cancelled: cancelled}
+	nd := &node{name: name, n: n, srv: srv, stop: cancel, done: make(chan error, 1), cancelled: cancelled, started: started}
 	go func() { nd.done <- srv.Serve(ctx) }()
 	a := srv.HTTPAddr(ctx)
 	require.NotNil(t, a)
@@ -103,27 +135,30 @@ func (nd *node) kill(t *testing.T) {
 
 func routeOf(nd *node) string { return "nats-route://" + nd.n.RouteAddr().String() }
 
-// waitMesh waits until every node has a route to each other node and
-// knows its subjects.
+// waitMesh waits until every node has a route to each other node, knows
+// it alive, and reaches its subjects.
 func waitMesh(t *testing.T, nodes ...*node) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for _, nd := range nodes {
-		for nd.n.Routes() < len(nodes)-1 || nd.n.Ready() != nil {
+		for nd.n.Routes() < len(nodes)-1 || nd.n.Ready() != nil || nd.n.LivePeers() < len(nodes)-1 {
 			if time.Now().After(deadline) {
-				t.Fatalf("node %s: %d routes, ready: %v", nd.name, nd.n.Routes(), nd.n.Ready())
+				t.Fatalf("node %s: %d routes, %d peers alive, ready: %v", nd.name, nd.n.Routes(), nd.n.LivePeers(), nd.n.Ready())
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	// Interest travels with the routes: wait until each node forwards to
-	// each other one (the owner answers 404 for the unknown session).
+	// each other one (a legacy message for a session of the other node
+	// is forwarded there, which answers 404 for it).
 	for _, a := range nodes {
 		for _, b := range nodes {
 			for a != b {
 				before := a.n.Stats().ForwardNoOwner
-				st, _, _ := post(t, a.url, "", b.name+".probe", `{"jsonrpc":"2.0","id":0,"method":"ping"}`)
-				require.Equal(t, http.StatusNotFound, st)
+				r, err := httpc.Post(strings.TrimSuffix(a.url, "/mcp")+"/message?sessionId="+b.name+".probe", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"ping"}`))
+				require.NoError(t, err)
+				r.Body.Close()
+				require.Equal(t, http.StatusNotFound, r.StatusCode)
 				if a.n.Stats().ForwardNoOwner == before {
 					break
 				}
@@ -278,6 +313,73 @@ func openStream(t *testing.T, ctx context.Context, nd *node, sid string) <-chan 
 	return ch
 }
 
+// forwarded sums the requests the nodes forwarded.
+func forwarded(nodes ...*node) uint64 {
+	var n uint64
+	for _, nd := range nodes {
+		n += nd.n.Stats().Forwarded
+	}
+	return n
+}
+
+// callSSE posts a request of session sid through nd and returns every
+// message of its answer.
+func callSSE(t *testing.T, nd *node, sid, body string) []map[string]any {
+	t.Helper()
+	st, _, msgs := post(t, nd.url, v, sid, body)
+	require.Equal(t, http.StatusOK, st, "%s through %s: %v", body, nd.name, msgs)
+	return msgs
+}
+
+// getStream opens a GET on nd for session sid, resuming after lastID
+// when set; it returns the response.
+func getStream(t *testing.T, ctx context.Context, nd *node, sid, lastID string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, nd.url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("MCP-Protocol-Version", v)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := (&http.Client{}).Do(req)
+	require.NoError(t, err)
+	return resp
+}
+
+// event is one SSE event: its id and its message (nil for none).
+type event struct {
+	id  string
+	msg map[string]any
+}
+
+// events yields the events of an SSE body until it ends.
+func events(r io.Reader) <-chan event {
+	ch := make(chan event, 64)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var ev event
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.id != "" || ev.msg != nil {
+					ch <- ev
+				}
+				ev = event{}
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[len("id: "):]
+			case strings.HasPrefix(line, "data: ") && len(line) > len("data: "):
+				_ = json.Unmarshal([]byte(line[len("data: "):]), &ev.msg)
+			}
+		}
+	}()
+	return ch
+}
+
 func TestThreeNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nodes")
@@ -291,43 +393,93 @@ func TestThreeNodes(t *testing.T) {
 		}
 	}()
 	waitMesh(t, a, b, c)
+	nodes := []*node{a, b, c}
 
-	t.Run("every method through other nodes", func(t *testing.T) {
+	t.Run("round-robin: every method through every node", func(t *testing.T) {
 		sid := initialize(t, a, `{"elicitation":{}}`)
-		for _, via := range []*node{b, c} {
-			call(t, via, sid, "ping", `{}`)
-			require.NotEmpty(t, call(t, via, sid, "tools/list", `{}`)["tools"])
-			res := call(t, via, sid, "tools/call", `{"name":"echo","arguments":{"text":"hi"}}`)
+		rr := 0
+		next := func() *node { rr++; return nodes[rr%3] }
+		for range 2 { // twice around: every method on every node
+			call(t, next(), sid, "ping", `{}`)
+			require.NotEmpty(t, call(t, next(), sid, "tools/list", `{}`)["tools"])
+			res := call(t, next(), sid, "tools/call", `{"name":"echo","arguments":{"text":"hi"}}`)
 			require.Contains(t, fmt.Sprint(res["content"]), "hi")
-			require.NotEmpty(t, call(t, via, sid, "resources/list", `{}`))
-			require.NotEmpty(t, call(t, via, sid, "resources/templates/list", `{}`)["resourceTemplates"])
-			call(t, via, sid, "resources/read", `{"uri":"mem://notes/todo"}`)
-			require.NotEmpty(t, call(t, via, sid, "prompts/list", `{}`)["prompts"])
-			call(t, via, sid, "completion/complete", `{"ref":{"type":"ref/resource","uri":"mem://notes/{name}"},"argument":{"name":"name","value":"t"}}`)
-			call(t, via, sid, "logging/setLevel", `{"level":"info"}`)
-			call(t, via, sid, "resources/subscribe", `{"uri":"mem://board/m"}`)
-			call(t, via, sid, "resources/unsubscribe", `{"uri":"mem://board/m"}`)
+			require.NotEmpty(t, call(t, next(), sid, "resources/list", `{}`))
+			require.NotEmpty(t, call(t, next(), sid, "resources/templates/list", `{}`)["resourceTemplates"])
+			call(t, next(), sid, "tools/call", `{"name":"board_write","arguments":{"name":"rr","text":"round"}}`)
+			require.Eventually(t, func() bool {
+				st, _, msgs := post(t, next().url, v, sid, `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"mem://board/rr"}}`)
+				return st == http.StatusOK && strings.Contains(fmt.Sprint(msgs), "round")
+			}, 5*time.Second, 20*time.Millisecond)
+			require.NotEmpty(t, call(t, next(), sid, "prompts/list", `{}`)["prompts"])
+			call(t, next(), sid, "prompts/get", `{"name":"summarize","arguments":{"text":"a b c"}}`)
+			call(t, next(), sid, "completion/complete", `{"ref":{"type":"ref/resource","uri":"mem://notes/{name}"},"argument":{"name":"name","value":"t"}}`)
+			call(t, next(), sid, "logging/setLevel", `{"level":"info"}`)
+			call(t, next(), sid, "resources/subscribe", `{"uri":"mem://board/m"}`)
+			call(t, next(), sid, "resources/unsubscribe", `{"uri":"mem://board/m"}`)
+			// A task: made at the session's home, read through any node.
+			res = call(t, next(), sid, "tools/call", `{"name":"bake","arguments":{},"task":{"ttl":60000}}`)
+			task, _ := res["task"].(map[string]any)
+			require.NotNil(t, task, "%v", res)
+			id, _ := task["taskId"].(string)
+			require.True(t, strings.HasPrefix(id, "a."), id)
+			for range 3 {
+				call(t, next(), sid, "tasks/get", `{"taskId":"`+id+`"}`)
+			}
+			list := call(t, next(), sid, "tasks/list", `{}`)
+			require.Contains(t, fmt.Sprint(list["tasks"]), id)
+			res = call(t, next(), sid, "tasks/result", `{"taskId":"`+id+`"}`)
+			require.Contains(t, fmt.Sprint(res["content"]), "baked by a")
 		}
-		// A session of b, used through a and c, is b's.
-		sidB := initialize(t, b, `{}`)
-		call(t, a, sidB, "tools/call", `{"name":"note_write","arguments":{"name":"n1","text":"from a"}}`)
-		res := call(t, c, sidB, "resources/read", `{"uri":"mem://notes/n1"}`)
-		require.Contains(t, fmt.Sprint(res["contents"]), "from a")
-		// DELETE through another node ends it at its owner.
-		req, _ := http.NewRequest(http.MethodDelete, c.url, nil)
-		req.Header.Set("Mcp-Session-Id", sidB)
-		req.Header.Set("MCP-Protocol-Version", v)
-		resp, err := httpc.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusNoContent, resp.StatusCode)
-		st, _, _ := post(t, a.url, v, sidB, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-		require.Equal(t, http.StatusNotFound, st)
+		// 2026-07-28: stateless, on every node.
+		for _, nd := range nodes {
+			st, msgs := post2026(t, nd.url, "tools/call", "echo", `{"name":"echo","arguments":{"text":"modern"}}`)
+			require.Equal(t, http.StatusOK, st, msgs)
+			require.Contains(t, fmt.Sprint(msgs), "modern")
+			st, msgs = post2026(t, nd.url, "resources/read", "mem://hello", `{"uri":"mem://hello"}`)
+			require.Equal(t, http.StatusOK, st, msgs)
+		}
+	})
+
+	t.Run("ordinary calls are served where they land", func(t *testing.T) {
+		sid := initialize(t, b, `{}`)
+		call(t, a, sid, "ping", `{}`) // each node meets the session once
+		call(t, c, sid, "ping", `{}`)
+		before := forwarded(a, b, c)
+		for i := range 30 {
+			call(t, nodes[i%3], sid, "tools/call", `{"name":"echo","arguments":{"text":"x"}}`)
+			call(t, nodes[i%3], sid, "resources/read", `{"uri":"mem://hello"}`)
+		}
+		require.Equal(t, before, forwarded(a, b, c), "no call was forwarded")
+	})
+
+	t.Run("a node that never saw the session serves it", func(t *testing.T) {
+		sid := initialize(t, a, `{}`)
+		// c never saw it: it is served there at once, from the record.
+		res := call(t, c, sid, "tools/call", `{"name":"say","arguments":{}}`)
+		require.Contains(t, fmt.Sprint(res["content"]), "said by c")
+	})
+
+	t.Run("logging/setLevel through c reaches the calls on b", func(t *testing.T) {
+		sid := initialize(t, a, `{}`)
+		call(t, c, sid, "logging/setLevel", `{"level":"error"}`)
+		// The record reaches b within moments: from then on its calls
+		// log nothing at info.
+		require.Eventually(t, func() bool {
+			msgs := callSSE(t, b, sid, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"say","arguments":{}}}`)
+			return !strings.Contains(fmt.Sprint(msgs), "notifications/message")
+		}, 5*time.Second, 20*time.Millisecond)
+		call(t, b, sid, "logging/setLevel", `{"level":"debug"}`)
+		require.Eventually(t, func() bool {
+			msgs := callSSE(t, c, sid, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"say","arguments":{}}}`)
+			return strings.Contains(fmt.Sprint(msgs), "said on c")
+		}, 5*time.Second, 20*time.Millisecond)
 	})
 
 	t.Run("elicitation answered through a third node", func(t *testing.T) {
 		sid := initialize(t, a, `{"elicitation":{}}`)
-		// The call goes through b; its stream carries the server's request.
+		// The call goes through b, and runs there; its stream carries the
+		// server's request.
 		req, _ := http.NewRequest(http.MethodPost, b.url, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"ask","arguments":{}}}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
@@ -341,7 +493,8 @@ func TestThreeNodes(t *testing.T) {
 		first := <-msgs
 		require.Equal(t, "elicitation/create", first["method"], first)
 		id, _ := json.Marshal(first["id"])
-		// The answer goes through c.
+		require.True(t, strings.HasPrefix(string(id), `"b.`), "the id names the node that waits: %s", id)
+		// The answer goes through c, which sends it to b.
 		st, _, _ := post(t, c.url, v, sid, `{"jsonrpc":"2.0","id":`+string(id)+`,"result":{"action":"accept","content":{"name":"ada"}}}`)
 		require.Equal(t, http.StatusAccepted, st)
 		final := <-msgs
@@ -380,41 +533,27 @@ func TestThreeNodes(t *testing.T) {
 		call(t, b, sid, "resources/subscribe", `{"uri":"`+uri+`"}`)
 		// The standalone stream, through b, until its first notification.
 		ctx, cancel := context.WithCancel(context.Background())
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.url, nil)
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Mcp-Session-Id", sid)
-		req.Header.Set("MCP-Protocol-Version", v)
-		resp, err := (&http.Client{}).Do(req)
-		require.NoError(t, err)
+		resp := getStream(t, ctx, b, sid, "")
 		lastID := ""
-		sc := bufio.NewScanner(resp.Body)
+		evs := events(resp.Body)
 		time.Sleep(50 * time.Millisecond)
 		a.srv.ResourceUpdated(uri)
-		for sc.Scan() {
-			line := sc.Text()
-			if strings.HasPrefix(line, "id: ") {
-				lastID = line[len("id: "):]
-			}
-			if strings.Contains(line, "notifications/resources/updated") {
+		for ev := range evs {
+			lastID = ev.id
+			if ev.msg != nil && ev.msg["method"] == "notifications/resources/updated" {
 				break
 			}
 		}
 		cancel()
 		resp.Body.Close()
-		require.NotEmpty(t, lastID)
+		require.True(t, strings.HasPrefix(lastID, a.n.InstanceName()+".0-"), lastID)
 		// Missed while no stream was open.
 		time.Sleep(50 * time.Millisecond)
 		a.srv.ResourceUpdated(uri)
 		time.Sleep(50 * time.Millisecond)
 		ctx, cancel = context.WithCancel(context.Background())
 		defer cancel()
-		req, _ = http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Mcp-Session-Id", sid)
-		req.Header.Set("MCP-Protocol-Version", v)
-		req.Header.Set("Last-Event-ID", lastID)
-		resp, err = (&http.Client{}).Do(req)
-		require.NoError(t, err)
+		resp = getStream(t, ctx, c, sid, lastID)
 		defer resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		select {
@@ -423,6 +562,43 @@ func TestThreeNodes(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("the missed notification was not replayed")
 		}
+	})
+
+	t.Run("a request's stream, polled, resumes through other nodes", func(t *testing.T) {
+		sid := initialize(t, a, `{}`)
+		// The call runs on b; its stream ends after the first step.
+		msgs := callSSE(t, b, sid, `{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"poll","arguments":{"n":3},"_meta":{"progressToken":"p"}}}`)
+		require.Len(t, msgs, 1)
+		require.Equal(t, "notifications/progress", msgs[0]["method"])
+		// Its events name b; resumed through c, the GET goes to b.
+		st, _, _ := post(t, c.url, v, sid, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		require.Equal(t, http.StatusOK, st)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.url, strings.NewReader(`{"jsonrpc":"2.0","id":22,"method":"tools/call","params":{"name":"poll","arguments":{"n":3},"_meta":{"progressToken":"q"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("MCP-Protocol-Version", v)
+		resp, err := httpc.Do(req)
+		require.NoError(t, err)
+		lastID := ""
+		for ev := range events(resp.Body) {
+			lastID = ev.id
+		}
+		resp.Body.Close()
+		require.True(t, strings.HasPrefix(lastID, b.n.InstanceName()+"."), lastID)
+		resp = getStream(t, ctx, c, sid, lastID)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var got []map[string]any
+		for ev := range events(resp.Body) {
+			if ev.msg != nil {
+				got = append(got, ev.msg)
+			}
+		}
+		require.NotEmpty(t, got)
+		require.Contains(t, fmt.Sprint(got[len(got)-1]["result"]), "polled on b", got)
 	})
 
 	t.Run("legacy HTTP+SSE: messages posted to another node", func(t *testing.T) {
@@ -463,7 +639,7 @@ func TestThreeNodes(t *testing.T) {
 		require.Equal(t, 2, got)
 	})
 
-	t.Run("a client gone from b cancels its call on a", func(t *testing.T) {
+	t.Run("a client gone from b cancels its call there", func(t *testing.T) {
 		sid := initialize(t, a, `{}`)
 		req, _ := http.NewRequest(http.MethodPost, b.url, strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"hang","arguments":{}}}`))
 		req.Header.Set("Content-Type", "application/json")
@@ -473,12 +649,34 @@ func TestThreeNodes(t *testing.T) {
 		_, err := (&http.Client{Timeout: 600 * time.Millisecond}).Do(req) // gives up, closing its connection
 		require.Error(t, err)
 		select {
-		case cause := <-a.cancelled:
+		case cause := <-b.cancelled:
 			require.Error(t, cause)
 		case <-time.After(10 * time.Second):
-			t.Fatal("the call on a was not cancelled")
+			t.Fatal("the call on b was not cancelled")
 		}
-		require.Eventually(t, func() bool { return a.n.Stats().Cancelled > 0 }, 5*time.Second, 10*time.Millisecond)
+	})
+
+	t.Run("notifications/cancelled through c cancels the call running on b", func(t *testing.T) {
+		sid := initialize(t, a, `{}`)
+		done := make(chan int, 1)
+		go func() {
+			st, _, _ := post(t, b.url, v, sid, `{"jsonrpc":"2.0","id":"k-1","method":"tools/call","params":{"name":"hang","arguments":{}}}`)
+			done <- st
+		}()
+		select {
+		case <-b.started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call did not start on b")
+		}
+		st, _, _ := post(t, c.url, v, sid, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"k-1","reason":"changed my mind"}}`)
+		require.Equal(t, http.StatusAccepted, st)
+		select {
+		case cause := <-b.cancelled:
+			require.Error(t, cause)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call on b was not cancelled")
+		}
+		<-done
 	})
 
 	t.Run("list changes on c, coalesced, reach a and b once", func(t *testing.T) {
@@ -567,14 +765,16 @@ func TestThreeNodes(t *testing.T) {
 		}
 		defer nc.Close()
 		before := a.n.Stats().BadMessages
-		for _, subj := range []string{"mcpedge.bus", "mcpedge.reply.a.zz", "mcpedge.reply.a.!!"} {
+		for _, subj := range []string{"mcpedge.bus", "mcpedge.reply.a.zz", "mcpedge.reply.a.!!", "mcpedge.hb", "mcpedge.rec", "mcpedge.ev"} {
 			require.NoError(t, nc.Publish(subj, []byte{0xff, 0xff, 0xff}))
 		}
+		// Unsigned, or signed with another key: dropped all the same.
+		require.NoError(t, nc.Publish("mcpedge.rec", append([]byte("D\x05a.xyz"), make([]byte, 32)...)))
 		msg, err := nc.Request("mcpedge.http.a", []byte("nonsense"), 2*time.Second)
 		require.NoError(t, err)
 		require.Contains(t, string(msg.Data), "did not parse")
 		require.NoError(t, nc.Flush())
-		require.Eventually(t, func() bool { return a.n.Stats().BadMessages >= before+2 }, 5*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return a.n.Stats().BadMessages >= before+6 }, 5*time.Second, 10*time.Millisecond)
 		call(t, b, initialize(t, a, `{}`), "ping", `{}`)
 	})
 
@@ -582,7 +782,8 @@ func TestThreeNodes(t *testing.T) {
 		st, _, msgs := post(t, b.url, v, "nosuchnode.0123", `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 		require.Equal(t, http.StatusNotFound, st, msgs)
 		// A subscriber that answers pings and never a request stands for a
-		// node whose handler hangs.
+		// node whose handler hangs: a task request sent there gets 504,
+		// with the request's id.
 		nc, err := nats.Connect("", nats.InProcessServer(c.n))
 		require.NoError(t, err)
 		defer nc.Close()
@@ -594,31 +795,66 @@ func TestThreeNodes(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			start := time.Now()
-			st, _, msgs := post(t, b.url, v, "ghost.0123", `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-			if st == http.StatusNotFound && time.Now().Before(deadline) {
+			st, msgs := post2026(t, b.url, "tasks/get", "ghost.0123", `{"taskId":"ghost.0123"}`)
+			if st != http.StatusGatewayTimeout && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond) // the subscriptions have not reached b yet
 				continue
 			}
 			require.Equal(t, http.StatusGatewayTimeout, st, msgs)
 			require.Less(t, time.Since(start), 8*time.Second)
 			require.Contains(t, fmt.Sprint(msgs), "did not answer")
+			require.EqualValues(t, 5, msgs[0]["id"], "the 504 carries the request's id")
 			break
 		}
 	})
 
-	t.Run("losing b loses only b's sessions; b rejoins", func(t *testing.T) {
+	t.Run("DELETE through another node ends the session everywhere", func(t *testing.T) {
+		sid := initialize(t, b, `{}`)
+		for _, nd := range nodes {
+			call(t, nd, sid, "ping", `{}`)
+		}
+		req, _ := http.NewRequest(http.MethodDelete, c.url, nil)
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("MCP-Protocol-Version", v)
+		resp, err := httpc.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+		for _, nd := range nodes {
+			require.Eventually(t, func() bool {
+				st, _, _ := post(t, nd.url, v, sid, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+				return st == http.StatusNotFound
+			}, 5*time.Second, 20*time.Millisecond, "through %s", nd.name)
+		}
+	})
+
+	t.Run("losing b: its sessions go on at a and c; b rejoins", func(t *testing.T) {
 		sidA := initialize(t, a, `{}`)
 		sidB := initialize(t, b, `{}`)
 		sidC := initialize(t, c, `{}`)
-		call(t, c, sidB, "ping", `{}`)
+		const uri = "mem://board/after"
+		call(t, c, sidB, "resources/subscribe", `{"uri":"`+uri+`"}`)
+		call(t, c, sidB, "logging/setLevel", `{"level":"error"}`)
 		b.kill(t)
+		require.Eventually(t, func() bool { return a.n.LivePeers() == 1 && c.n.LivePeers() == 1 }, 5*time.Second, 10*time.Millisecond)
 		for _, via := range []*node{a, c} {
-			st, _, _ := post(t, via.url, v, sidB, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-			require.Equal(t, http.StatusNotFound, st, "b's session through %s", via.name)
+			res := call(t, via, sidB, "tools/call", `{"name":"echo","arguments":{"text":"still here"}}`)
+			require.Contains(t, fmt.Sprint(res["content"]), "still here", "b's session through %s", via.name)
 			call(t, via, sidA, "ping", `{}`)
 			call(t, via, sidC, "ping", `{}`)
+			// Its level went on with it.
+			msgs := callSSE(t, via, sidB, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"say","arguments":{}}}`)
+			require.NotContains(t, fmt.Sprint(msgs), "notifications/message")
 		}
-		require.Eventually(t, func() bool { return a.n.Routes() > 0 && a.n.Ready() == nil }, 5*time.Second, 10*time.Millisecond)
+		// So did its subscription: its standalone stream, wherever it is
+		// opened, hears the updates.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		ch := openStream(t, ctx, a, sidB)
+		time.Sleep(50 * time.Millisecond)
+		a.srv.ResourceUpdated(uri)
+		require.Equal(t, 1, count(ch, "notifications/resources/updated"))
+		require.Positive(t, a.n.Stats().TakenOver+c.n.Stats().TakenOver)
 
 		b2 := startNode(t, "b", []string{routeOf(a), routeOf(c)})
 		defer b2.kill(t)
@@ -626,6 +862,7 @@ func TestThreeNodes(t *testing.T) {
 		sid := initialize(t, b2, `{}`)
 		call(t, a, sid, "tools/call", `{"name":"echo","arguments":{"text":"back"}}`)
 		call(t, b2, sidA, "ping", `{}`)
+		call(t, b2, sidB, "ping", `{}`)
 		call(t, b2, sidC, "ping", `{}`)
 		// The shared board reaches the new node's sessions too.
 		call(t, c, sidC, "tools/call", `{"name":"board_write","arguments":{"name":"rejoin","text":"yes"}}`)
@@ -695,17 +932,24 @@ func TestExternalNATS(t *testing.T) {
 	require.Eventually(t, func() bool { return a.n.Ready() != nil && b.n.Ready() != nil }, 10*time.Second, 10*time.Millisecond)
 	call(t, a, sidA, "ping", `{}`) // its own sessions are served
 	call(t, b, sidB, "ping", `{}`)
-	st, _, msgs := post(t, b.url, v, sidA, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-	require.Equal(t, http.StatusServiceUnavailable, st, msgs) // retry later: the session is not lost
+	call(t, b, sidA, "ping", `{}`) // and the others', from their records
+	// A change to the record needs the session's home: retry later, the
+	// session is not lost.
+	st, _, msgs := post(t, b.url, v, sidA, `{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"info"}}`)
+	require.Equal(t, http.StatusServiceUnavailable, st, msgs)
+	require.EqualValues(t, 1, msgs[0]["id"])
 
 	ns = start()
 	defer ns.Shutdown()
 	require.Eventually(t, func() bool { return a.n.Ready() == nil && b.n.Ready() == nil }, 15*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool {
-		st, _, _ := post(t, b.url, v, sidA, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		st, _, _ := post(t, b.url, v, sidA, `{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"info"}}`)
 		return st == http.StatusOK
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Positive(t, a.n.Stats().Reconnects)
+	// Nobody took the other's sessions over meanwhile: each lost the
+	// cluster, not the other node.
+	require.Zero(t, a.n.Stats().TakenOver+b.n.Stats().TakenOver)
 }
 
 func freePort(t *testing.T) int {

@@ -3,3 +3,24 @@ package cluster
 // ClientURL is the embedded server's client port, for the tests that
 // play a local process trying it.
 func (n *Node) ClientURL() string { return n.srv.ClientURL() }
+
+// Crash stops the node as a process that dies would: no goodbye, no
+// drain; its NATS connection and embedded server just go.
+func (n *Node) Crash() {
+	n.tunMu.Lock()
+	n.closed.Store(true)
+	n.tunMu.Unlock()
+	close(n.workersStop)
+	n.tickOnce.Do(func() {})
+	if n.tickStop != nil {
+		close(n.tickStop)
+	}
+	n.nc.Close()
+	n.shutdownEmbedded()
+}
+
+// Instance is the node's instance name.
+func (n *Node) InstanceName() string { return n.inst }
+
+// LivePeers is the number of other nodes this one knows alive.
+func (n *Node) LivePeers() int { return n.livePeers() }

@@ -44,6 +44,7 @@ type forward struct {
 	reply string
 	subj  []byte // reply's bytes, built in place
 	owner string
+	reqID []byte // the raw JSON id of the request, when known: for the errors it is answered with
 	ch    chan []byte // a nil message: nobody answers for the owner
 	lost  atomic.Bool // a frame did not fit in ch: the answer is broken
 	next  uint64      // the seq expected next
@@ -75,20 +76,22 @@ func (n *Node) Route(ctx *fasthttp.RequestCtx, id []byte) bool {
 	if _, ok := ctx.Conn().(*tunnelConn); ok || n.closed.Load() {
 		return false
 	}
-	return n.forward(ctx, string(owner))
+	return n.forward(ctx, string(owner), nil)
 }
 
 // forward sends ctx's request to owner and answers ctx with what comes
 // back. It returns false, having answered nothing, when nobody answers for
-// owner.
-func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
+// owner. reqID is the raw JSON id of the request when the caller knows it
+// (a resumption: the id of the stream's request), else it is read from a
+// POST's body when an error needs it.
+func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) bool {
 	b := codec.GetBuffer()
 	b.B = appendRequest(b.B[:0], ctx)
 	if len(b.B) > n.maxFrame {
 		codec.PutBuffer(b)
 		n.stats.forwardRefused.Add(1)
-		fail(ctx, fasthttp.StatusRequestEntityTooLarge, codec.CodeInvalidRequest,
-			"Request Entity Too Large: over the cluster's message limit of "+strconv.Itoa(n.maxFrame)+" bytes")
+		failID(ctx, fasthttp.StatusRequestEntityTooLarge, codec.CodeInvalidRequest,
+			"Request Entity Too Large: over the cluster's message limit of "+strconv.Itoa(n.maxFrame)+" bytes", requestID(ctx, reqID))
 		return true
 	}
 	if n.cutOff() {
@@ -100,19 +103,22 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
 		codec.PutBuffer(b)
 		n.stats.forwardRefused.Add(1)
 		ctx.Response.Header.Set("Retry-After", "1")
-		fail(ctx, fasthttp.StatusServiceUnavailable, codec.CodeInternalError,
-			"Service Unavailable: this node has lost the cluster and cannot reach node "+owner+", which owns the session; retry")
+		failID(ctx, fasthttp.StatusServiceUnavailable, codec.CodeInternalError,
+			"Service Unavailable: this node has lost the cluster and cannot reach node "+owner+"; retry", requestID(ctx, reqID))
 		return true
 	}
 	f := n.register(owner)
+	if reqID != nil {
+		f.reqID = append(f.reqID[:0], reqID...)
+	}
 	err := n.nc.PublishRequest(n.prefix+".http."+owner, f.reply, b.B)
 	codec.PutBuffer(b)
 	if err != nil {
 		n.unregister(f)
 		n.stats.forwardRefused.Add(1)
 		ctx.Response.Header.Set("Retry-After", "1")
-		fail(ctx, fasthttp.StatusServiceUnavailable, codec.CodeInternalError,
-			"Service Unavailable: cannot reach the session's node "+owner+": "+err.Error())
+		failID(ctx, fasthttp.StatusServiceUnavailable, codec.CodeInternalError,
+			"Service Unavailable: cannot reach node "+owner+": "+err.Error(), requestID(ctx, reqID))
 		return true
 	}
 	n.stats.forwarded.Add(1)
@@ -160,14 +166,21 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
 				n.stats.forwardNoOwner.Add(1)
 				return false
 			}
+			if isNodeGone(m) {
+				n.unregister(f)
+				ctx.Response.Reset()
+				failID(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
+					"Bad Gateway: node "+owner+", which served the request, left the cluster; the request may or may not have been served", requestID(ctx, reqID))
+				return true
+			}
 			heard = true
 			fr, ok := f.frame(m)
 			if !ok {
 				n.unregister(f)
 				n.cancel(f)
 				ctx.Response.Reset()
-				fail(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
-					"Bad Gateway: the answer of node "+owner+" was lost in transit; the request may have been served")
+				failID(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
+					"Bad Gateway: the answer of node "+owner+" was lost in transit; the request may have been served", requestID(ctx, reqID))
 				return true
 			}
 			switch fr.kind {
@@ -190,6 +203,9 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
 				headCT = bodyType(&fr) // aliases m, which nothing reuses
 				f.checkSSE = bytes.EqualFold(headCT, ctSSE)
 				if fr.stream {
+					if len(f.reqID) == 0 {
+						f.reqID = append(f.reqID[:0], requestID(ctx, nil)...)
+					}
 					ctx.Response.ImmediateHeaderFlush = true
 					ctx.SetBodyStream(&relay{f: f, conn: ctx.Conn()}, -1)
 					return true
@@ -213,8 +229,8 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
 			default: // frFailed
 				n.unregister(f)
 				ctx.Response.Reset()
-				fail(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
-					"Bad Gateway: node "+owner+" failed while answering: "+string(fr.body))
+				failID(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
+					"Bad Gateway: node "+owner+" failed while answering: "+string(fr.body), requestID(ctx, reqID))
 				return true
 			}
 		case <-timer.C:
@@ -222,8 +238,8 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
 			n.cancel(f)
 			n.stats.forwardTimeouts.Add(1)
 			ctx.Response.Reset()
-			fail(ctx, fasthttp.StatusGatewayTimeout, codec.CodeInternalError,
-				"Gateway Timeout: node "+owner+", which owns the session, did not answer within "+n.opts.ForwardTimeout.String()+"; the request may still be served there and is not retried")
+			failID(ctx, fasthttp.StatusGatewayTimeout, codec.CodeInternalError,
+				"Gateway Timeout: node "+owner+" did not answer within "+n.opts.ForwardTimeout.String()+"; the request may still be served there and is not retried", requestID(ctx, reqID))
 			return true
 		}
 	}
@@ -274,8 +290,8 @@ func (f *forward) frame(m []byte) (frame, bool) {
 
 // badAnswer answers ctx 502 for an answer of owner that failed its checks.
 func badAnswer(ctx *fasthttp.RequestCtx, owner string) {
-	fail(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
-		"Bad Gateway: the answer of node "+owner+" did not pass the cluster's checks; the request may have been served")
+	failID(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
+		"Bad Gateway: the answer of node "+owner+" did not pass the cluster's checks; the request may have been served", requestID(ctx, nil))
 }
 
 // setHead sets the status and headers of an answer.
@@ -286,12 +302,54 @@ func setHead(ctx *fasthttp.RequestCtx, fr *frame) {
 	}
 }
 
-// fail answers ctx with status and a JSON-RPC error without id.
-func fail(ctx *fasthttp.RequestCtx, status, code int, msg string) {
+// failID answers ctx with status and a JSON-RPC error for the request of
+// raw JSON id (nil: none known, "id":null).
+func failID(ctx *fasthttp.RequestCtx, status, code int, msg string, id []byte) {
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
-	b := codec.AppendError(nil, nil, code, msg, nil)
+	b := codec.AppendError(nil, id, code, msg, nil)
 	ctx.SetBody(b)
+}
+
+// requestID returns known, or the id of the JSON-RPC request a POST's
+// body carries; nil when there is none (a notification, a GET, a batch).
+func requestID(ctx *fasthttp.RequestCtx, known []byte) []byte {
+	if known != nil || !ctx.IsPost() {
+		return known
+	}
+	body := ctx.Request.Body()
+	raw, ok, err := codec.ObjectField(body, "id")
+	if err != nil || !ok || !validRequestID(raw) {
+		return nil
+	}
+	if _, ok, _ := codec.ObjectField(body, "method"); !ok {
+		return nil // an answer of the client's: no error is due to it
+	}
+	return raw
+}
+
+// nodeGone is the message failForwards files with a forward whose owner
+// was lost: told apart from any frame by its address.
+var nodeGone = []byte{0}
+
+func isNodeGone(m []byte) bool { return len(m) == 1 && &m[0] == &nodeGone[0] }
+
+// failForwards ends every forward in flight to node, which is gone: a
+// JSON answer still awaited is answered 502, a relayed stream ends with
+// an error for its request (relay.nextData).
+func (n *Node) failForwards(node string) {
+	n.pendMu.Lock()
+	defer n.pendMu.Unlock()
+	for _, f := range n.pending {
+		if f.owner != node {
+			continue
+		}
+		select {
+		case f.ch <- nodeGone:
+		default:
+			f.lost.Store(true)
+		}
+	}
 }
 
 // register makes a forward to owner and files it under a new token. The
@@ -336,6 +394,7 @@ func (n *Node) unregister(f *forward) {
 		<-f.ch
 	}
 	f.hdrs = f.hdrs[:0]
+	f.reqID = f.reqID[:0]
 	if cap(f.tail) > 64<<10 {
 		f.tail = nil
 	}
@@ -516,6 +575,19 @@ func (r *relay) nextData() ([]byte, error) {
 				r.fail = errNoOwner
 				f.n.stats.streamsCut.Add(1)
 				return nil, r.fail
+			}
+			if isNodeGone(m) {
+				// The node writing the stream is gone: the request it
+				// served gets an error, and the stream ends, rather than
+				// waiting out StreamIdle.
+				r.done, f.ended = true, true
+				f.n.stats.streamsCut.Add(1)
+				if f.checkSSE && len(f.reqID) > 0 {
+					b := codec.AppendError(nil, f.reqID, codec.CodeInternalError,
+						"node "+f.owner+", which served this request, left the cluster; it may or may not have completed", nil)
+					return codec.AppendSSEEvent(nil, "", "", b), nil
+				}
+				return nil, nil
 			}
 			fr, ok := f.frame(m)
 			if !ok {

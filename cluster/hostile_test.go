@@ -124,6 +124,14 @@ func TestForgedAnswersMissed(t *testing.T) {
 	defer rogue.Close()
 	sid := initialize(t, a, `{}`)
 	forged := forgedAnswer(`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"forged"}]}}`)
+	// A task of the session lives at its home, a: its result, asked
+	// through b, is forwarded there, and waits for the task to end.
+	task := func() string {
+		res := call(t, b, sid, "tools/call", `{"name":"bake","arguments":{},"task":{"ttl":60000}}`)
+		id, _ := res["task"].(map[string]any)["taskId"].(string)
+		require.True(t, strings.HasPrefix(id, "a."), "%v", res)
+		return id
+	}
 	for round := range 3 {
 		stop := make(chan struct{})
 		var flood sync.WaitGroup
@@ -142,7 +150,7 @@ func TestForgedAnswersMissed(t *testing.T) {
 			}
 		}()
 		// bake answers after 100 ms: the flood runs while it is in flight.
-		res := call(t, b, sid, "tools/call", `{"name":"bake","arguments":{}}`)
+		res := call(t, b, sid, "tasks/result", `{"taskId":"`+task()+`"}`)
 		close(stop)
 		flood.Wait()
 		require.Contains(t, fmt.Sprint(res["content"]), "baked by a", "round %d: %v", round, res)
@@ -392,11 +400,17 @@ func TestRelayedStreamsChecked(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // the GET reaches the session
 	for range 3 {
 		a.srv.ResourceUpdated(uri)
-		select {
-		case m := <-stream:
-			require.Equal(t, "notifications/resources/updated", m["method"], m)
-		case <-time.After(5 * time.Second):
-			t.Fatal("no update on the relayed stream")
+		for {
+			select {
+			case m := <-stream:
+				if m["method"] == "notifications/tools/list_changed" {
+					continue // b's registrations, when they reach a late
+				}
+				require.Equal(t, "notifications/resources/updated", m["method"], m)
+			case <-time.After(5 * time.Second):
+				t.Fatal("no update on the relayed stream")
+			}
+			break
 		}
 	}
 	after := b.n.Stats()

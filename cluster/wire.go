@@ -47,6 +47,10 @@ func appendUvarint(dst []byte, v int) []byte {
 	return binary.AppendUvarint(dst, uint64(v))
 }
 
+func appendUvarint64(dst []byte, v uint64) []byte {
+	return binary.AppendUvarint(dst, v)
+}
+
 // appendHeader appends header k: v when it travels with a forwarded
 // request or answer. A list of headers ends with an empty key (one 0
 // byte): one pass over the headers, with nothing to count first.

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/session"
 )
@@ -82,4 +84,43 @@ func (c Conn) HandleFrame(frame, out []byte) []byte { return c.s.handleFrame(c.s
 // closes the session with ErrPanic.
 func (c Conn) HandleMessage(m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
 	return c.s.handleMessage(c.sess, m, frame, out, reply)
+}
+
+// OpenShared opens a session of a cluster that another server opened,
+// from its record (session.Restore): the session joins the table with
+// rec's id. A replica (home false) serves requests only; a home also
+// delivers the record's subscriptions, which are subscribed here within
+// Options.MaxSubscriptions (those over it are dropped). The transport
+// binds the record's subject itself.
+//
+// When the table holds a session of that id already (a concurrent
+// OpenShared won), it returns that one's Conn and false.
+func (s *Server) OpenShared(out session.Sink, rec *session.Record, home bool) (Conn, bool) {
+	sess := session.Restore(context.Background(), out, rec)
+	sess.SetReplica(!home)
+	if rl := s.rates.Load(); rl.rate > 0 {
+		sess.SetRateLimit(rl.rate, rl.burst)
+	}
+	if old, ok := s.sessions.AddNew(sess); !ok {
+		return Conn{s, old}, false
+	}
+	if home {
+		s.SubscribeAll(sess, rec.Subscriptions)
+	}
+	return Conn{s, sess}, true
+}
+
+// SubscribeAll subscribes sess, a session this server has become the
+// home of (see OpenShared), to the updates of uris, within
+// Options.MaxSubscriptions; those over it, or too long, are dropped.
+func (s *Server) SubscribeAll(sess *session.Session, uris []string) {
+	max := int(s.maxSubs.Load())
+	for _, uri := range uris {
+		if uri == "" || len(uri) > maxSubscriptionURI || sess.Subscribed(uri) {
+			continue
+		}
+		if s.subscribeURI(sess, uri, max) != nil {
+			return
+		}
+	}
 }

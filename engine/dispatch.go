@@ -573,9 +573,17 @@ func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) 
 	if !sess.CanSubscribe(p.URI, max) {
 		return errSubs.AppendAnswer(dst, m.ID)
 	}
-	// One copy of the URI (p.URI aliases the frame): the topic, which
-	// the session's key shares.
-	topic := session.TopicResourceUpdated + p.URI
+	if s.subscribeURI(sess, p.URI, max) == session.ErrSubscriptionLimit {
+		return errSubs.AppendAnswer(dst, m.ID) // a concurrent subscribe took the last place
+	}
+	return codec.AppendResult(dst, m.ID, nil)
+}
+
+// subscribeURI subscribes sess to the updates of uri on the bus, within
+// max subscriptions (session.Session.Subscribe). uri may alias a frame:
+// it is copied once, into the topic, which the session's key shares.
+func (s *Server) subscribeURI(sess *session.Session, uri string, max int) error {
+	topic := session.TopicResourceUpdated + uri
 	out := sess.Out
 	unsub := s.bus.Subscribe(topic, func(_ string, uriJSON []byte) {
 		b := codec.GetBuffer()
@@ -584,10 +592,7 @@ func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) 
 		b.B = append(b.B, "}}"...)
 		_ = s.sendTo(sess, out, mcp.NotificationResourceUpdated, b)
 	})
-	if sess.Subscribe(topic[len(session.TopicResourceUpdated):], unsub, max) == session.ErrSubscriptionLimit {
-		return errSubs.AppendAnswer(dst, m.ID) // a concurrent subscribe took the last place
-	}
-	return codec.AppendResult(dst, m.ID, nil)
+	return sess.Subscribe(topic[len(session.TopicResourceUpdated):], unsub, max)
 }
 
 // checkSubscriptions refuses, before dispatch, a resources/subscribe from a

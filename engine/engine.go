@@ -519,7 +519,7 @@ func (s *Server) broadcastListChanged(k handlers.ListKind) {
 		method := listNotification(k)
 		changed := s.listChanged[k].Load()
 		s.sessions.Range(func(sess *session.Session) bool {
-			if sess.Initialized() && sess.Out != nil && sess.InitializedAt().UnixNano() < changed {
+			if sess.Initialized() && sess.Out != nil && !sess.Replica() && sess.InitializedAt().UnixNano() < changed {
 				s.notify(sess, sess.Out, method, nil)
 			}
 			return true

@@ -25,7 +25,7 @@ func (s *Server) keepAlive() {
 		case <-t.C:
 		}
 		s.sessions.Range(func(sess *session.Session) bool {
-			if sess.Initialized() && sess.Out != nil && sess.BeginPing() {
+			if sess.Initialized() && sess.Out != nil && !sess.Replica() && sess.BeginPing() {
 				go s.ping(sess)
 			}
 			return true

@@ -115,6 +115,9 @@ type Session struct {
 
 	stateless bool // serves only 2026-07-28 requests (NewStateless)
 
+	replica  atomic.Bool    // held for another server, the session's home (record.go)
+	onChange func(*Session) // OnChange; set before the session is shared
+
 	memo atomic.Pointer[Memo]
 
 	auth atomic.Pointer[any] // the caller an authorizing layer verified (auth.go)
@@ -228,12 +231,13 @@ func (s *Session) IdleSince() time.Time { return time.Unix(0, s.lastActive.Load(
 // StateNew, or ErrClosed.
 func (s *Session) Initialize(p *mcp.InitializeParams) (string, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	switch s.State() {
 	case StateNew:
 	case StateClosed:
+		s.mu.Unlock()
 		return "", ErrClosed
 	default:
+		s.mu.Unlock()
 		return "", ErrAlreadyInitialize
 	}
 	// The fields are written before the state is published; readers load
@@ -243,6 +247,8 @@ func (s *Session) Initialize(p *mcp.InitializeParams) (string, error) {
 	s.clientCaps = p.Capabilities
 	s.initAt.Store(time.Now().UnixNano())
 	s.state.Store(uint32(StateInitializing))
+	s.mu.Unlock()
+	s.changed()
 	return s.version, nil
 }
 
@@ -272,7 +278,11 @@ func (s *Session) InitializedAt() time.Time {
 // MarkReady handles notifications/initialized: StateInitializing → StateReady.
 // It reports whether the state changed.
 func (s *Session) MarkReady() bool {
-	return s.state.CompareAndSwap(uint32(StateInitializing), uint32(StateReady))
+	if !s.state.CompareAndSwap(uint32(StateInitializing), uint32(StateReady)) {
+		return false
+	}
+	s.changed()
+	return true
 }
 
 // Initialized reports whether initialize has been answered: requests other
@@ -302,7 +312,11 @@ func (s *Session) EndPing(answered bool) int {
 func (s *Session) LogLevel() int { return int(s.logLevel.Load()) }
 
 // SetLogLevel sets the minimum level index (see mcp.LogLevelIndex).
-func (s *Session) SetLogLevel(i int) { s.logLevel.Store(int32(i)) }
+func (s *Session) SetLogLevel(i int) {
+	if s.logLevel.Swap(int32(i)) != int32(i) {
+		s.changed()
+	}
+}
 
 // LogEnabled reports whether a message at level index i passes the filter.
 func (s *Session) LogEnabled(i int) bool {
@@ -487,6 +501,7 @@ func (s *Session) Subscribe(uri string, unsub func(), max int) error {
 		s.subs[uri] = unsub
 		s.subBytes += len(uri)
 		s.mu.Unlock()
+		s.changed()
 		return nil
 	}
 	s.mu.Unlock()
@@ -540,6 +555,7 @@ func (s *Session) Unsubscribe(uri string) bool {
 	s.mu.Unlock()
 	if ok {
 		unsub()
+		s.changed()
 	}
 	return ok
 }

@@ -20,7 +20,29 @@ func NewTable() *Table {
 // Add inserts s, and removes it again when it closes.
 func (t *Table) Add(s *Session) {
 	t.byID.Store(s.id, s)
-	s.OnClose(func() { t.byID.Delete(s.id) })
+	s.OnClose(func() { t.remove(s) })
+}
+
+// AddNew inserts s unless a session with its id is in the table already:
+// it returns that one and false then, and s is not added. s is removed
+// again when it closes.
+func (t *Table) AddNew(s *Session) (*Session, bool) {
+	if old, loaded := t.byID.LoadOrStore(s.id, s); loaded {
+		return old, false
+	}
+	s.OnClose(func() { t.remove(s) })
+	return s, true
+}
+
+// remove deletes s's entry, if it is still s's (a session of the same id
+// may have taken its place).
+func (t *Table) remove(s *Session) {
+	t.byID.Compute(s.id, func(old *Session, loaded bool) (*Session, xsync.ComputeOp) {
+		if loaded && old == s {
+			return nil, xsync.DeleteOp
+		}
+		return old, xsync.CancelOp
+	})
 }
 
 // Get returns the session with id.

@@ -18,6 +18,7 @@ import (
 // safe for concurrent use.
 type Tracker struct {
 	next    atomic.Int64
+	prefix  string // SetPrefix
 	mu      sync.Mutex
 	pending map[int64]*Call
 	closed  error // set by FailAll
@@ -32,8 +33,9 @@ type Reply struct {
 
 // Call is one pending request.
 type Call struct {
-	ID   int64
-	done chan Reply
+	ID     int64
+	prefix string // the tracker's
+	done   chan Reply
 }
 
 // Tracker errors.
@@ -46,10 +48,33 @@ var (
 // NewTracker returns an empty tracker.
 func NewTracker() *Tracker { return &Tracker{} }
 
+// SetPrefix makes the ids of the tracker's requests strings that start
+// with prefix and a '.' ("a.k3.17" for prefix "a.k3"), so that an answer
+// carries the name of the server that waits for it: a server of a cluster
+// that receives it knows where to send it (package cluster). Answers are
+// matched by the whole id. Call it before the first Start.
+func (t *Tracker) SetPrefix(prefix string) { t.prefix = prefix }
+
+// IDPrefix returns the prefix of a request id minted by a tracker with
+// SetPrefix: the raw JSON id's string up to its last '.', or nil for any
+// other id. It allocates nothing.
+func IDPrefix(rawID []byte) []byte {
+	if len(rawID) < 4 || rawID[0] != '"' || rawID[len(rawID)-1] != '"' {
+		return nil
+	}
+	s := rawID[1 : len(rawID)-1]
+	for i := len(s) - 1; i > 0; i-- {
+		if s[i] == '.' {
+			return s[:i]
+		}
+	}
+	return nil
+}
+
 // Start allocates an id and a Call for a new request. It fails once the
 // tracker has been failed by FailAll.
 func (t *Tracker) Start() (*Call, error) {
-	c := &Call{ID: t.next.Add(1), done: make(chan Reply, 1)}
+	c := &Call{ID: t.next.Add(1), prefix: t.prefix, done: make(chan Reply, 1)}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed != nil {
@@ -73,12 +98,19 @@ func (t *Tracker) take(id int64) (*Call, bool) {
 	return c, ok
 }
 
-// AppendID appends the call's id as JSON.
-func (c *Call) AppendID(dst []byte) []byte { return strconv.AppendInt(dst, c.ID, 10) }
+// AppendID appends the call's id as JSON: a number, or with a prefix
+// (SetPrefix) a string.
+func (c *Call) AppendID(dst []byte) []byte {
+	if c.prefix == "" {
+		return strconv.AppendInt(dst, c.ID, 10)
+	}
+	dst = append(append(append(dst, '"'), c.prefix...), '.')
+	return append(strconv.AppendInt(dst, c.ID, 10), '"')
+}
 
 // Lookup returns the pending call with raw JSON id, if any.
 func (t *Tracker) Lookup(rawID []byte) (*Call, bool) {
-	id, ok := parseID(rawID)
+	id, ok := t.parseID(rawID)
 	if !ok {
 		return nil, false
 	}
@@ -93,7 +125,7 @@ func (t *Tracker) Lookup(rawID []byte) (*Call, bool) {
 // It returns ErrUnknownID when no such request is pending (a late, duplicate
 // or unsolicited answer).
 func (t *Tracker) Resolve(rawID, result, errObj []byte) error {
-	id, ok := parseID(rawID)
+	id, ok := t.parseID(rawID)
 	if !ok {
 		return ErrUnknownID
 	}
@@ -171,6 +203,19 @@ func (t *Tracker) FailAll(cause error) {
 	for _, c := range pending {
 		close(c.done)
 	}
+}
+
+// parseID parses an id this tracker minted: with a prefix, only the
+// string of the prefix, a '.' and the number.
+func (t *Tracker) parseID(raw []byte) (int64, bool) {
+	if t.prefix == "" {
+		return parseID(raw)
+	}
+	p := t.prefix
+	if len(raw) < len(p)+4 || raw[0] != '"' || raw[len(raw)-1] != '"' || string(raw[1:1+len(p)]) != p || raw[1+len(p)] != '.' {
+		return 0, false
+	}
+	return parseID(raw[2+len(p) : len(raw)-1])
 }
 
 func parseID(raw []byte) (int64, bool) {

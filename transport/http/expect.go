@@ -96,7 +96,7 @@ func (s *Server) expectPost(ctx *fasthttp.RequestCtx) bool {
 	if s.opts.Stateless {
 		return true
 	}
-	if sid := ctx.Request.Header.PeekCanonical(hdrSessionID); len(sid) > 0 && s.lookup(sid) == nil {
+	if sid := ctx.Request.Header.PeekCanonical(hdrSessionID); len(sid) > 0 && s.opts.Cluster == nil && s.lookup(sid) == nil {
 		s.fail(ctx, fasthttp.StatusNotFound, codeSessionNotFound, "Session not found")
 		return false
 	}

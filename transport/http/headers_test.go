@@ -52,15 +52,20 @@ func TestPickEncoding(t *testing.T) {
 }
 
 func TestEventIDs(t *testing.T) {
-	for _, c := range []struct{ sid, seq uint64 }{{0, 0}, {1, 2}, {18446744073709551615, 7}} {
-		id := appendEventID(nil, c.sid, c.seq)
-		sid, seq, ok := parseEventID(id)
+	for _, c := range []struct {
+		inst     string
+		sid, seq uint64
+	}{{"", 0, 0}, {"", 1, 2}, {"", 18446744073709551615, 7}, {"node-a_1.k3j9", 3, 17}} {
+		id := appendEventIDAs(nil, []byte(c.inst), c.sid, c.seq)
+		inst, sid, seq, ok := parseEventID(id)
 		assert.True(t, ok, string(id))
+		assert.Equal(t, c.inst, string(inst))
 		assert.Equal(t, c.sid, sid)
 		assert.Equal(t, c.seq, seq)
 	}
-	for _, bad := range []string{"", "-", "1-", "-1", "1--1", "a-1", "1-1-1", "+1-1", "1 -1", "99999999999999999999999-1", "18446744073709551616-1"} {
-		_, _, ok := parseEventID([]byte(bad))
+	for _, bad := range []string{"", "-", "1-", "-1", "1--1", "a-1", "1-1-1", "+1-1", "1 -1", "99999999999999999999999-1", "18446744073709551616-1",
+		".1-1", "a.1-1", "a..b.1-1", "a.B.1-1", "a\n.b.1-1", "a.b\r.1-1", "a b.c.1-1", ".b.1-1"} {
+		_, _, _, ok := parseEventID([]byte(bad))
 		assert.False(t, ok, bad)
 	}
 }

@@ -228,6 +228,17 @@ type Options struct {
 	// takes.
 	Route func(ctx *fasthttp.RequestCtx, id []byte) bool
 
+	// Cluster, when set, shares the server's stateful sessions with the
+	// other servers of a cluster (package cluster; shared.go): a request
+	// naming a session this server does not hold is served from the
+	// session's record, the requests that must reach another server (a
+	// client's answer to a request waiting there, a stream it writes, a
+	// change to the session's record, which its home makes) are handed
+	// to Cluster.RouteSession, and the events of its streams are kept by
+	// the cluster too. With it, Route is offered the legacy endpoint's
+	// POSTs and 2026-07-28 task requests only.
+	Cluster Cluster
+
 	// Auth, when set, makes the server an OAuth 2.1 resource server: every
 	// request to the endpoints carries a bearer token Auth verifies, and
 	// the RFC 9728 metadata is served (auth.go, docs/authorization.md).
@@ -256,6 +267,7 @@ type Server struct {
 	max  int // engine's MaxMessage
 
 	path, ssePath, msgPath []byte
+	inst                   []byte // Cluster.Instance(); nil without a cluster
 	allow                  atomic.Pointer[allowLists] // SetAllowed swaps it
 	loopback               atomic.Bool                // bound to a loopback address
 
@@ -389,6 +401,9 @@ func New(eng *engine.Server, opts Options) *Server {
 	s.SetAllowed(opts.AllowedHosts, opts.AllowedOrigins)
 	s.loopback.Store(loopbackAddr(opts.Addr))
 	s.calls.New = func() any { return &call{s: s, wake: make(chan struct{}, 1)} }
+	if opts.Cluster != nil {
+		s.inst = []byte(opts.Cluster.Instance())
+	}
 	s.srv = &fasthttp.Server{
 		Handler:                      s.Handler(),
 		ErrorHandler:                 s.httpError,

@@ -44,8 +44,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		if ctx.IsPost() && (!s.postHeaders(ctx) || !s.readBody(ctx)) {
 			return
 		}
+		if s.opts.Cluster != nil && s.routeCluster(ctx) {
+			return
+		}
 		if s.opts.Route != nil {
-			if id := routeID(ctx); len(id) > 0 && s.opts.Route(ctx, id) {
+			if id := s.routeID(ctx); len(id) > 0 && s.opts.Route(ctx, id) {
 				return
 			}
 		}
@@ -87,11 +90,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 }
 
 // routeID returns the id Options.Route is offered for a request on the
-// MCP endpoint: its Mcp-Session-Id, else the task a 2026-07-28 tasks/get,
-// tasks/update or tasks/cancel names in Mcp-Name.
-func routeID(ctx *fasthttp.RequestCtx) []byte {
+// MCP endpoint: its Mcp-Session-Id (without a Cluster, which routes
+// sessions itself), else the task a 2026-07-28 tasks/get, tasks/update or
+// tasks/cancel names in Mcp-Name.
+func (s *Server) routeID(ctx *fasthttp.RequestCtx) []byte {
 	h := &ctx.Request.Header
-	if sid := h.PeekCanonical(hdrSessionID); len(sid) > 0 {
+	if sid := h.PeekCanonical(hdrSessionID); len(sid) > 0 && s.opts.Cluster == nil {
 		return sid
 	}
 	if !ctx.IsPost() {
@@ -328,7 +332,7 @@ func (c *call) emit(b *codec.Buffer) {
 	if h.closed || c.rec == nil {
 		codec.PutBuffer(b)
 	} else {
-		h.emitLocked(c.rec, b)
+		h.emitLocked(c.rec, b, c.final)
 		if c.final {
 			h.finishLocked(c.rec)
 		}
@@ -420,6 +424,10 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 		}
 	default:
 		sid := ctx.Request.Header.PeekCanonical(hdrSessionID)
+		if len(sid) > 0 && s.opts.Cluster != nil && s.opts.Cluster.RouteSession(ctx, sid, m) {
+			s.putCall(c)
+			return
+		}
 		if len(sid) == 0 {
 			if m.Kind != codec.KindRequest || m.Method != mcp.MethodInitialize {
 				s.fail(ctx, fasthttp.StatusBadRequest, codeTransport, "Bad Request: Mcp-Session-Id header is required")
@@ -433,11 +441,16 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 				return
 			}
 			c.h, created = h, true
-		} else if c.h = s.lookup(sid); c.h == nil {
-			s.sessionNotFound(ctx, "Session not found")
+		} else if h, err := s.find(sid); h == nil {
+			if err != nil {
+				s.unavailable(ctx)
+			} else {
+				s.sessionNotFound(ctx, "Session not found")
+			}
 			s.putCall(c)
 			return
 		} else {
+			c.h = h
 			c.h.posts.Add(1)
 		}
 		c.sess = c.h.sess

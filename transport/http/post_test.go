@@ -225,10 +225,10 @@ func TestJSONAndSSEReplies(t *testing.T) {
 			ids[ev.ID] = true
 		}
 		assert.JSONEq(t, `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"counted to 3"}]}}`, evs[4].Data)
-		sid0, _, ok := parseEventID([]byte(evs[0].ID))
+		_, sid0, _, ok := parseEventID([]byte(evs[0].ID))
 		require.True(t, ok)
 		for _, ev := range evs[1:] {
-			s, _, ok := parseEventID([]byte(ev.ID))
+			_, s, _, ok := parseEventID([]byte(ev.ID))
 			require.True(t, ok)
 			assert.Equal(t, sid0, s, "every event id names the stream")
 		}

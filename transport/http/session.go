@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"context"
 	"net/netip"
 	"strconv"
@@ -44,6 +45,11 @@ type hsession struct {
 	created     time.Time   // when initialize created it
 	remote      netip.Addr  // the client's address (per-address limit)
 	established atomic.Bool // a request named it since: initialization completed
+
+	// A session shared with a cluster (shared.go).
+	shared   bool         // held from the cluster's record: not counted per address
+	dropped  atomic.Bool  // the cluster ended this hold (Drop): nothing to tell it
+	usedSent atomic.Int64 // UnixNano of the last Used sent to the home
 }
 
 // streamRec is one stream of a session, open or not.
@@ -160,6 +166,10 @@ func (s *Server) newSession(ip netip.Addr) (*hsession, error) {
 	if ip.IsValid() {
 		h.sess.SetRemote(ip)
 	}
+	if s.opts.Cluster != nil {
+		h.sess.Tracker.SetPrefix(s.opts.Cluster.Instance())
+		h.sess.OnChange(s.sessionChanged)
+	}
 	h.sess.OnClose(h.onClose)
 	s.pending.push(h)
 	s.lru.push(h, s.nsess.Load())
@@ -172,19 +182,46 @@ func (s *Server) newSession(ip netip.Addr) (*hsession, error) {
 // transport, or of another Server on the same engine, is not found. A
 // session named by a request has completed its initialization as far as
 // the transport cares: the client got its id and uses it.
+//
+// In a cluster, a session this server does not hold is restored from the
+// cluster's record (shared.go), and a replica's home is told it is used.
 func (s *Server) lookup(sid []byte) *hsession {
+	h, _ := s.find(sid)
+	return h
+}
+
+// find is lookup, and the error that kept it from restoring a session of
+// the cluster (errUnavailable: answer 503, not 404).
+func (s *Server) find(sid []byte) (*hsession, error) {
 	sess, ok := s.eng.Sessions().GetBytes(sid)
 	if !ok {
-		return nil
+		if s.opts.Cluster == nil || s.closing.Load() {
+			return nil, nil
+		}
+		h, err := s.restore(sid)
+		if h != nil && h.sess.Replica() {
+			s.used(h)
+		}
+		return h, err
 	}
 	h := s.hsessionOf(sess)
 	if h == nil || sess.State() == session.StateClosed {
-		return nil
+		return nil, nil
 	}
 	if !h.established.Load() {
 		h.established.Store(true)
 	}
-	return h
+	if h.shared && sess.Replica() {
+		s.used(h)
+	}
+	return h, nil
+}
+
+// unavailable answers 503 with Retry-After a request for a session of the
+// cluster that this server cannot restore now.
+func (s *Server) unavailable(ctx *fasthttp.RequestCtx) {
+	ctx.Response.Header.SetBytesK(hdrRetryAfter, "1")
+	s.fail(ctx, fasthttp.StatusServiceUnavailable, codeTransport, "Service Unavailable: the session's record cannot be had from the cluster now, or this server has no room for it; retry")
 }
 
 // hsessionOf returns the state of sess if it is a Streamable HTTP session
@@ -220,7 +257,14 @@ func (h *hsession) pendingInit(sess *session.Session) bool {
 // onClose runs once when the session ends, however it ends: it ends the
 // open streams and frees the store.
 func (h *hsession) onClose() {
-	h.s.releaseSession(h.remote)
+	if h.shared {
+		h.s.nsess.Add(-1)
+	} else {
+		h.s.releaseSession(h.remote)
+	}
+	if h.s.opts.Cluster != nil {
+		h.s.closedShared(h)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
@@ -259,20 +303,25 @@ func (h *hsession) Send(b *codec.Buffer) error {
 		codec.PutBuffer(b)
 		return session.ErrClosed
 	}
-	h.emitLocked(&h.std, b)
+	h.emitLocked(&h.std, b, false)
 	h.mu.Unlock()
 	return nil
 }
 
 // emitLocked records b as the next event of rec and hands it to the
-// connection writing rec, if any. The store takes ownership of b.
-func (h *hsession) emitLocked(rec *streamRec, b *codec.Buffer) {
+// connection writing rec, if any; final marks the answer of rec's
+// request. The store takes ownership of b. In a cluster the event is kept
+// by the cluster too.
+func (h *hsession) emitLocked(rec *streamRec, b *codec.Buffer, final bool) {
 	h.seq++
 	if st := rec.live; st != nil {
 		st.pushEvent(rec.id, h.seq, b.B, true)
 		if rec == &h.std {
 			rec.taken = h.seq
 		}
+	}
+	if cl := h.s.opts.Cluster; cl != nil {
+		cl.Event(h.sess.ID(), rec.id, h.seq, rec.reqID, final, b.B)
 	}
 	rec.events++
 	h.addLocked(event{rec: rec, seq: h.seq, buf: compact(b)})
@@ -403,9 +452,15 @@ func (h *hsession) openStandalone(st *stream) bool {
 // on st from after it, then continues live unless it is over. It returns
 // an HTTP status and message when it cannot.
 func (h *hsession) resume(st *stream, lastID []byte) (int, int, string) {
-	sid, seq, ok := parseEventID(lastID)
+	inst, sid, seq, ok := parseEventID(lastID)
 	if !ok {
 		return fasthttp.StatusBadRequest, codeTransport, "Bad Request: malformed Last-Event-ID: " + string(lastID)
+	}
+	if len(inst) > 0 && !bytes.Equal(inst, h.s.inst) {
+		if h.s.opts.Cluster == nil {
+			return fasthttp.StatusBadRequest, codeTransport, "Bad Request: unknown Last-Event-ID: " + string(lastID)
+		}
+		return h.resumeElsewhere(st, inst, sid, seq, lastID)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -503,8 +558,11 @@ func (s *Server) sessionOf(ctx *fasthttp.RequestCtx) *hsession {
 		s.fail(ctx, fasthttp.StatusBadRequest, codeTransport, "Bad Request: Mcp-Session-Id header is required")
 		return nil
 	}
-	h := s.lookup(sid)
-	if h == nil {
+	h, err := s.find(sid)
+	switch {
+	case err != nil:
+		s.unavailable(ctx)
+	case h == nil:
 		s.fail(ctx, fasthttp.StatusNotFound, codeSessionNotFound, "Session not found")
 	}
 	return h

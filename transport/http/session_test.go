@@ -185,7 +185,7 @@ func TestStandaloneStream(t *testing.T) {
 	ev, err = s.next()
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"mem://notes/todo"}}`, ev.Data)
-	sid0, _, _ := parseEventID([]byte(ev.ID))
+	_, sid0, _, _ := parseEventID([]byte(ev.ID))
 	assert.Zero(t, sid0, "standalone events belong to stream 0")
 
 	// Keep-alive comments flow while idle.

@@ -105,22 +105,54 @@ func (st *stream) signal() {
 	}
 }
 
-// appendEventID appends the id of event seq of stream sid: "<sid>-<seq>".
-func appendEventID(dst []byte, sid, seq uint64) []byte {
+// appendEventIDAs appends the id of event seq of stream sid that instance
+// inst issued: "<sid>-<seq>", or "<inst>.<sid>-<seq>" in a cluster
+// (shared.go).
+func appendEventIDAs(dst, inst []byte, sid, seq uint64) []byte {
+	if len(inst) > 0 {
+		dst = append(append(dst, inst...), '.')
+	}
 	dst = strconv.AppendUint(dst, sid, 10)
 	dst = append(dst, '-')
 	return strconv.AppendUint(dst, seq, 10)
 }
 
-// parseEventID parses an id written by appendEventID.
-func parseEventID(b []byte) (sid, seq uint64, ok bool) {
+// parseEventID parses an id written by appendEventIDAs. An instance is a
+// node name, a '.', and letters and digits: nothing else reaches an id
+// line of a stream.
+func parseEventID(b []byte) (inst []byte, sid, seq uint64, ok bool) {
+	inst, b = instanceOf(b)
+	if inst != nil && !validInstance(inst) {
+		return nil, 0, 0, false
+	}
 	a, c, found := bytes.Cut(b, []byte("-"))
 	if !found || !digits(a) || !digits(c) {
-		return 0, 0, false
+		return nil, 0, 0, false
 	}
 	sid, err1 := strconv.ParseUint(bytesconv.B2S(a), 10, 64)
 	seq, err2 := strconv.ParseUint(bytesconv.B2S(c), 10, 64)
-	return sid, seq, err1 == nil && err2 == nil
+	return inst, sid, seq, err1 == nil && err2 == nil
+}
+
+// validInstance reports whether b can be an instance name of a cluster:
+// "<node>.<incarnation>", a node name (letters, digits, '-', '_') and
+// letters and digits, at most 128 bytes.
+func validInstance(b []byte) bool {
+	node, inc, ok := bytes.Cut(b, []byte("."))
+	if !ok || len(node) == 0 || len(inc) == 0 || len(b) > 128 {
+		return false
+	}
+	for _, c := range node {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	for _, c := range inc {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func digits(b []byte) bool {
@@ -137,10 +169,13 @@ func digits(b []byte) bool {
 
 // prime queues the priming event: the id the client resumes from if the
 // stream breaks before anything else arrives, the retry hint, empty data.
-func (st *stream) prime(sid, seq uint64) {
+func (st *stream) prime(sid, seq uint64) { st.primeAs(st.s.inst, sid, seq) }
+
+// primeAs is prime with the cursor of a stream instance inst issued.
+func (st *stream) primeAs(inst []byte, sid, seq uint64) {
 	st.mu.Lock()
 	st.pend = append(st.pend, "id: "...)
-	st.pend = appendEventID(st.pend, sid, seq)
+	st.pend = appendEventIDAs(st.pend, inst, sid, seq)
 	st.pend = append(st.pend, "\nretry: "...)
 	st.pend = strconv.AppendInt(st.pend, st.s.opts.Retry.Milliseconds(), 10)
 	st.pend = append(st.pend, "\ndata: \n\n"...)
@@ -180,7 +215,7 @@ func (st *stream) push(withID bool, sid, seq uint64, data []byte, bounded bool) 
 	}
 	if withID {
 		st.pend = append(st.pend, "id: "...)
-		st.pend = appendEventID(st.pend, sid, seq)
+		st.pend = appendEventIDAs(st.pend, st.s.inst, sid, seq)
 		st.pend = append(st.pend, '\n')
 	}
 	st.pend = codec.AppendSSEEvent(st.pend, "", "", data)

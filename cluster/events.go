@@ -1,0 +1,270 @@
+package cluster
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/nats-io/nats.go"
+)
+
+// Kept events: so that a client resumes, on any node, a stream whose node
+// is gone, every SSE event a node issues for a session (on the session's
+// standalone stream, or on a request's stream) is published on
+// "<prefix>.ev", signed, and every other node keeps it: per session
+// within Options.EventSessionBytes (the oldest go first, as in the
+// transport's own store), and in all within Options.EventBytes (the
+// sessions used least recently go first). A node keeps the events of
+// the others only: its own are in its transport's store. The events of a
+// session go when it ends everywhere.
+//
+// Per event, this costs its issuer one signature and one publish, and
+// every other node one delivery, one check (signature, JSON) and one copy
+// (docs/cluster.md gives the figures). A JSON answer is no event: only
+// streams pay.
+
+// eventKind is the kind byte of a kept event's message.
+const eventKind = 'E'
+
+// evKey names a stream: the instance that issued it and its number.
+type evKey struct {
+	inst   string
+	stream uint64
+}
+
+// evStream is what is known of one stream.
+type evStream struct {
+	reqID     []byte // the request it answers; nil for a standalone stream
+	final     bool   // its answer is kept
+	lastEvict uint64 // the sequence number of its last event evicted
+}
+
+// keptEvent is one event kept.
+type keptEvent struct {
+	st   *evStream
+	seq  uint64
+	data []byte
+}
+
+// sessEvents are the events kept of one session, oldest first.
+type sessEvents struct {
+	sid     string
+	streams map[evKey]*evStream
+	q       []keptEvent
+	head    int
+	bytes   int
+	elem    *list.Element
+}
+
+// eventStore is the node's store of other nodes' events.
+type eventStore struct {
+	mu    sync.Mutex
+	m     map[string]*sessEvents
+	lru   list.List // *sessEvents, most recently added to at the front
+	bytes int
+}
+
+func (s *eventStore) init() {
+	s.m = make(map[string]*sessEvents)
+	s.lru.Init()
+}
+
+// eventOverhead is what an event costs besides its data.
+const eventOverhead = 96
+
+// add keeps an event within the bounds: perSession for its session,
+// total for all.
+func (s *eventStore) add(sid string, k evKey, seq uint64, reqID []byte, final bool, data []byte, perSession, total int) {
+	cost := len(data) + eventOverhead
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se := s.m[sid]
+	if se == nil {
+		se = &sessEvents{sid: sid, streams: make(map[evKey]*evStream)}
+		s.m[sid] = se
+		se.elem = s.lru.PushFront(se)
+	} else {
+		s.lru.MoveToFront(se.elem)
+	}
+	st := se.streams[k]
+	if st == nil {
+		st = &evStream{}
+		if len(reqID) > 0 {
+			st.reqID = append([]byte(nil), reqID...)
+		}
+		se.streams[k] = st
+	}
+	if final {
+		st.final = true
+	}
+	se.q = append(se.q, keptEvent{st: st, seq: seq, data: append([]byte(nil), data...)})
+	se.bytes += cost
+	s.bytes += cost
+	for se.bytes > perSession && se.head < len(se.q)-1 {
+		s.evictLocked(se)
+	}
+	for s.bytes > total && s.lru.Len() > 1 {
+		victim := s.lru.Back().Value.(*sessEvents)
+		if victim == se {
+			break
+		}
+		s.dropLocked(victim)
+	}
+	if se.head > 64 && se.head >= len(se.q)/2 {
+		n := copy(se.q, se.q[se.head:])
+		clear(se.q[n:])
+		se.q, se.head = se.q[:n], 0
+	}
+}
+
+// evictLocked drops the oldest event of se.
+func (s *eventStore) evictLocked(se *sessEvents) {
+	e := se.q[se.head]
+	se.q[se.head] = keptEvent{}
+	se.head++
+	cost := len(e.data) + eventOverhead
+	se.bytes -= cost
+	s.bytes -= cost
+	e.st.lastEvict = e.seq
+}
+
+// dropLocked forgets every event of se.
+func (s *eventStore) dropLocked(se *sessEvents) {
+	s.bytes -= se.bytes
+	s.lru.Remove(se.elem)
+	delete(s.m, se.sid)
+}
+
+// drop forgets the events of session sid.
+func (s *eventStore) drop(sid string) {
+	s.mu.Lock()
+	if se := s.m[sid]; se != nil {
+		s.dropLocked(se)
+	}
+	s.mu.Unlock()
+}
+
+// replay calls fn with the events kept of stream k of session sid after
+// seq; see Node.Replay.
+func (s *eventStore) replay(sid string, k evKey, after uint64, fn func(seq uint64, data []byte)) (reqID []byte, final, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se := s.m[sid]
+	if se == nil {
+		return nil, false, false
+	}
+	st := se.streams[k]
+	if st == nil {
+		return nil, false, false
+	}
+	reqID = append([]byte(nil), st.reqID...)
+	if st.lastEvict > after {
+		return reqID, false, true // a gap: what followed after is partly lost
+	}
+	for _, e := range se.q[se.head:] {
+		if e.st == st && e.seq > after {
+			fn(e.seq, e.data)
+		}
+	}
+	return reqID, st.final, true
+}
+
+// requestOf returns the request id of stream k of session sid, nil when
+// unknown.
+func (s *eventStore) requestOf(sid string, k evKey) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if se := s.m[sid]; se != nil {
+		if st := se.streams[k]; st != nil {
+			return append([]byte(nil), st.reqID...)
+		}
+	}
+	return nil
+}
+
+// size returns the sessions whose events are kept, and their bytes.
+func (s *eventStore) size() (int, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m), s.bytes
+}
+
+// Event implements mcphttp.Cluster: an event this node issued is
+// published, signed, for the others to keep.
+func (n *Node) Event(sid string, stream, seq uint64, reqID []byte, final bool, data []byte) {
+	b := codec.GetBuffer()
+	b.B = append(b.B[:0], eventKind)
+	b.B = appendStr(b.B, sid)
+	b.B = appendStr(b.B, n.inst)
+	b.B = appendUvarint64(b.B, stream)
+	b.B = appendUvarint64(b.B, seq)
+	f := byte(0)
+	if final {
+		f = 1
+	}
+	b.B = append(b.B, f)
+	b.B = appendBytes(b.B, reqID)
+	b.B = append(b.B, data...)
+	b.B = n.sig.sign(b.B, 0)
+	if len(b.B) <= n.maxFrame {
+		if err := n.nc.Publish(n.prefix+".ev", b.B); err != nil {
+			n.stats.busDropped.Add(1)
+		} else {
+			n.stats.eventsOut.Add(1)
+		}
+	}
+	codec.PutBuffer(b)
+}
+
+// onEvent keeps an event another node issued, once checked: its
+// signature, its names, and its data one JSON value.
+func (n *Node) onEvent(m *nats.Msg) {
+	body, ok := n.sig.open(m.Data)
+	if !ok || len(body) == 0 || body[0] != eventKind {
+		n.badMessage("event signature", m.Data)
+		return
+	}
+	r := reader{b: body[1:]}
+	sid, inst := r.bytes(), r.bytes()
+	stream, seq := r.uvarint(), r.uvarint()
+	final := r.byte()
+	reqID := r.bytes()
+	data := r.b
+	if r.bad || !validSessionID(sid) || !validInstance(inst) || final > 1 ||
+		(len(reqID) > 0 && !validRequestID(reqID)) || !validJSON(data) {
+		n.badMessage("event", body)
+		return
+	}
+	if n.recs.ended(string(sid)) {
+		return
+	}
+	n.stats.eventsIn.Add(1)
+	n.events.add(string(sid), evKey{string(inst), stream}, seq, reqID, final == 1, data, n.opts.EventSessionBytes, n.opts.EventBytes)
+}
+
+// validInstance reports whether b can name an instance: a node name, a
+// '.', an incarnation.
+func validInstance(b []byte) bool {
+	for i, c := range b {
+		if c == '.' {
+			return validName(b[:i]) && validInc(b[i+1:])
+		}
+	}
+	return false
+}
+
+// splitInstance splits an instance name into node and incarnation.
+func splitInstance(b []byte) (node, inc []byte) {
+	for i, c := range b {
+		if c == '.' {
+			return b[:i], b[i+1:]
+		}
+	}
+	return b, nil
+}
+
+// Replay implements mcphttp.Cluster: the events this node keeps of a
+// stream another instance issued.
+func (n *Node) Replay(sid string, inst []byte, stream, after uint64, fn func(seq uint64, data []byte)) ([]byte, bool, bool) {
+	return n.events.replay(sid, evKey{string(inst), stream}, after, fn)
+}
