@@ -44,7 +44,7 @@ type forward struct {
 	reply string
 	subj  []byte // reply's bytes, built in place
 	owner string
-	reqID []byte // the raw JSON id of the request, when known: for the errors it is answered with
+	reqID []byte      // the raw JSON id of the request, when known: for the errors it is answered with
 	ch    chan []byte // a nil message: nobody answers for the owner
 	lost  atomic.Bool // a frame did not fit in ch: the answer is broken
 	next  uint64      // the seq expected next

@@ -267,7 +267,7 @@ type Server struct {
 	max  int // engine's MaxMessage
 
 	path, ssePath, msgPath []byte
-	inst                   []byte // Cluster.Instance(); nil without a cluster
+	inst                   []byte                     // Cluster.Instance(); nil without a cluster
 	allow                  atomic.Pointer[allowLists] // SetAllowed swaps it
 	loopback               atomic.Bool                // bound to a loopback address
 
