@@ -86,16 +86,16 @@ func headerOK(k, v []byte) bool {
 
 // bodyType returns the media type of an answer's body, without its
 // parameters, for checkBody and checkEvents; nil when there is nothing to
-// check: no type, or a body compressed (Content-Encoding) by the owner's
-// transport, which is relayed as it came, after the frame checks alone
-// (its bytes reach the client's decoder whole, or not at all).
+// check (no type). An owner answers uncompressed (forwarded requests do
+// not carry Accept-Encoding): a body with a Content-Encoding fails the
+// checks (ctCompressed).
 func bodyType(fr *frame) []byte {
 	var ct []byte
 	for _, kv := range fr.headers {
 		switch {
 		case bytes.EqualFold(kv[0], []byte("Content-Encoding")):
 			if v := bytes.TrimSpace(kv[1]); len(v) > 0 && !bytes.EqualFold(v, []byte("identity")) {
-				return nil
+				return ctCompressed
 			}
 		case bytes.EqualFold(kv[0], []byte("Content-Type")):
 			ct = kv[1]
@@ -109,8 +109,9 @@ func bodyType(fr *frame) []byte {
 }
 
 var (
-	ctJSON = []byte("application/json")
-	ctSSE  = []byte("text/event-stream")
+	ctJSON       = []byte("application/json")
+	ctSSE        = []byte("text/event-stream")
+	ctCompressed = []byte("\x00compressed") // no media type: see bodyType
 )
 
 // checkBody reports whether body may reach the client as the whole body
@@ -120,6 +121,8 @@ var (
 // and pass.
 func checkBody(ct, body []byte) bool {
 	switch {
+	case len(ct) > 0 && &ct[0] == &ctCompressed[0]:
+		return false
 	case bytes.EqualFold(ct, ctJSON):
 		return len(body) == 0 || validJSON(body)
 	case bytes.EqualFold(ct, ctSSE):

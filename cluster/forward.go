@@ -199,8 +199,15 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) boo
 				n.unregister(f)
 				return true
 			case frHead:
-				setHead(ctx, &fr)
 				headCT = bodyType(&fr) // aliases m, which nothing reuses
+				if len(headCT) > 0 && &headCT[0] == &ctCompressed[0] {
+					n.badMessage("answer encoding", m)
+					n.unregister(f)
+					n.cancel(f)
+					badAnswer(ctx, owner)
+					return true
+				}
+				setHead(ctx, &fr)
 				f.checkSSE = bytes.EqualFold(headCT, ctSSE)
 				if fr.stream {
 					if len(f.reqID) == 0 {

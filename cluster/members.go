@@ -46,6 +46,7 @@ const (
 	msgHeartbeat = 'H'
 	msgHello     = 'h' // a heartbeat that asks for the others' at once
 	msgBye       = 'B'
+	msgGone      = 'G' // another node found the named node gone (NATS has no subscriber for it)
 )
 
 // appendHeartbeat appends this node's signed heartbeat of kind to dst.
@@ -68,7 +69,7 @@ func parseHeartbeat(b []byte) (kind byte, name, inc, link string, ok bool) {
 		return 0, "", "", "", false
 	}
 	switch kind {
-	case msgHeartbeat, msgHello, msgBye:
+	case msgHeartbeat, msgHello, msgBye, msgGone:
 	default:
 		return 0, "", "", "", false
 	}
@@ -158,10 +159,21 @@ func (n *Node) onHeartbeat(msg *nats.Msg) {
 		return
 	}
 	kind, name, inc, link, ok := parseHeartbeat(body)
-	if !ok || (name == n.name && inc == n.inc) {
-		if !ok {
-			n.badMessage("heartbeat", body)
+	if !ok {
+		n.badMessage("heartbeat", body)
+		return
+	}
+	if kind == msgGone {
+		if name == n.name {
+			if inc == n.inc { // alive: say so at once
+				_ = n.nc.Publish(n.prefix+".hb", n.appendHeartbeat(nil, msgHeartbeat))
+			}
+			return
 		}
+		n.markDeadInc(name, inc, "another node found it gone")
+		return
+	}
+	if name == n.name && inc == n.inc {
 		return
 	}
 	if name == n.name {
@@ -285,19 +297,31 @@ func (n *Node) livePeers() int {
 
 // markDead declares node name dead on evidence other than its silence:
 // NATS has no subscriber for it. It does nothing for a node that is not
-// known, or known dead.
+// known, or known dead. The others are told (msgGone), so that they take
+// over what it held at once too, rather than when they find it silent.
 func (n *Node) markDead(name, why string) {
+	if inc := n.markDeadInc(name, "", why); inc != "" {
+		b := append([]byte(nil), msgGone)
+		b = appendStr(appendStr(appendStr(b, name), inc), "")
+		_ = n.nc.Publish(n.prefix+".hb", n.sig.sign(b, 0))
+	}
+}
+
+// markDeadInc declares node name in incarnation inc ("" for the one
+// known) dead, returning that incarnation, "" when it was not alive.
+func (n *Node) markDeadInc(name, inc, why string) string {
 	m := &n.members
 	m.mu.Lock()
 	p := m.peers[name]
-	if p == nil || p.dead {
+	if p == nil || p.dead || (inc != "" && p.inc != inc) {
 		m.mu.Unlock()
-		return
+		return ""
 	}
 	p.dead = true
 	old := *p
 	m.mu.Unlock()
 	n.peerGone(old.name, old.inc, why)
+	return old.inc
 }
 
 // pick returns the live node, this one included, that rendezvous hashing

@@ -93,8 +93,12 @@ func (n *Node) RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Messa
 				case string(node) == n.name && string(inc) == n.inc:
 					return false // one of this node's streams
 				case n.alive(string(node), string(inc)):
-					return n.forwardTo(ctx, string(node), n.events.requestOf(string(sid), evKey{string(inst), stream}))
-				case stream != 0:
+					if n.forwardTo(ctx, string(node), n.events.requestOf(string(sid), evKey{string(inst), stream})) {
+						return true
+					}
+					n.markDead(string(node), "no subscriber for it")
+				}
+				if stream != 0 {
 					return false // its node is gone: replayed here from what was kept
 				}
 				// The standalone stream of a node that is gone: at the home.

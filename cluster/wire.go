@@ -65,10 +65,14 @@ func appendHeader(dst, k, v []byte) []byte {
 func endHeaders(dst []byte) []byte { return append(dst, 0) }
 
 // forwardHeader reports whether header k travels with a forwarded
-// request or answer: not the ones that describe one hop.
+// request or answer: not the ones that describe one hop. Accept-Encoding
+// does not either: the owner answers uncompressed, so that the node that
+// relays the answer checks all of it, and may end a stream with an error
+// of its own (forward.go).
 func forwardHeader(k []byte) bool {
 	switch {
 	case bytes.EqualFold(k, []byte("Content-Length")),
+		bytes.EqualFold(k, []byte("Accept-Encoding")),
 		bytes.EqualFold(k, []byte("Connection")),
 		bytes.EqualFold(k, []byte("Transfer-Encoding")),
 		bytes.EqualFold(k, []byte("Keep-Alive")),

@@ -93,11 +93,16 @@ func (c Conn) HandleMessage(m *codec.Message, frame, out []byte, reply session.S
 // Options.MaxSubscriptions (those over it are dropped). The transport
 // binds the record's subject itself.
 //
-// When the table holds a session of that id already (a concurrent
-// OpenShared won), it returns that one's Conn and false.
-func (s *Server) OpenShared(out session.Sink, rec *session.Record, home bool) (Conn, bool) {
+// setup, if not nil, is called with the session before it joins the
+// table, where other goroutines find it (a transport sets its tracker's
+// prefix, its hooks). When the table holds a session of that id already
+// (a concurrent OpenShared won), it returns that one's Conn and false.
+func (s *Server) OpenShared(out session.Sink, rec *session.Record, home bool, setup func(*session.Session)) (Conn, bool) {
 	sess := session.Restore(context.Background(), out, rec)
 	sess.SetReplica(!home)
+	if setup != nil {
+		setup(sess)
+	}
 	if rl := s.rates.Load(); rl.rate > 0 {
 		sess.SetRateLimit(rl.rate, rl.burst)
 	}

@@ -97,13 +97,13 @@ func (s *Session) Replica() bool { return s.replica.Load() }
 // here: initialize, notifications/initialized, the log level, a
 // subscription added or removed. One function; a later call replaces it.
 // fn runs on the goroutine that made the change, with no lock of the
-// session held. Call it before the session is shared.
-func (s *Session) OnChange(fn func(*Session)) { s.onChange = fn }
+// session held. Safe for concurrent use.
+func (s *Session) OnChange(fn func(*Session)) { s.onChange.Store(&fn) }
 
 // changed calls the OnChange function, if any.
 func (s *Session) changed() {
-	if fn := s.onChange; fn != nil {
-		fn(s)
+	if fn := s.onChange.Load(); fn != nil {
+		(*fn)(s)
 	}
 }
 

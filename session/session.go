@@ -115,8 +115,8 @@ type Session struct {
 
 	stateless bool // serves only 2026-07-28 requests (NewStateless)
 
-	replica  atomic.Bool    // held for another server, the session's home (record.go)
-	onChange func(*Session) // OnChange; set before the session is shared
+	replica  atomic.Bool                    // held for another server, the session's home (record.go)
+	onChange atomic.Pointer[func(*Session)] // OnChange
 
 	memo atomic.Pointer[Memo]
 

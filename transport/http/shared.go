@@ -125,7 +125,19 @@ func (s *Server) hold(rec *session.Record, home bool) *hsession {
 	}
 	h := &hsession{s: s, created: time.Now(), shared: true}
 	h.posts.Store(1) // released below: the reaper leaves it alone until then
-	conn, fresh := s.eng.OpenShared(h, rec, home)
+	h.established.Store(true)
+	conn, fresh := s.eng.OpenShared(h, rec, home, func(sess *session.Session) {
+		h.sess = sess
+		sess.Transport = "http"
+		sess.Tracker.SetPrefix(s.opts.Cluster.Instance())
+		if rec.Subject != "" {
+			// The subject the session is bound to, until a request's
+			// verified caller of that subject replaces it (bindAuth).
+			sess.SetAuth(&auth.Info{Subject: rec.Subject})
+		}
+		sess.OnChange(s.sessionChanged)
+		sess.OnClose(h.onClose)
+	})
 	if !fresh { // another request restored it first
 		s.nsess.Add(-1)
 		if other := s.hsessionOf(conn.Session()); other != nil && conn.Session().State() != session.StateClosed {
@@ -133,17 +145,6 @@ func (s *Server) hold(rec *session.Record, home bool) *hsession {
 		}
 		return nil
 	}
-	h.sess = conn.Session()
-	h.sess.Transport = "http"
-	h.sess.Tracker.SetPrefix(s.opts.Cluster.Instance())
-	h.established.Store(true)
-	if rec.Subject != "" {
-		// The subject the session is bound to, until a request's verified
-		// caller of that subject replaces it (bindAuth).
-		h.sess.SetAuth(&auth.Info{Subject: rec.Subject})
-	}
-	h.sess.OnChange(s.sessionChanged)
-	h.sess.OnClose(h.onClose)
 	h.posts.Add(-1)
 	s.lru.push(h, s.nsess.Load())
 	return h
