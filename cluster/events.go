@@ -220,26 +220,48 @@ func (n *Node) Event(sid string, stream, seq uint64, reqID []byte, final bool, d
 // signature, its names, and its data one JSON value.
 func (n *Node) onEvent(m *nats.Msg) {
 	body, ok := n.sig.open(m.Data)
-	if !ok || len(body) == 0 || body[0] != eventKind {
+	if !ok {
 		n.badMessage("event signature", m.Data)
 		return
 	}
-	r := reader{b: body[1:]}
-	sid, inst := r.bytes(), r.bytes()
-	stream, seq := r.uvarint(), r.uvarint()
-	final := r.byte()
-	reqID := r.bytes()
-	data := r.b
-	if r.bad || !validSessionID(sid) || !validInstance(inst) || final > 1 ||
-		(len(reqID) > 0 && !validRequestID(reqID)) || !validJSON(data) {
+	ev, ok := parseEvent(body)
+	if !ok {
 		n.badMessage("event", body)
 		return
 	}
-	if n.recs.ended(string(sid)) {
+	if n.recs.ended(string(ev.sid)) {
 		return
 	}
 	n.stats.eventsIn.Add(1)
-	n.events.add(string(sid), evKey{string(inst), stream}, seq, reqID, final == 1, data, n.opts.EventSessionBytes, n.opts.EventBytes)
+	n.events.add(string(ev.sid), evKey{string(ev.inst), ev.stream}, ev.seq, ev.reqID, ev.final, ev.data, n.opts.EventSessionBytes, n.opts.EventBytes)
+}
+
+// wireEvent is a kept event's message, parsed; its slices alias it.
+type wireEvent struct {
+	sid, inst, reqID, data []byte
+	stream, seq            uint64
+	final                  bool
+}
+
+// parseEvent parses and checks a kept event's message (signature
+// removed): its session id, its instance, its request id (a JSON-RPC id),
+// and its data, one JSON value.
+func parseEvent(body []byte) (ev wireEvent, ok bool) {
+	r := reader{b: body}
+	if r.byte() != eventKind {
+		return ev, false
+	}
+	ev.sid, ev.inst = r.bytes(), r.bytes()
+	ev.stream, ev.seq = r.uvarint(), r.uvarint()
+	final := r.byte()
+	ev.reqID = r.bytes()
+	ev.data = r.b
+	ev.final = final == 1
+	if r.bad || !validSessionID(ev.sid) || !validInstance(ev.inst) || final > 1 ||
+		(len(ev.reqID) > 0 && !validRequestID(ev.reqID)) || !validJSON(ev.data) {
+		return ev, false
+	}
+	return ev, true
 }
 
 // validInstance reports whether b can name an instance: a node name, a

@@ -2,8 +2,12 @@ package cluster
 
 import (
 	"bytes"
+	"net/netip"
 	"testing"
 
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/mcpedge/mcpedge/session"
 	"github.com/valyala/fasthttp"
 )
 
@@ -132,7 +136,16 @@ func FuzzParsers(f *testing.F) {
 	req.Request.SetBodyString(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 	f.Add(appendRequest(nil, &req))
 	f.Add([]byte("id: a-1\ndata: {\"a\":1}\n\nevent: endpoint\ndata: /m\n\n"))
+	n := &Node{sig: newSigner([][]byte{[]byte("k")}), name: "a", inc: "1", inst: "a.1"}
+	f.Add(n.appendRecord(nil, &entry{rev: 3, home: "a", homeInc: "1", rec: session.Record{ID: "a.x", Version: "2025-11-25", LogLevel: 2, Subscriptions: []string{"mem://x"}}}))
+	f.Add(n.appendHeartbeat(nil, msgHeartbeat))
+	f.Add(append([]byte{eventKind, 3, 'a', '.', 'x', 3, 'a', '.', '1', 1, 2, 0, 0}, `{"jsonrpc":"2.0"}`...))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = parseRecord(b)
+		_, _, _, _, _ = parseHeartbeat(b)
+		_, _ = parseEvent(b)
+		_, _ = n.sig.open(b)
+		_, _, _ = eventInstance(b)
 		if topic, payload, ok := parseBusMessage(b); ok {
 			_ = busPayloadOK(topic, payload)
 		}
@@ -158,6 +171,48 @@ func FuzzParsers(f *testing.F) {
 		for i := range b {
 			_, _ = parseFrame(b[:i], nil)
 			_, _ = decodeRequest(b[:i])
+			_, _ = parseRecord(b[:i])
+			_, _ = parseEvent(b[:i])
 		}
 	})
+}
+
+// TestRecordRoundTrip: a record survives its wire form, signed; a record
+// that another key signed, or that was changed on the way, does not pass.
+func TestRecordRoundTrip(t *testing.T) {
+	n := &Node{sig: newSigner([][]byte{[]byte("key one")})}
+	e := &entry{rev: 7, home: "node-b", homeInc: "k3j", rec: session.Record{
+		ID: "node-a.0123456789abcdef", Version: "2025-11-25", Ready: true, LogLevel: 3, Subject: "static:1",
+		Remote:        netip.MustParseAddr("10.0.0.9"),
+		ClientInfo:    mcp.Implementation{Name: "c", Version: "1"},
+		ClientCaps:    mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}, Extensions: codec.RawJSON(`{"x":{}}`)},
+		Subscriptions: []string{"mem://a", "mem://b"},
+	}}
+	b := n.appendRecord(nil, e)
+	body, ok := n.sig.open(b)
+	if !ok {
+		t.Fatal("signature")
+	}
+	got, ok := parseRecord(body)
+	if !ok {
+		t.Fatal("parse")
+	}
+	if got.rev != e.rev || got.home != e.home || got.homeInc != e.homeInc || got.rec.ID != e.rec.ID || got.rec.Version != e.rec.Version ||
+		!got.rec.Ready || got.rec.LogLevel != 3 || got.rec.Subject != "static:1" || got.rec.Remote != e.rec.Remote ||
+		got.rec.ClientInfo.Name != "c" || got.rec.ClientCaps.Elicitation == nil || string(got.rec.ClientCaps.Extensions) != `{"x":{}}` ||
+		len(got.rec.Subscriptions) != 2 || got.rec.Subscriptions[1] != "mem://b" {
+		t.Fatalf("%+v", got)
+	}
+	other := &Node{sig: newSigner([][]byte{[]byte("key two")})}
+	if _, ok := other.sig.open(b); ok {
+		t.Fatal("a record signed with another key passes")
+	}
+	rotated := &Node{sig: newSigner([][]byte{[]byte("key two"), []byte("key one")})}
+	if _, ok := rotated.sig.open(b); !ok {
+		t.Fatal("a record signed with an older key fails")
+	}
+	b[10] ^= 1
+	if _, ok := n.sig.open(b); ok {
+		t.Fatal("a changed record passes")
+	}
 }
