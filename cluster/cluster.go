@@ -673,7 +673,12 @@ func (n *Node) watchRoutes() {
 		case <-n.workersStop:
 			return
 		case <-tk.C:
-			n.unrouted.Store(n.srv.NumRoutes() == 0)
+			unrouted := n.srv.NumRoutes() == 0
+			if n.unrouted.Swap(unrouted) && !unrouted {
+				// Routed again, or at last: the others learn of this node
+				// now (a hello sent before any route reached nobody).
+				_ = n.nc.Publish(n.prefix+".hb", n.appendHeartbeat(nil, msgHello))
+			}
 		}
 	}
 }

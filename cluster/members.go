@@ -234,7 +234,9 @@ func (n *Node) onHeartbeat(msg *nats.Msg) {
 	if fresh {
 		n.log.Info("cluster: node joined", "peer", name)
 	}
-	if kind == msgHello {
+	if kind == msgHello || fresh {
+		// A node that meets another learns of it, and tells it of
+		// itself, without waiting for its next heartbeat.
 		_ = n.nc.Publish(n.prefix+".hb", n.appendHeartbeat(nil, msgHeartbeat))
 	}
 }

@@ -400,10 +400,10 @@ func (n *Node) record(sid []byte) (e entry, ok, unavailable bool) {
 	if n.cutOff() {
 		return entry{}, false, true
 	}
-	peers := n.livePeers()
-	if peers == 0 {
-		return entry{}, false, false
-	}
+	// Every live peer answers; one this node has not heard of yet (it
+	// just started, or the other did) answers too: the first "none" is
+	// enough when no peer is known.
+	peers := max(n.livePeers(), 1)
 	f := n.register("")
 	defer n.unregister(f)
 	req := append([]byte{recGet}, 0)[:1]

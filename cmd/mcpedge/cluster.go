@@ -31,6 +31,9 @@ type clusterFlags struct {
 	tlsKey         string
 	forwardTimeout time.Duration
 	secretFile     string
+	heartbeat      time.Duration
+	recordBytes    int64
+	eventBytes     int64
 }
 
 func registerClusterFlags(fs *flag.FlagSet, c *clusterFlags) {
@@ -44,7 +47,10 @@ func registerClusterFlags(fs *flag.FlagSet, c *clusterFlags) {
 	fs.StringVar(&c.tlsCert, "cluster-tls-cert", "", "client certificate `file` for -cluster (with -cluster-tls-key)")
 	fs.StringVar(&c.tlsKey, "cluster-tls-key", "", "client key `file` for -cluster")
 	fs.StringVar(&c.secretFile, "cluster-secret-file", "", "`file` holding the secret the embedded servers' routes authenticate with, the same on every node (empty: any server that reaches -cluster-embed may join)")
-	fs.DurationVar(&c.forwardTimeout, "cluster-forward-timeout", 5*time.Second, "how long a request forwarded to the node that owns its session waits for that node to start answering (504 after)")
+	fs.DurationVar(&c.forwardTimeout, "cluster-forward-timeout", 5*time.Second, "how long a request forwarded to another node (a session's home, a stream's or a task's node) waits for that node to start answering (504 after)")
+	fs.DurationVar(&c.heartbeat, "cluster-heartbeat", time.Second, "how often a node tells the others it is alive; a node silent for three is lost, and the sessions it was the home of are taken over")
+	fs.Var(newSize(&c.recordBytes, 64<<20), "cluster-record-bytes", "session `bytes` of records a node keeps, so that it serves any node's sessions without asking; the least recently used go first and are asked for again (units: KiB, MiB, GiB, KB, MB, GB)")
+	fs.Var(newSize(&c.eventBytes, 64<<20), "cluster-event-bytes", "`bytes` of other nodes' SSE events a node keeps, so that a client resumes a stream whose node is gone; each session's within -event-store-bytes, the sessions written least recently go first (units: KiB, MiB, GiB, KB, MB, GB)")
 }
 
 // on reports whether the flags ask for a cluster.
@@ -107,8 +113,9 @@ func nodeName(c *config) string {
 }
 
 // startCluster starts this node's membership, nil when no cluster is
-// configured.
-func startCluster(c *config, log *slog.Logger) (*cluster.Node, error) {
+// configured. keys are the requestState keys: they sign the cluster's
+// own messages too.
+func startCluster(c *config, keys [][]byte, log *slog.Logger) (*cluster.Node, error) {
 	cf := &c.cluster
 	if !cf.on() {
 		return nil, nil
@@ -147,7 +154,13 @@ func startCluster(c *config, log *slog.Logger) (*cluster.Node, error) {
 		ForwardTimeout: cf.forwardTimeout,
 		StreamIdle:     streamIdle(c.sseKeep, cf.forwardTimeout),
 		MaxPayload:     c.maxMessage + 64<<10,
-		Logger:         log,
+		Keys:           keys,
+		Heartbeat:      cf.heartbeat,
+		RecordBytes:    int(cf.recordBytes),
+		EventBytes:     int(cf.eventBytes),
+		// A session's events kept elsewhere within what its home keeps.
+		EventSessionBytes: c.eventStore,
+		Logger:            log,
 	})
 	if err != nil {
 		return nil, err

@@ -199,6 +199,7 @@ func validate(c *config) error {
 		{"max-inflight", int64(c.maxInflight), 0}, {"rate-burst", int64(c.rateBurst), 0},
 		{"max-subscriptions", int64(c.maxSubscriptions), 0},
 		{"max-tasks-per-client", int64(c.maxTasksPerClient), 0}, {"task-workers", int64(c.taskWorkers), 0},
+		{"cluster-record-bytes", c.cluster.recordBytes, 1}, {"cluster-event-bytes", c.cluster.eventBytes, 1},
 	} {
 		if err := atLeast(f.name, f.v, f.min, strconv.FormatInt(f.v, 10)); err != nil {
 			return err
@@ -214,6 +215,7 @@ func validate(c *config) error {
 	}{
 		{"session-idle", c.sessionIdle, 1}, {"session-init-timeout", c.sessionInit, 1},
 		{"state-ttl", c.stateTTL, 1}, {"cluster-forward-timeout", c.cluster.forwardTimeout, 1},
+		{"cluster-heartbeat", c.cluster.heartbeat, 1},
 		{"read-timeout", c.readTimeout, 0}, {"write-timeout", c.writeTimeout, 0},
 		{"idle-timeout", c.idleTimeout, 0}, {"drain", c.drain, 0},
 		{"sse-keepalive", c.sseKeep, 0}, {"lame-duck", c.lameDuck, 0},

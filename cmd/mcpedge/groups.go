@@ -112,6 +112,9 @@ var flagGroups = []struct {
 	{"cluster-tls-key", groupCluster},
 	{"cluster-name", groupCluster},
 	{"cluster-forward-timeout", groupCluster},
+	{"cluster-heartbeat", groupCluster},
+	{"cluster-record-bytes", groupCluster},
+	{"cluster-event-bytes", groupCluster},
 
 	{"admin", groupObservability},
 	{"log-level", groupObservability},

@@ -332,7 +332,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	node, err := startCluster(c, log) // cluster.go
+	node, err := startCluster(c, stateKeys, log) // cluster.go
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpedge:", err)
 		return 2

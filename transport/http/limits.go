@@ -240,9 +240,18 @@ func (s *Server) evictIdle() bool {
 			cand = append(cand, h)
 		}
 	}
+	// A replica (a session held for a cluster, whose home is another
+	// server) goes before any home: it costs nothing to rebuild.
 	var victim *hsession
 	for _, h := range cand {
-		if victim == nil || h.sess.IdleSince().Before(victim.sess.IdleSince()) {
+		switch {
+		case victim == nil:
+			victim = h
+		case h.sess.Replica() != victim.sess.Replica():
+			if h.sess.Replica() {
+				victim = h
+			}
+		case h.sess.IdleSince().Before(victim.sess.IdleSince()):
 			victim = h
 		}
 	}
