@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"testing"
@@ -8,7 +9,9 @@ import (
 
 	"github.com/mcpedge/mcpedge/cluster"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/handlers/builtin"
+	"github.com/mcpedge/mcpedge/mcp"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 	"github.com/valyala/fasthttp"
 )
@@ -28,6 +31,12 @@ func newBenchNode(b *testing.B, name string, routes []string) *benchNode {
 	}
 	eng := engine.New(engine.Options{Name: "bench", Bus: n.Bus(), NodeID: n.Name()})
 	if err := builtin.Install("bench", eng.Registry(), builtin.Env{}); err != nil {
+		b.Fatal(err)
+	}
+	// job may run as a task: a task of the session, at its home.
+	if err := eng.Registry().AddToolWith(&mcp.Tool{Name: "job", InputSchema: []byte(`{"type":"object"}`)},
+		func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) { return mcp.TextResult("done"), nil },
+		handlers.ToolOptions{TaskSupport: mcp.TaskOptional}); err != nil {
 		b.Fatal(err)
 	}
 	hs := mcphttp.New(eng, mcphttp.Options{Addr: "127.0.0.1:0", Route: n.Route, Cluster: n})
@@ -67,10 +76,15 @@ func request(sid, body string) *fasthttp.Request {
 	return req
 }
 
-// BenchmarkForward compares a tools/call served by the node that owns
-// its session (local) with the same call landing on another node
-// (forwarded): the difference is the cost of forwarding. Parallel, as
-// real traffic is.
+// BenchmarkForward measures what a node does with a request of a session
+// whose home is another node. Parallel, as real traffic is.
+//
+//   - home, replica: tools/call of echo served by the session's home, and
+//     by another node (a replica, from the session's record): an
+//     ordinary request is served where it lands, at the same cost.
+//   - local, forwarded: tasks/get of a task of the session, served by the
+//     task's node, and landing on another node, which forwards it there:
+//     the difference is the cost of forwarding.
 func BenchmarkForward(b *testing.B) {
 	a := newBenchNode(b, "a", nil)
 	bn := newBenchNode(b, "b", []string{"nats-route://" + a.n.RouteAddr().String()})
@@ -91,9 +105,20 @@ func BenchmarkForward(b *testing.B) {
 	if st := a.do(&ctx, request(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)); st != 202 {
 		b.Fatal(st)
 	}
-	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`
-	// Wait until b reaches a's subjects.
-	for bn.do(&ctx, request(sid, call)) != 200 {
+	ctx.Init(request(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"job","arguments":{},"task":{"ttl":600000}}}`), benchAddr, nil)
+	a.h(&ctx)
+	task := ctx.Response.Body()
+	i := bytes.Index(task, []byte(`"taskId":"`))
+	if i < 0 {
+		b.Fatalf("no task: %s", task)
+	}
+	task = task[i+len(`"taskId":"`):]
+	id := string(task[:bytes.IndexByte(task, '"')])
+	ctx.Response.Reset()
+	echo := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`
+	get := `{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"` + id + `"}}`
+	// Wait until b knows the session and reaches a's subjects.
+	for bn.do(&ctx, request(sid, get)) != 200 || bn.n.Stats().Forwarded == 0 {
 		if time.Now().After(deadline) {
 			b.Fatal("b does not forward to a")
 		}
@@ -102,14 +127,15 @@ func BenchmarkForward(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		nd   *benchNode
-	}{{"local", a}, {"forwarded", bn}} {
+		body string
+	}{{"home", a, echo}, {"replica", bn, echo}, {"local", a, get}, {"forwarded", bn, get}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(32) // forwarding waits on the network: keep requests in flight
 			reportCPU(b, func() {
 				b.RunParallel(func(pb *testing.PB) {
 					var ctx fasthttp.RequestCtx
-					req := request(sid, call)
+					req := request(sid, bc.body)
 					for pb.Next() {
 						if st := bc.nd.do(&ctx, req); st != 200 {
 							b.Errorf("status %d", st)
