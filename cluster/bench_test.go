@@ -24,8 +24,12 @@ type benchNode struct {
 	h fasthttp.RequestHandler
 }
 
-func newBenchNode(b *testing.B, name string, routes []string) *benchNode {
-	n, err := cluster.Start(context.Background(), cluster.Options{Node: name, Embed: "127.0.0.1:0", Routes: routes})
+func newBenchNode(b *testing.B, name string, routes []string, link bool) *benchNode {
+	o := cluster.Options{Node: name, Embed: "127.0.0.1:0", Routes: routes, Keys: [][]byte{stateKey}}
+	if link {
+		o.Link = "127.0.0.1:0"
+	}
+	n, err := cluster.Start(context.Background(), o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -35,7 +39,9 @@ func newBenchNode(b *testing.B, name string, routes []string) *benchNode {
 	}
 	// job may run as a task: a task of the session, at its home.
 	if err := eng.Registry().AddToolWith(&mcp.Tool{Name: "job", InputSchema: []byte(`{"type":"object"}`)},
-		func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) { return mcp.TextResult("done"), nil },
+		func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.TextResult("done"), nil
+		},
 		handlers.ToolOptions{TaskSupport: mcp.TaskOptional}); err != nil {
 		b.Fatal(err)
 	}
@@ -85,9 +91,17 @@ func request(sid, body string) *fasthttp.Request {
 //   - local, forwarded: tasks/get of a task of the session, served by the
 //     task's node, and landing on another node, which forwards it there:
 //     the difference is the cost of forwarding.
+//
+// forwarded goes on the nodes' direct link; forwarded-nats through NATS
+// (nodes without a link).
 func BenchmarkForward(b *testing.B) {
-	a := newBenchNode(b, "a", nil)
-	bn := newBenchNode(b, "b", []string{"nats-route://" + a.n.RouteAddr().String()})
+	b.Run("link", func(b *testing.B) { benchForward(b, true) })
+	b.Run("nats", func(b *testing.B) { benchForward(b, false) })
+}
+
+func benchForward(b *testing.B, link bool) {
+	a := newBenchNode(b, "a", nil, link)
+	bn := newBenchNode(b, "b", []string{"nats-route://" + a.n.RouteAddr().String()}, link)
 	deadline := time.Now().Add(10 * time.Second)
 	for a.n.Routes() == 0 || bn.n.Routes() == 0 {
 		if time.Now().After(deadline) {
@@ -117,8 +131,9 @@ func BenchmarkForward(b *testing.B) {
 	ctx.Response.Reset()
 	echo := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`
 	get := `{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"` + id + `"}}`
-	// Wait until b knows the session and reaches a's subjects.
-	for bn.do(&ctx, request(sid, get)) != 200 || bn.n.Stats().Forwarded == 0 {
+	// Wait until b knows the session and reaches a's subjects (and its
+	// link).
+	for bn.do(&ctx, request(sid, get)) != 200 || bn.n.Stats().Forwarded == 0 || link && bn.n.Stats().ForwardedLink == 0 {
 		if time.Now().After(deadline) {
 			b.Fatal("b does not forward to a")
 		}

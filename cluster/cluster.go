@@ -154,6 +154,15 @@ type Options struct {
 	// go first. 0 means 1 MiB (mcphttp's EventStoreBytes).
 	EventSessionBytes int
 
+	// Link, when set, is the address ("host:port"; port 0 picks one) of
+	// the node's direct link (link.go): forwarded requests and their
+	// answers go over TCP straight between the nodes, each connection
+	// authenticated with Keys, rather than through NATS. Other nodes dial
+	// it at the address the heartbeats advertise, this one: give an
+	// address they reach, not a wildcard. Empty: no link; what is
+	// forwarded to this node comes through NATS.
+	Link string
+
 	// Logger receives the node's log and the embedded server's; nil
 	// discards. Lines that input from the cluster can cause (a message
 	// that does not parse, a client refused at the embedded server) are
@@ -220,6 +229,15 @@ type Node struct {
 	recs    records
 	events  eventStore
 	host    atomic.Pointer[session.Shared]
+
+	// The direct link (link.go).
+	linkLn    net.Listener
+	linkAddrS string // advertised in heartbeats
+	linkSem   chan struct{}
+	linkConns atomic.Int32
+	linkMu    sync.Mutex
+	links     map[*linkConn]struct{}
+	dialers   map[string]*linkDialer
 }
 
 // counters are the node's statistics (Stats).
@@ -229,6 +247,7 @@ type counters struct {
 	busOut, busIn, busDropped, badMessages, streamsCut         atomic.Uint64
 	disconnects, reconnects                                    atomic.Uint64
 	peersLost, takenOver, recordFetches, eventsOut, eventsIn   atomic.Uint64
+	forwardedLink, linkRefused                                 atomic.Uint64
 }
 
 // Stats are a Node's counters since Start.
@@ -252,6 +271,8 @@ type Stats struct {
 	RecordFetches   uint64 // records asked of the other nodes (not known here)
 	EventsOut       uint64 // events of this node's streams published to be kept
 	EventsIn        uint64 // events of other nodes' streams kept here
+	ForwardedLink   uint64 // of Forwarded, those sent on a direct link
+	LinksRefused    uint64 // link connections that failed their handshake
 	Records         int    // session records kept now
 	RecordBytes     int    // and their bytes
 	EventBytes      int    // bytes of the other nodes' events kept now
@@ -269,6 +290,7 @@ func (n *Node) Stats() Stats {
 		Disconnects: c.disconnects.Load(), Reconnects: c.reconnects.Load(),
 		PeersLost: c.peersLost.Load(), TakenOver: c.takenOver.Load(), RecordFetches: c.recordFetches.Load(),
 		EventsOut: c.eventsOut.Load(), EventsIn: c.eventsIn.Load(),
+		ForwardedLink: c.forwardedLink.Load(), LinksRefused: c.linkRefused.Load(),
 	}
 	st.Records, st.RecordBytes = n.recs.size()
 	_, st.EventBytes = n.events.size()
@@ -399,6 +421,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		n.log.Warn("cluster: no keys (Options.Keys): the cluster's messages are signed with a key anybody may forge them with")
 	}
 	n.sig = newSigner(keys)
+	if err := n.startLink(); err != nil {
+		return nil, err
+	}
 
 	nopts := []nats.Option{
 		nats.Name("mcpedge " + opts.Node),
@@ -429,6 +454,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if opts.Embed != "" {
 		srv, err := n.startEmbedded()
 		if err != nil {
+			n.closeLinks()
 			return nil, err
 		}
 		n.srv = srv
@@ -441,6 +467,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	nc, err := nats.Connect(url, nopts...)
 	if err != nil {
 		n.shutdownEmbedded()
+		n.closeLinks()
 		return nil, fmt.Errorf("cluster: connect: %w", err)
 	}
 	n.nc = nc
@@ -706,6 +733,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	n.sayGoodbye()
 	_ = n.nc.FlushTimeout(time.Second)
 	n.abortTunnels()
+	n.closeLinks()
 	n.tickOnce.Do(func() {}) // no ticker starts from now on
 	if n.tickStop != nil {
 		close(n.tickStop)

@@ -46,7 +46,7 @@ type node struct {
 func startNode(t *testing.T, name string, routes []string, opts ...func(*cluster.Options)) *node {
 	t.Helper()
 	co := cluster.Options{Node: name, Embed: "127.0.0.1:0", Routes: routes, ForwardTimeout: 2 * time.Second, RouteSecret: routeSecret,
-		Keys: [][]byte{stateKey}, Heartbeat: 100 * time.Millisecond}
+		Keys: [][]byte{stateKey}, Heartbeat: 100 * time.Millisecond, Link: "127.0.0.1:0"}
 	for _, o := range opts {
 		o(&co)
 	}
@@ -658,10 +658,20 @@ func TestThreeNodes(t *testing.T) {
 
 	t.Run("notifications/cancelled through c cancels the call running on b", func(t *testing.T) {
 		sid := initialize(t, a, `{}`)
-		done := make(chan int, 1)
+		for len(b.started) > 0 { // the calls of earlier tests
+			<-b.started
+		}
+		done := make(chan struct{})
 		go func() {
-			st, _, _ := post(t, b.url, v, sid, `{"jsonrpc":"2.0","id":"k-1","method":"tools/call","params":{"name":"hang","arguments":{}}}`)
-			done <- st
+			defer close(done)
+			req, _ := http.NewRequest(http.MethodPost, b.url, strings.NewReader(`{"jsonrpc":"2.0","id":"k-1","method":"tools/call","params":{"name":"hang","arguments":{}}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("MCP-Protocol-Version", v)
+			if resp, err := httpc.Do(req); err == nil {
+				resp.Body.Close()
+			}
 		}()
 		select {
 		case <-b.started:
@@ -835,6 +845,15 @@ func TestThreeNodes(t *testing.T) {
 		const uri = "mem://board/after"
 		call(t, c, sidB, "resources/subscribe", `{"uri":"`+uri+`"}`)
 		call(t, c, sidB, "logging/setLevel", `{"level":"error"}`)
+		// Records reach the other nodes asynchronously: a change answered
+		// moments before its home dies may be lost with it. Wait until a
+		// and c have it, then kill b.
+		for _, via := range []*node{a, c} {
+			require.Eventually(t, func() bool {
+				msgs := callSSE(t, via, sidB, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"say","arguments":{}}}`)
+				return !strings.Contains(fmt.Sprint(msgs), "notifications/message")
+			}, 5*time.Second, 20*time.Millisecond, "the level reaches %s", via.name)
+		}
 		b.kill(t)
 		require.Eventually(t, func() bool { return a.n.LivePeers() == 1 && c.n.LivePeers() == 1 }, 5*time.Second, 10*time.Millisecond)
 		for _, via := range []*node{a, c} {

@@ -17,6 +17,7 @@ func (n *Node) Crash() {
 	}
 	n.nc.Close()
 	n.shutdownEmbedded()
+	n.closeLinks()
 }
 
 // Instance is the node's instance name.
@@ -24,3 +25,17 @@ func (n *Node) InstanceName() string { return n.inst }
 
 // LivePeers is the number of other nodes this one knows alive.
 func (n *Node) LivePeers() int { return n.livePeers() }
+
+// DropLinks ends every direct link the node holds, as a network that
+// cuts them would; its listener stays.
+func (n *Node) DropLinks() {
+	n.linkMu.Lock()
+	links := make([]*linkConn, 0, len(n.links))
+	for lc := range n.links {
+		links = append(links, lc)
+	}
+	n.linkMu.Unlock()
+	for _, lc := range links {
+		lc.shut()
+	}
+}

@@ -308,7 +308,7 @@ func TestRelayedStreamOfDyingNode(t *testing.T) {
 		}
 	}
 	took := time.Since(crashed)
-	require.NotNil(t, last)
+	require.NotNil(t, last, "after %v, c: %+v", time.Since(crashed), c.n.Stats())
 	require.EqualValues(t, 41, last["id"], last)
 	require.Contains(t, fmt.Sprint(last["error"]), "left the cluster", last)
 	require.Positive(t, c.n.Stats().PeersLost, "ended once b was found lost")

@@ -44,7 +44,13 @@ type forward struct {
 	reply string
 	subj  []byte // reply's bytes, built in place
 	owner string
-	reqID []byte      // the raw JSON id of the request, when known: for the errors it is answered with
+	reqID []byte    // the raw JSON id of the request, when known: for the errors it is answered with
+	link  *linkConn // the direct link the request went on, nil for NATS
+	// A resumption: the stream it resumes, whose request id the kept
+	// events tell (the first may come after the GET: asked again when
+	// needed).
+	evSID string
+	evKey evKey
 	ch    chan []byte // a nil message: nobody answers for the owner
 	lost  atomic.Bool // a frame did not fit in ch: the answer is broken
 	next  uint64      // the seq expected next
@@ -85,6 +91,25 @@ func (n *Node) Route(ctx *fasthttp.RequestCtx, id []byte) bool {
 // (a resumption: the id of the stream's request), else it is read from a
 // POST's body when an error needs it.
 func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) bool {
+	return n.forwardResume(ctx, owner, reqID, "", evKey{})
+}
+
+// forwardResume is forward for a resumption of stream k of session sid
+// (sid "": any other request).
+func (n *Node) forwardResume(ctx *fasthttp.RequestCtx, owner string, reqID []byte, sid string, k evKey) bool {
+	done, again := n.forwardOnce(ctx, owner, reqID, true, sid, k)
+	if again {
+		// The link went down before any answer came, and the request is a
+		// GET, which may be sent twice: through NATS, then.
+		done, _ = n.forwardOnce(ctx, owner, reqID, false, sid, k)
+	}
+	return done
+}
+
+// forwardOnce is forward, on the direct link to owner when useLink and
+// there is one. again reports a GET whose link went down before any
+// answer came: nothing was answered, and it may be sent again.
+func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte, useLink bool, sid string, k evKey) (done, again bool) {
 	b := codec.GetBuffer()
 	b.B = appendRequest(b.B[:0], ctx)
 	if len(b.B) > n.maxFrame {
@@ -92,7 +117,7 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) boo
 		n.stats.forwardRefused.Add(1)
 		failID(ctx, fasthttp.StatusRequestEntityTooLarge, codec.CodeInvalidRequest,
 			"Request Entity Too Large: over the cluster's message limit of "+strconv.Itoa(n.maxFrame)+" bytes", requestID(ctx, reqID))
-		return true
+		return true, false
 	}
 	if n.cutOff() {
 		// Cut off from the cluster (no NATS connection, or no route to
@@ -105,13 +130,29 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) boo
 		ctx.Response.Header.Set("Retry-After", "1")
 		failID(ctx, fasthttp.StatusServiceUnavailable, codec.CodeInternalError,
 			"Service Unavailable: this node has lost the cluster and cannot reach node "+owner+"; retry", requestID(ctx, reqID))
-		return true
+		return true, false
 	}
-	f := n.register(owner)
+	var lc *linkConn
+	if useLink {
+		lc = n.linkTo(owner)
+	}
+	f := n.register(owner, lc)
+	var err error
+	if lc != nil {
+		if err = lc.write(lkRequest, f.token, b.B); err != nil {
+			n.unregister(f) // the link went down meanwhile: NATS, then
+			f = n.register(owner, nil)
+		}
+	}
+	if f.link == nil {
+		err = n.nc.PublishRequest(n.prefix+".http."+owner, f.reply, b.B)
+	} else {
+		n.stats.forwardedLink.Add(1)
+	}
 	if reqID != nil {
 		f.reqID = append(f.reqID[:0], reqID...)
 	}
-	err := n.nc.PublishRequest(n.prefix+".http."+owner, f.reply, b.B)
+	f.evSID, f.evKey = sid, k
 	codec.PutBuffer(b)
 	if err != nil {
 		n.unregister(f)
@@ -119,7 +160,7 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) boo
 		ctx.Response.Header.Set("Retry-After", "1")
 		failID(ctx, fasthttp.StatusServiceUnavailable, codec.CodeInternalError,
 			"Service Unavailable: cannot reach node "+owner+": "+err.Error(), requestID(ctx, reqID))
-		return true
+		return true, false
 	}
 	n.stats.forwarded.Add(1)
 	timer := time.NewTimer(n.opts.ForwardTimeout)
@@ -152,26 +193,30 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) boo
 			n.unregister(f)
 			n.cancel(f)
 			ctx.SetConnectionClose()
-			return true
+			return true, false
 		case alive := <-probed:
 			probed = nil
 			if !alive && !heard {
 				n.unregister(f)
 				n.stats.forwardNoOwner.Add(1)
-				return false
+				return false, false
 			}
 		case m := <-f.ch:
 			if m == nil {
 				n.unregister(f)
 				n.stats.forwardNoOwner.Add(1)
-				return false
+				return false, false
 			}
 			if isNodeGone(m) {
 				n.unregister(f)
 				ctx.Response.Reset()
 				failID(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
 					"Bad Gateway: node "+owner+", which served the request, left the cluster; the request may or may not have been served", requestID(ctx, reqID))
-				return true
+				return true, false
+			}
+			if len(m) == 0 && !heard && ctx.IsGet() {
+				n.unregister(f) // its link went down (linkLost)
+				return false, true
 			}
 			heard = true
 			fr, ok := f.frame(m)
@@ -181,7 +226,7 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) boo
 				ctx.Response.Reset()
 				failID(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
 					"Bad Gateway: the answer of node "+owner+" was lost in transit; the request may have been served", requestID(ctx, reqID))
-				return true
+				return true, false
 			}
 			switch fr.kind {
 			case frPending:
@@ -191,13 +236,13 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) boo
 					n.badMessage("answer body", fr.body)
 					n.unregister(f)
 					badAnswer(ctx, owner)
-					return true
+					return true, false
 				}
 				setHead(ctx, &fr)
 				ctx.Response.SetBody(fr.body)
 				f.ended = true
 				n.unregister(f)
-				return true
+				return true, false
 			case frHead:
 				headCT = bodyType(&fr) // aliases m, which nothing reuses
 				if len(headCT) > 0 && &headCT[0] == &ctCompressed[0] {
@@ -205,7 +250,7 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) boo
 					n.unregister(f)
 					n.cancel(f)
 					badAnswer(ctx, owner)
-					return true
+					return true, false
 				}
 				setHead(ctx, &fr)
 				f.checkSSE = bytes.EqualFold(headCT, ctSSE)
@@ -215,7 +260,7 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) boo
 					}
 					ctx.Response.ImmediateHeaderFlush = true
 					ctx.SetBodyStream(&relay{f: f, conn: ctx.Conn()}, -1)
-					return true
+					return true, false
 				}
 				timer.Reset(n.opts.ForwardTimeout)
 			case frData:
@@ -227,18 +272,18 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) boo
 					n.unregister(f)
 					ctx.Response.Reset()
 					badAnswer(ctx, owner)
-					return true
+					return true, false
 				}
 				ctx.Response.SetBodyRaw(body)
 				f.ended = true
 				n.unregister(f)
-				return true
+				return true, false
 			default: // frFailed
 				n.unregister(f)
 				ctx.Response.Reset()
 				failID(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
 					"Bad Gateway: node "+owner+" failed while answering: "+string(fr.body), requestID(ctx, reqID))
-				return true
+				return true, false
 			}
 		case <-timer.C:
 			n.unregister(f)
@@ -247,7 +292,7 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) boo
 			ctx.Response.Reset()
 			failID(ctx, fasthttp.StatusGatewayTimeout, codec.CodeInternalError,
 				"Gateway Timeout: node "+owner+" did not answer within "+n.opts.ForwardTimeout.String()+"; the request may still be served there and is not retried", requestID(ctx, reqID))
-			return true
+			return true, false
 		}
 	}
 }
@@ -359,14 +404,15 @@ func (n *Node) failForwards(node string) {
 	}
 }
 
-// register makes a forward to owner and files it under a new token. The
+// register makes a forward to owner, sent on link lc (nil: NATS), and
+// files it under a new token. The
 // token is random, not a count: an answer is taken only on its request's
 // reply subject, so a client of the NATS deployment that may publish on
 // the cluster's subjects but not read the requests cannot guess where to
 // send a forged one.
-func (n *Node) register(owner string) *forward {
+func (n *Node) register(owner string, lc *linkConn) *forward {
 	f := forwards.Get().(*forward)
-	f.n, f.owner = n, owner
+	f.n, f.owner, f.link = n, owner, lc
 	f.next, f.ended = 0, false
 	f.lost.Store(false)
 	f.hdrs = f.hdrs[:0]
@@ -402,6 +448,8 @@ func (n *Node) unregister(f *forward) {
 	}
 	f.hdrs = f.hdrs[:0]
 	f.reqID = f.reqID[:0]
+	f.link = nil
+	f.evSID, f.evKey = "", evKey{}
 	if cap(f.tail) > 64<<10 {
 		f.tail = nil
 	}
@@ -410,9 +458,14 @@ func (n *Node) unregister(f *forward) {
 
 // cancel tells f's owner that nobody waits for the answer any more.
 func (n *Node) cancel(f *forward) {
-	if !f.ended {
-		_ = n.nc.Publish(n.prefix+".cancel."+f.owner, []byte(f.reply))
+	if f.ended {
+		return
 	}
+	if f.link != nil {
+		_ = f.link.write(lkCancel, f.token, nil)
+		return
+	}
+	_ = n.nc.Publish(n.prefix+".cancel."+f.owner, []byte(f.reply))
 }
 
 // onReply files a frame of an answer with its forward. It never blocks: a
@@ -432,9 +485,15 @@ func (n *Node) onReply(m *nats.Msg) {
 		}
 		data = nil // no responders: nobody subscribes for the owner
 	}
-	// Filed under the table's lock, as unregister takes it out: a frame
-	// that comes late never reaches the forward once it is recycled for
-	// another request.
+	n.fileReply(tok, data)
+}
+
+// fileReply files a frame of an answer with the forward of token tok,
+// which came on NATS or on a direct link. It never blocks: a frame that
+// does not fit breaks the answer. Filed under the table's lock, as
+// unregister takes it out: a frame that comes late never reaches the
+// forward once it is recycled for another request.
+func (n *Node) fileReply(tok uint64, data []byte) {
 	n.pendMu.Lock()
 	if f := n.pending[tok]; f != nil { // else answered, timed out or cut already
 		select {
@@ -501,14 +560,15 @@ func appendRequest(dst []byte, ctx *fasthttp.RequestCtx) []byte {
 // goes away first, the owner is told (cancel), which ends the stream there
 // as a disconnect would.
 type relay struct {
-	f     *forward
-	conn  net.Conn
-	rbuf  []byte
-	done  bool
-	fail  error
-	timer *time.Timer
-	watch *connwatch.Watcher
-	gone  chan struct{} // closed when the client goes away
+	f        *forward
+	conn     net.Conn
+	rbuf     []byte
+	done     bool
+	fail     error
+	timer    *time.Timer
+	watch    *connwatch.Watcher
+	gone     chan struct{} // closed when the client goes away
+	linkDown bool          // the link the stream came on went down
 }
 
 // SupportsBodyWriteTo tells fasthttp to write the stream with WriteTo.
@@ -589,12 +649,33 @@ func (r *relay) nextData() ([]byte, error) {
 				// waiting out StreamIdle.
 				r.done, f.ended = true, true
 				f.n.stats.streamsCut.Add(1)
+				if len(f.reqID) == 0 && f.evSID != "" {
+					f.reqID = append(f.reqID[:0], f.n.events.requestOf(f.evSID, f.evKey)...)
+				}
 				if f.checkSSE && len(f.reqID) > 0 {
 					b := codec.AppendError(nil, f.reqID, codec.CodeInternalError,
 						"node "+f.owner+", which served this request, left the cluster; it may or may not have completed", nil)
 					return codec.AppendSSEEvent(nil, "", "", b), nil
 				}
 				return nil, nil
+			}
+			if len(m) == 0 && !r.linkDown {
+				// The link it came on went down: its node may be gone.
+				// Ask, and wait for the verdict: gone, the stream ends
+				// with an error for its request (nodeGone); alive, it is
+				// cut, and the client resumes it there.
+				r.linkDown = true
+				n, owner := f.n, f.owner
+				go func() {
+					if !n.ping(owner) {
+						n.markDead(owner, "its link went down, and no subscriber for it")
+					}
+				}()
+				r.timer.Reset(n.deadAfter() + n.opts.Heartbeat)
+				continue
+			}
+			if r.linkDown {
+				continue // nothing comes on a link that went down
 			}
 			fr, ok := f.frame(m)
 			if !ok {
@@ -630,6 +711,9 @@ func (r *relay) nextData() ([]byte, error) {
 			// frPending and heads are not expected here; ignore them.
 		case <-r.timer.C:
 			r.fail = ErrOwnerGone
+			if r.linkDown {
+				r.fail = ErrStreamLost
+			}
 			f.n.stats.streamsCut.Add(1)
 			return nil, r.fail
 		}

@@ -100,8 +100,8 @@ func printable(b []byte) bool {
 }
 
 // linkAddr is the address of this node's direct link that heartbeats
-// advertise, "" for none.
-func (n *Node) linkAddr() string { return "" }
+// advertise, "" for none (link.go).
+func (n *Node) linkAddr() string { return n.linkAddrS }
 
 // newIncarnation draws this start's incarnation.
 func newIncarnation() string { return strconv.FormatUint(rand.Uint64(), 36) }

@@ -404,7 +404,7 @@ func (n *Node) record(sid []byte) (e entry, ok, unavailable bool) {
 	// just started, or the other did) answers too: the first "none" is
 	// enough when no peer is known.
 	peers := max(n.livePeers(), 1)
-	f := n.register("")
+	f := n.register("", nil)
 	defer n.unregister(f)
 	req := append([]byte{recGet}, 0)[:1]
 	req = n.sig.sign(appendBytes(req, sid), 0)

@@ -29,28 +29,35 @@ func (n *Node) Serve(h fasthttp.RequestHandler) {
 	n.startPendingTicker()
 }
 
-// onForwarded takes a request another node forwarded. It is served on a
-// goroutine of its own: its handler may wait on a tool.
+// onForwarded takes a request another node forwarded through NATS.
 func (n *Node) onForwarded(m *nats.Msg) {
 	if m.Reply == "" {
 		n.badMessage("forwarded request without reply subject", m.Data)
 		return
 	}
+	n.serveRequest(&tunnelConn{n: n, reply: m.Reply}, m.Data)
+}
+
+// serveRequest serves a forwarded request, data, whose answer goes back
+// through t (over NATS, or a direct link): on a worker, since its handler
+// may wait on a tool. Over MaxForwarded, or before Serve, it is answered
+// 503.
+func (n *Node) serveRequest(t *tunnelConn, data []byte) {
 	hp := n.handler.Load()
 	n.tunMu.Lock()
 	if hp == nil || n.closed.Load() || n.serving.Load() >= int64(n.opts.MaxForwarded) {
 		n.tunMu.Unlock()
 		n.stats.servedRefused.Add(1)
-		n.refuse(m.Reply, fasthttp.StatusServiceUnavailable, "Service Unavailable: node "+n.name+" is not taking forwarded requests now")
+		t.refuse(fasthttp.StatusServiceUnavailable, "Service Unavailable: node "+n.name+" is not taking forwarded requests now")
 		return
 	}
 	n.serving.Add(1)
 	n.serveWG.Add(1)
-	t := &tunnelConn{n: n, reply: m.Reply, started: time.Now(), gone: make(chan struct{})}
-	n.tunnels[m.Reply] = t
+	t.started, t.gone = time.Now(), make(chan struct{})
+	n.tunnels[t.reply] = t
 	n.tunMu.Unlock()
 	n.stats.served.Add(1)
-	j := job{h: *hp, t: t, data: m.Data}
+	j := job{h: *hp, t: t, data: data}
 	select {
 	case n.jobs <- j: // an idle worker takes it
 	default:
@@ -89,15 +96,15 @@ func (n *Node) worker(j job) {
 	}
 }
 
-// refuse answers a forwarded request with status and a JSON-RPC error.
-func (n *Node) refuse(reply string, status int, msg string) {
+// refusal is the answer frame of a forwarded request refused with status
+// and a JSON-RPC error.
+func refusal(status int, msg string) []byte {
 	b := appendFrameStart(nil, frWhole, 0)
 	b = appendUvarint(b, status)
 	b = appendStr(appendStr(b, "Content-Type"), "application/json")
 	b = appendStr(appendStr(b, "Retry-After"), "1")
 	b = endHeaders(b)
-	b = codec.AppendError(b, nil, codec.CodeInternalError, msg, nil)
-	_ = n.nc.Publish(reply, b)
+	return codec.AppendError(b, nil, codec.CodeInternalError, msg, nil)
 }
 
 // serveForwarded serves one forwarded request with h and sends its answer.
@@ -251,7 +258,9 @@ func (n *Node) startPendingTicker() {
 // node as data frames. Reads find nothing: the request is read already.
 type tunnelConn struct {
 	n       *Node
-	reply   string
+	reply   string    // the NATS reply subject; over a link, a key of n.tunnels
+	link    *linkConn // the direct link the request came on, nil for NATS
+	id      uint64    // the request's number on the link
 	remote  net.Addr
 	started time.Time
 	aborted atomic.Bool
@@ -288,7 +297,16 @@ func (t *tunnelConn) sendLocked(kind byte, payload []byte) error {
 	t.buf = appendFrameStart(t.buf[:0], kind, t.seq)
 	t.seq++
 	t.buf = append(t.buf, payload...)
-	return t.n.nc.Publish(t.reply, t.buf)
+	return t.emit(t.buf)
+}
+
+// emit sends an answer frame to the forwarding node: on the link the
+// request came on, or on its NATS reply subject.
+func (t *tunnelConn) emit(b []byte) error {
+	if t.link != nil {
+		return t.link.write(lkAnswer, t.id, b)
+	}
+	return t.n.nc.Publish(t.reply, b)
 }
 
 // pending sends a pending frame unless the head is out.
@@ -322,7 +340,7 @@ func (t *tunnelConn) head(ctx *fasthttp.RequestCtx, stream bool) {
 	} else {
 		t.buf = append(t.buf, 0)
 	}
-	_ = t.n.nc.Publish(t.reply, t.buf)
+	_ = t.emit(t.buf)
 }
 
 // whole sends the answer in one frame, if it fits in one.
@@ -337,7 +355,7 @@ func (t *tunnelConn) whole(ctx *fasthttp.RequestCtx, body []byte) bool {
 	t.seq++
 	t.headSent = true
 	t.buf = append(t.buf, body...)
-	_ = t.n.nc.Publish(t.reply, t.buf)
+	_ = t.emit(t.buf)
 	if cap(t.buf) > 64<<10 {
 		t.buf = nil
 	}
@@ -349,7 +367,7 @@ func (t *tunnelConn) refuse(status int, msg string) {
 	t.mu.Lock()
 	t.headSent = true
 	t.mu.Unlock()
-	t.n.refuse(t.reply, status, msg)
+	_ = t.emit(refusal(status, msg))
 }
 
 // Write sends p as data frames, each at most the cluster's frame size. It

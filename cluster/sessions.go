@@ -93,7 +93,8 @@ func (n *Node) RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Messa
 				case string(node) == n.name && string(inc) == n.inc:
 					return false // one of this node's streams
 				case n.alive(string(node), string(inc)):
-					if n.forwardTo(ctx, string(node), n.events.requestOf(string(sid), evKey{string(inst), stream})) {
+					k := evKey{string(inst), stream}
+					if n.forwardResume(ctx, string(node), n.events.requestOf(string(sid), k), string(sid), k) {
 						return true
 					}
 					n.markDead(string(node), "no subscriber for it")

@@ -34,6 +34,7 @@ type clusterFlags struct {
 	heartbeat      time.Duration
 	recordBytes    int64
 	eventBytes     int64
+	link           string
 }
 
 func registerClusterFlags(fs *flag.FlagSet, c *clusterFlags) {
@@ -50,6 +51,7 @@ func registerClusterFlags(fs *flag.FlagSet, c *clusterFlags) {
 	fs.DurationVar(&c.forwardTimeout, "cluster-forward-timeout", 5*time.Second, "how long a request forwarded to another node (a session's home, a stream's or a task's node) waits for that node to start answering (504 after)")
 	fs.DurationVar(&c.heartbeat, "cluster-heartbeat", time.Second, "how often a node tells the others it is alive; a node silent for three is lost, and the sessions it was the home of are taken over")
 	fs.Var(newSize(&c.recordBytes, 64<<20), "cluster-record-bytes", "session `bytes` of records a node keeps, so that it serves any node's sessions without asking; the least recently used go first and are asked for again (units: KiB, MiB, GiB, KB, MB, GB)")
+	fs.StringVar(&c.link, "cluster-link", "", "listen on `addr` (host:port, the host the other nodes reach this one at) for the direct links other nodes forward requests on, authenticated with -state-key-file, rather than through NATS; empty: requests forwarded to this node come through NATS")
 	fs.Var(newSize(&c.eventBytes, 64<<20), "cluster-event-bytes", "`bytes` of other nodes' SSE events a node keeps, so that a client resumes a stream whose node is gone; each session's within -event-store-bytes, the sessions written least recently go first (units: KiB, MiB, GiB, KB, MB, GB)")
 }
 
@@ -62,6 +64,9 @@ func validateCluster(c *config) error {
 	if !cf.on() {
 		if cf.routes != "" {
 			return errors.New("-cluster-routes needs -cluster-embed")
+		}
+		if cf.link != "" {
+			return errors.New("-cluster-link needs -cluster-embed or -cluster")
 		}
 		return nil
 	}
@@ -92,6 +97,16 @@ func validateCluster(c *config) error {
 	if cf.embed != "" {
 		if _, _, err := net.SplitHostPort(cf.embed); err != nil {
 			return fmt.Errorf("-cluster-embed %q: %w", cf.embed, err)
+		}
+	}
+	if cf.link != "" {
+		// The address is advertised as given: the other nodes dial it.
+		host, _, err := net.SplitHostPort(cf.link)
+		if err != nil {
+			return fmt.Errorf("-cluster-link %q: %w", cf.link, err)
+		}
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			return fmt.Errorf("-cluster-link %q: give the address the other nodes reach this one at, not a wildcard", cf.link)
 		}
 	}
 	return nil
@@ -160,12 +175,13 @@ func startCluster(c *config, keys [][]byte, log *slog.Logger) (*cluster.Node, er
 		EventBytes:     int(cf.eventBytes),
 		// A session's events kept elsewhere within what its home keeps.
 		EventSessionBytes: c.eventStore,
+		Link:              cf.link,
 		Logger:            log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	log.Info("joined the cluster", "node", n.Name(), "embed", cf.embed, "routes", redact.URLs(cf.routes), "nats", redact.URLs(cf.url))
+	log.Info("joined the cluster", "node", n.Name(), "embed", cf.embed, "link", cf.link, "routes", redact.URLs(cf.routes), "nats", redact.URLs(cf.url))
 	return n, nil
 }
 

@@ -33,6 +33,10 @@ func TestClusterFlagErrors(t *testing.T) {
 		{"bad embed", []string{"-cluster-embed", "nowhere", "-state-key-file", key}, "-cluster-embed"},
 		{"secret without embed", []string{"-cluster", "nats://127.0.0.1:4222", "-cluster-secret-file", "x", "-state-key-file", key}, "is for -cluster-embed"},
 		{"bad name", []string{"-cluster-embed", "127.0.0.1:0", "-cluster-name", "a.b", "-state-key-file", key}, "-cluster-name"},
+		{"link alone", []string{"-cluster-link", "127.0.0.1:7433"}, "-cluster-link needs"},
+		{"link wildcard", []string{"-cluster-embed", "127.0.0.1:0", "-cluster-link", ":7433", "-state-key-file", key}, "not a wildcard"},
+		{"link unspecified", []string{"-cluster-embed", "127.0.0.1:0", "-cluster-link", "0.0.0.0:7433", "-state-key-file", key}, "not a wildcard"},
+		{"link no port", []string{"-cluster-embed", "127.0.0.1:0", "-cluster-link", "127.0.0.1", "-state-key-file", key}, "-cluster-link"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parse(tc.args, io.Discard)
@@ -43,6 +47,9 @@ func TestClusterFlagErrors(t *testing.T) {
 	c, err := parse([]string{"-cluster-embed", "127.0.0.1:0", "-state-key-file", key, "-http", "127.0.0.1:7411"}, io.Discard)
 	require.NoError(t, err)
 	assert.True(t, strings.HasSuffix(nodeName(c), "-7411"), nodeName(c))
+	c, err = parse([]string{"-cluster-embed", "127.0.0.1:0", "-cluster-link", "127.0.0.1:0", "-state-key-file", key}, io.Discard)
+	require.NoError(t, err)
+	assert.Contains(t, listeners(c), nodeListener{"cluster-link", "127.0.0.1:0", ""}, "its bind is checked with the others'")
 }
 
 // TestClusterBadRoutesStart: a node whose routes name itself and a port

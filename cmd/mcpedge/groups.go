@@ -115,6 +115,7 @@ var flagGroups = []struct {
 	{"cluster-heartbeat", groupCluster},
 	{"cluster-record-bytes", groupCluster},
 	{"cluster-event-bytes", groupCluster},
+	{"cluster-link", groupCluster},
 
 	{"admin", groupObservability},
 	{"log-level", groupObservability},

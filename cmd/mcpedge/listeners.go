@@ -40,6 +40,7 @@ func listeners(c *config) []nodeListener {
 		add("admin", c.admin.addr.addr, admin.DefaultAddr)
 	}
 	add("cluster-embed", c.cluster.embed, "")
+	add("cluster-link", c.cluster.link, "")
 	return ls
 }
 

@@ -1,0 +1,554 @@
+package cluster
+
+import (
+	"bufio"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The direct link: forwarded requests and their answers go over TCP
+// straight to the node that serves them, rather than through two
+// nats-servers each way (docs/cluster.md, "A cheaper hop": the floor of
+// a bare request and answer is about a quarter of NATS's). Each node
+// listens on Options.Link and advertises the address in its heartbeats;
+// a node that forwards to another dials it once and keeps the
+// connection, on which requests are pipelined: each is a frame with a
+// number, its answer frames carry the number back. Membership, records,
+// events and the bus stay on NATS; a node without a link, or whose link
+// cannot be dialled, is forwarded to through NATS as before.
+//
+// A connection is authenticated both ways before anything else: each
+// side proves it holds the cluster's key (Options.Keys) with an HMAC of
+// both sides' random nonces and names, so a process that reaches the
+// port, or replays a handshake, gets nothing and can send nothing. What
+// comes on a link is then checked as what comes from NATS (check.go).
+// Bounded: a frame at most the cluster's message size, handshakes at
+// most linkHandshakes at once within linkHandshakeTimeout, connections
+// at most linkMaxConns.
+
+// Link frame kinds.
+const (
+	lkRequest = 'Q' // a forwarded request (appendRequest)
+	lkAnswer  = 'A' // an answer frame (the reply frames of wire.go)
+	lkCancel  = 'C' // the client of request id went away
+)
+
+// Link bounds.
+const (
+	linkMagic            = "MCPL1"
+	linkHandshakeTimeout = 5 * time.Second
+	linkHandshakes       = 64   // at once
+	linkMaxConns         = 1024 // accepted, alive
+	linkRetry            = time.Second
+	linkWriteTimeout     = 10 * time.Second
+	linkBuffer           = 64 << 10
+	nonceSize            = 32
+)
+
+var errLinkAuth = errors.New("cluster: link handshake failed")
+
+// linkConn is one authenticated connection between two nodes: the
+// dialling node sends requests and cancels, the other answers.
+type linkConn struct {
+	n     *Node
+	c     net.Conn
+	peer  string        // the other node's name
+	addr  string        // dialled: the address it was dialled at
+	dial  bool          // this node dialled it (its requests go on it)
+	r     *bufio.Reader // accepted: the reader the handshake started
+	dead  atomic.Bool
+	close sync.Once
+
+	// Writes are combined: a writer appends its frame to out and, unless
+	// another is writing already, writes out itself, again and again
+	// while others append meanwhile. So frames sent together share a
+	// system call, and nobody waits for a goroutine to wake up.
+	wmu      sync.Mutex
+	out      []byte
+	spare    []byte
+	flushing bool
+}
+
+// linkDialer is this node's hold on its link to one peer. cur is read
+// without the lock on every forward; mu is held while dialling, and a
+// forward that finds it held goes through NATS rather than wait.
+type linkDialer struct {
+	cur    atomic.Pointer[linkConn]
+	mu     sync.Mutex
+	failed time.Time // the last dial that failed: wait linkRetry
+}
+
+// startLink listens on Options.Link, when set.
+func (n *Node) startLink() error {
+	if n.opts.Link == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", n.opts.Link)
+	if err != nil {
+		return fmt.Errorf("cluster: link %s: %w", n.opts.Link, err)
+	}
+	n.linkLn = ln
+	n.linkAddrS = ln.Addr().String()
+	n.linkSem = make(chan struct{}, linkHandshakes)
+	go n.acceptLinks(ln)
+	return nil
+}
+
+// LinkAddr returns the address of the node's direct link, nil without.
+func (n *Node) LinkAddr() net.Addr {
+	if n.linkLn == nil {
+		return nil
+	}
+	return n.linkLn.Addr()
+}
+
+// acceptLinks takes the links other nodes dial, until the node closes.
+func (n *Node) acceptLinks(ln net.Listener) {
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if n.closed.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		select {
+		case n.linkSem <- struct{}{}:
+		default:
+			_ = c.Close() // too many handshakes at once
+			continue
+		}
+		if n.linkConns.Add(1) > linkMaxConns {
+			n.linkConns.Add(-1)
+			<-n.linkSem
+			_ = c.Close()
+			continue
+		}
+		go func() {
+			lc, err := n.acceptLink(c)
+			<-n.linkSem
+			if err != nil {
+				n.linkConns.Add(-1)
+				n.stats.linkRefused.Add(1)
+				n.badMessage("link handshake from "+c.RemoteAddr().String(), []byte(err.Error()))
+				_ = c.Close()
+				return
+			}
+			n.trackLink(lc, true)
+			lc.serve()
+			n.trackLink(lc, false)
+			n.linkConns.Add(-1)
+		}()
+	}
+}
+
+// trackLink adds a live link to, or removes it from, the set Close ends.
+func (n *Node) trackLink(lc *linkConn, add bool) {
+	n.linkMu.Lock()
+	defer n.linkMu.Unlock()
+	if add {
+		if n.links == nil {
+			n.links = make(map[*linkConn]struct{})
+		}
+		n.links[lc] = struct{}{}
+		if n.closed.Load() {
+			lc.shut()
+		}
+		return
+	}
+	delete(n.links, lc)
+}
+
+// handshake MACs: each side signs both nonces and both names, with its
+// role, so that neither a reflected nor a replayed proof passes.
+func (n *Node) linkMAC(role string, nonceA, nonceB []byte, nameA, incA, nameB, incB string) []byte {
+	m := hmac.New(sha256.New, n.sig.keys[0])
+	for _, b := range [][]byte{[]byte(role), nonceA, nonceB, []byte(nameA), []byte(incA), []byte(nameB), []byte(incB)} {
+		var l [4]byte
+		binary.BigEndian.PutUint32(l[:], uint32(len(b)))
+		m.Write(l[:])
+		m.Write(b)
+	}
+	return m.Sum(nil)
+}
+
+// linkMACOK checks a handshake MAC against every key.
+func (n *Node) linkMACOK(mac []byte, role string, nonceA, nonceB []byte, nameA, incA, nameB, incB string) bool {
+	for _, k := range n.sig.keys {
+		m := hmac.New(sha256.New, k)
+		for _, b := range [][]byte{[]byte(role), nonceA, nonceB, []byte(nameA), []byte(incA), []byte(nameB), []byte(incB)} {
+			var l [4]byte
+			binary.BigEndian.PutUint32(l[:], uint32(len(b)))
+			m.Write(l[:])
+			m.Write(b)
+		}
+		if hmac.Equal(m.Sum(nil), mac) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeField and readField frame the handshake's fields: a byte of
+// length, the bytes.
+func writeField(w *bufio.Writer, b []byte) { _ = w.WriteByte(byte(len(b))); _, _ = w.Write(b) }
+
+func readField(r *bufio.Reader) ([]byte, error) {
+	l, err := r.ReadByte()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, l)
+	_, err = io.ReadFull(r, b)
+	return b, err
+}
+
+// dialLink connects to peer's link at addr and authenticates: this node
+// proves itself second, once the peer proved it is peer.
+func (n *Node) dialLink(peer, inc, addr string) (*linkConn, error) {
+	c, err := net.DialTimeout("tcp", addr, linkHandshakeTimeout)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(linkHandshakeTimeout))
+	r, w := bufio.NewReaderSize(c, 512), bufio.NewWriterSize(c, 512)
+	nonceA := make([]byte, nonceSize)
+	_, _ = rand.Read(nonceA)
+	_, _ = w.WriteString(linkMagic)
+	writeField(w, []byte(n.name))
+	writeField(w, []byte(n.inc))
+	writeField(w, nonceA)
+	if err := w.Flush(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	var fields [4][]byte
+	for i := range fields {
+		if fields[i], err = readField(r); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	nameB, incB, nonceB, macB := string(fields[0]), string(fields[1]), fields[2], fields[3]
+	if nameB != peer || incB != inc || len(nonceB) != nonceSize ||
+		!n.linkMACOK(macB, "server", nonceA, nonceB, n.name, n.inc, nameB, incB) {
+		c.Close()
+		return nil, errLinkAuth
+	}
+	writeField(w, n.linkMAC("client", nonceA, nonceB, n.name, n.inc, nameB, incB))
+	if err := w.Flush(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	lc := n.newLinkConn(c, peer, true)
+	go lc.readAnswers(r)
+	return lc, nil
+}
+
+// acceptLink authenticates a connection a peer dialled: the peer proves
+// itself last, so a process that does not hold the key learns only this
+// node's name and a MAC it cannot reuse.
+func (n *Node) acceptLink(c net.Conn) (*linkConn, error) {
+	_ = c.SetDeadline(time.Now().Add(linkHandshakeTimeout))
+	r, w := bufio.NewReaderSize(c, linkBuffer), bufio.NewWriterSize(c, 512)
+	magic := make([]byte, len(linkMagic))
+	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != linkMagic {
+		return nil, errLinkAuth
+	}
+	var fields [3][]byte
+	var err error
+	for i := range fields {
+		if fields[i], err = readField(r); err != nil {
+			return nil, err
+		}
+	}
+	nameA, incA, nonceA := string(fields[0]), string(fields[1]), fields[2]
+	if !validName([]byte(nameA)) || !validInc([]byte(incA)) || len(nonceA) != nonceSize {
+		return nil, errLinkAuth
+	}
+	nonceB := make([]byte, nonceSize)
+	_, _ = rand.Read(nonceB)
+	writeField(w, []byte(n.name))
+	writeField(w, []byte(n.inc))
+	writeField(w, nonceB)
+	writeField(w, n.linkMAC("server", nonceA, nonceB, nameA, incA, n.name, n.inc))
+	if err := w.Flush(); err != nil {
+		return nil, err
+	}
+	macA, err := readField(r)
+	if err != nil {
+		return nil, err
+	}
+	if !n.linkMACOK(macA, "client", nonceA, nonceB, nameA, incA, n.name, n.inc) {
+		return nil, errLinkAuth
+	}
+	_ = c.SetDeadline(time.Time{})
+	lc := n.newLinkConn(c, nameA, false)
+	lc.r = r
+	return lc, nil
+}
+
+func (n *Node) newLinkConn(c net.Conn, peer string, dial bool) *linkConn {
+	return &linkConn{n: n, c: c, peer: peer, dial: dial}
+}
+
+// write sends a frame: it is appended to what waits, and written by this
+// goroutine unless another is writing (see linkConn).
+func (lc *linkConn) write(kind byte, id uint64, payload []byte) error {
+	if lc.dead.Load() {
+		return errLinkDown
+	}
+	lc.wmu.Lock()
+	if len(lc.out)+13+len(payload) > linkMaxQueued {
+		lc.wmu.Unlock()
+		lc.shut() // the peer does not read: the link is no good
+		return errLinkDown
+	}
+	lc.out = binary.BigEndian.AppendUint32(lc.out, uint32(9+len(payload)))
+	lc.out = append(lc.out, kind)
+	lc.out = binary.BigEndian.AppendUint64(lc.out, id)
+	lc.out = append(lc.out, payload...)
+	if lc.flushing {
+		lc.wmu.Unlock()
+		return nil
+	}
+	lc.flushing = true
+	var err error
+	for len(lc.out) > 0 && err == nil {
+		b := lc.out
+		lc.out = lc.spare[:0]
+		lc.wmu.Unlock()
+		_ = lc.c.SetWriteDeadline(time.Now().Add(linkWriteTimeout))
+		_, err = lc.c.Write(b)
+		lc.wmu.Lock()
+		if cap(b) <= linkBuffer {
+			lc.spare = b[:0]
+		} else {
+			lc.spare = nil
+		}
+	}
+	lc.flushing = false
+	lc.wmu.Unlock()
+	if err != nil {
+		lc.shut()
+		return err
+	}
+	return nil
+}
+
+// linkMaxQueued bounds the bytes waiting to be written on a link: a peer
+// that reads nothing fills it, and the link is given up.
+const linkMaxQueued = 64 << 20
+
+var errLinkDown = errors.New("cluster: the link is down")
+
+// shut ends the link: its connection closes, its readers and flusher
+// stop, the requests it carried fail.
+func (lc *linkConn) shut() {
+	lc.close.Do(func() {
+		lc.dead.Store(true)
+		_ = lc.c.Close()
+		if lc.dial {
+			lc.n.linkLost(lc)
+		} else {
+			lc.n.abortLinkTunnels(lc)
+		}
+	})
+}
+
+// readFrame reads one frame: kind, id, payload (a fresh slice).
+func (lc *linkConn) readFrame(r *bufio.Reader) (byte, uint64, []byte, error) {
+	var hdr [13]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, 0, nil, err
+	}
+	l := binary.BigEndian.Uint32(hdr[:4])
+	if l < 9 || int(l) > lc.n.maxFrame+256 {
+		return 0, 0, nil, errLinkFrame
+	}
+	payload := make([]byte, l-9)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		return 0, 0, nil, err
+	}
+	return hdr[4], binary.BigEndian.Uint64(hdr[5:]), payload, nil
+}
+
+var errLinkFrame = errors.New("cluster: link frame out of bounds")
+
+// readAnswers files the answer frames of the requests this node sent on
+// the link with their forwards, until the link ends.
+func (lc *linkConn) readAnswers(r *bufio.Reader) {
+	defer lc.shut()
+	for {
+		kind, id, payload, err := lc.readFrame(r)
+		if err != nil {
+			return
+		}
+		if kind != lkAnswer || len(payload) == 0 {
+			lc.n.badMessage("link frame", payload)
+			return
+		}
+		lc.n.fileReply(id, payload)
+	}
+}
+
+// serve reads the requests and cancels the peer sends on a link it
+// dialled, and serves them, until the link ends.
+func (lc *linkConn) serve() {
+	defer lc.shut()
+	for {
+		kind, id, payload, err := lc.readFrame(lc.r)
+		if err != nil {
+			return
+		}
+		switch kind {
+		case lkRequest:
+			lc.n.serveRequest(&tunnelConn{n: lc.n, reply: linkKey(lc.peer, id), link: lc, id: id}, payload)
+		case lkCancel:
+			lc.n.cancelLinkTunnel(lc, id)
+		default:
+			lc.n.badMessage("link frame", payload)
+			return
+		}
+	}
+}
+
+// linkTo returns the link to peer, dialling it when there is none (at
+// most once every linkRetry after a failure); nil when the peer has no
+// link, or it cannot be had now: the request then goes through NATS.
+func (n *Node) linkTo(peer string) *linkConn {
+	if n.linkLn == nil {
+		return nil
+	}
+	n.members.mu.Lock()
+	p := n.members.peers[peer]
+	var addr, inc string
+	if p != nil && !p.dead {
+		addr, inc = p.link, p.inc
+	}
+	n.members.mu.Unlock()
+	if addr == "" {
+		return nil
+	}
+	n.linkMu.Lock()
+	d := n.dialers[peer]
+	if d == nil {
+		if n.dialers == nil {
+			n.dialers = make(map[string]*linkDialer)
+		}
+		d = &linkDialer{}
+		n.dialers[peer] = d
+	}
+	n.linkMu.Unlock()
+	if lc := d.cur.Load(); lc != nil && !lc.dead.Load() && lc.addr == addr {
+		return lc
+	}
+	if !d.mu.TryLock() {
+		return nil // another forward is dialling it: NATS meanwhile
+	}
+	defer d.mu.Unlock()
+	if lc := d.cur.Load(); lc != nil {
+		if !lc.dead.Load() && lc.addr == addr {
+			return lc
+		}
+		lc.shut() // its peer restarted elsewhere
+		d.cur.Store(nil)
+	}
+	if time.Since(d.failed) < linkRetry || n.closed.Load() {
+		return nil
+	}
+	lc, err := n.dialLink(peer, inc, addr)
+	if err != nil {
+		d.failed = time.Now()
+		n.natsWarns.Warn(n.log, netip.Addr{}, "cluster: cannot link to a node; its forwards go through NATS", "peer", peer, "addr", addr, "err", err)
+		return nil
+	}
+	lc.addr = addr
+	n.trackLink(lc, true)
+	d.cur.Store(lc)
+	return lc
+}
+
+// linkLost fails the forwards in flight on a link this node dialled: their
+// answers are lost (a JSON answer awaited is answered 502, a relayed
+// stream is cut, the client resumes it).
+func (n *Node) linkLost(lc *linkConn) {
+	n.trackLink(lc, false)
+	n.pendMu.Lock()
+	defer n.pendMu.Unlock()
+	for _, f := range n.pending {
+		if f.link != lc {
+			continue
+		}
+		f.lost.Store(true)
+		select {
+		case f.ch <- linkLostFrame:
+		default:
+		}
+	}
+}
+
+// linkLostFrame wakes a forward whose link went down: it finds its answer
+// lost (forward.frame).
+var linkLostFrame = []byte{}
+
+// linkKey is the key in n.tunnels of request id from peer over a link:
+// no NATS subject starts with a 0 byte.
+func linkKey(peer string, id uint64) string {
+	return "\x00" + peer + "." + strconv.FormatUint(id, 36)
+}
+
+// cancelLinkTunnel ends the request id a link carries: its client went
+// away.
+func (n *Node) cancelLinkTunnel(lc *linkConn, id uint64) {
+	n.tunMu.Lock()
+	t := n.tunnels[linkKey(lc.peer, id)]
+	n.tunMu.Unlock()
+	if t != nil && t.link == lc {
+		n.stats.cancelled.Add(1)
+		t.abort()
+	}
+}
+
+// abortLinkTunnels ends the requests a link that went down carried.
+func (n *Node) abortLinkTunnels(lc *linkConn) {
+	n.tunMu.Lock()
+	for _, t := range n.tunnels {
+		if t.link == lc {
+			t.abort()
+		}
+	}
+	n.tunMu.Unlock()
+}
+
+// closeLinks ends the listener and every link, at Close.
+func (n *Node) closeLinks() {
+	if n.linkLn != nil {
+		_ = n.linkLn.Close()
+	}
+	n.linkMu.Lock()
+	links := make([]*linkConn, 0, len(n.links))
+	for lc := range n.links {
+		links = append(links, lc)
+	}
+	n.linkMu.Unlock()
+	for _, lc := range links {
+		lc.shut()
+	}
+}
