@@ -51,21 +51,10 @@ func transportIndex(t string) int {
 	return 3
 }
 
-// methods are the values of the method label; any other method is
-// "other", so that a client cannot grow the label set.
-var methods = [...]string{
-	mcp.MethodInitialize, mcp.MethodPing,
-	mcp.MethodToolsList, mcp.MethodToolsCall,
-	mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList, mcp.MethodResourcesRead,
-	mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
-	mcp.MethodPromptsList, mcp.MethodPromptsGet,
-	mcp.MethodCompletionComplete, mcp.MethodLoggingSetLevel,
-	mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksList, mcp.MethodTasksCancel, mcp.MethodTasksUpdate,
-	mcp.MethodServerDiscover, mcp.MethodSubscriptionsListen,
-	"other",
-}
-
-const nMethods = len(methods)
+// nMethods is the number of values of the method label: the methods of
+// the engine's method table (engine.MethodIndex, engine.MethodLabel), and
+// "other" for any other, so that a client cannot grow the label set.
+const nMethods = engine.NumMethods + 1
 
 // codes are the JSON-RPC error codes counted by their own label value;
 // others are "other".
@@ -225,7 +214,7 @@ func (m *Metrics) writeRequests(w io.Writer) {
 	for t := range m.requests {
 		for mi := range m.requests[t] {
 			if n := m.requests[t][mi].sum(); n > 0 {
-				metrics.WriteCounterUint64(w, `mcpedge_requests_total{transport="`+transports[t]+`",method="`+methods[mi]+`"}`, n)
+				metrics.WriteCounterUint64(w, `mcpedge_requests_total{transport="`+transports[t]+`",method="`+engine.MethodLabel(mi)+`"}`, n)
 			}
 		}
 	}
@@ -278,63 +267,14 @@ func NewMetrics() *Metrics {
 // one's own to /metrics.
 func (m *Metrics) Set() *metrics.Set { return m.set }
 
-// methodIndex is the index in methods of a method's label value: a
-// switch, cheaper than a map lookup on this path (a test holds it to
-// methods).
-func methodIndex(name string) int {
-	switch name {
-	case mcp.MethodInitialize:
-		return 0
-	case mcp.MethodPing:
-		return 1
-	case mcp.MethodToolsList:
-		return 2
-	case mcp.MethodToolsCall:
-		return 3
-	case mcp.MethodResourcesList:
-		return 4
-	case mcp.MethodResourcesTemplatesList:
-		return 5
-	case mcp.MethodResourcesRead:
-		return 6
-	case mcp.MethodResourcesSubscribe:
-		return 7
-	case mcp.MethodResourcesUnsubscribe:
-		return 8
-	case mcp.MethodPromptsList:
-		return 9
-	case mcp.MethodPromptsGet:
-		return 10
-	case mcp.MethodCompletionComplete:
-		return 11
-	case mcp.MethodLoggingSetLevel:
-		return 12
-	case mcp.MethodTasksGet:
-		return 13
-	case mcp.MethodTasksResult:
-		return 14
-	case mcp.MethodTasksList:
-		return 15
-	case mcp.MethodTasksCancel:
-		return 16
-	case mcp.MethodTasksUpdate:
-		return 17
-	case mcp.MethodServerDiscover:
-		return 18
-	case mcp.MethodSubscriptionsListen:
-		return 19
-	}
-	return nMethods - 1
-}
-
 // RequestDone implements engine.Observer.
 func (m *Metrics) RequestDone(sess *session.Session, method string, code int, d time.Duration) {
-	t, mi := transportIndex(sess.Transport), methodIndex(method)
+	t, mi := transportIndex(sess.Transport), engine.MethodIndex(method)
 	m.requests[t][mi].s[shardOf(sess)].n.Add(1)
 	if d >= 0 { // timed (engine.InlineTimingSample)
 		h := m.latency[t][mi].Load()
 		if h == nil {
-			h = m.set.GetOrCreatePrometheusHistogramExt(`mcpedge_request_duration_seconds{transport="`+transports[t]+`",method="`+methods[mi]+`"}`, LatencyBuckets)
+			h = m.set.GetOrCreatePrometheusHistogramExt(`mcpedge_request_duration_seconds{transport="`+transports[t]+`",method="`+engine.MethodLabel(mi)+`"}`, LatencyBuckets)
 			m.latency[t][mi].Store(h)
 		}
 		h.Update(d.Seconds())

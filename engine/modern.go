@@ -20,9 +20,11 @@ import (
 // server/discover, is served statelessly, with the client's capabilities,
 // info and log level read from that _meta, beside the sessions of the
 // older revisions on the same connection, endpoint or pipe. Its answers
-// take the same path as every other request's (handleMessage, serve);
-// modernTail then adds what the revision requires of a result
-// (resultType, the server's identity in _meta, cache hints).
+// take the same path as every other request's (route, serve), and the
+// method table says which methods the revision serves; appendTail then
+// adds what the revision requires of a result (resultType, the server's
+// identity in _meta, cache hints), from what the engine knows of the
+// result it encoded.
 
 // modernMeta is what the engine reads of a modern request's _meta. Its
 // slices alias the request's params.
@@ -41,16 +43,16 @@ var modernKeys = []string{
 	mcp.MetaTraceParent, mcp.MetaTraceState, mcp.MetaBaggage,
 }
 
-// mayBeModern reports whether the request m on sess may be of the stateless
-// revision, for parseModern to decide: any request on a stateless
-// session, server/discover, and any request but initialize on a
-// connection that has not initialized. An initialize selects the older
-// revisions for the rest of the connection (a stdio process, a TCP
-// connection), as 2026-07-28's rules for dual-era servers say, so a
+// mayBeModern reports whether a request of method row on sess may be of
+// the stateless revision, for parseModern to decide: any request on a
+// stateless session, server/discover, and any request but initialize on
+// a connection that has not initialized. An initialize selects the
+// session revisions for the rest of the connection (a stdio process, a
+// TCP connection), as 2026-07-28's rules for dual-era servers say, so a
 // session's requests pay nothing for the stateless revision.
-func mayBeModern(sess *session.Session, m *codec.Message) bool {
-	return sess.Stateless() || m.Method == mcp.MethodServerDiscover ||
-		(m.Method != mcp.MethodInitialize && sess.State() == session.StateNew)
+func mayBeModern(sess *session.Session, row *method) bool {
+	return sess.Stateless() || row.statelessNow == opDiscover ||
+		(row.now != opInitialize && sess.State() == session.StateNew)
 }
 
 // errMeta is the answer to a modern request whose _meta is missing or
@@ -227,80 +229,68 @@ func reject(reply session.Sink, code int) {
 	}
 }
 
-// removedInModern reports the methods 2026-07-28 removed.
-func removedInModern(method string) bool {
-	switch method {
-	case mcp.MethodInitialize, mcp.MethodPing, mcp.MethodLoggingSetLevel,
-		mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
-		mcp.MethodTasksResult, mcp.MethodTasksList:
-		return true
-	}
-	return false
-}
-
-// handleModern serves a request that may be of the stateless revision. It
-// reports handled false when the request names no protocol version after
-// all: the caller serves it as a request of its session. caller is what
-// Options.Authorize returned for it (nil without authorization): the
-// request's own, kept in its modernMeta for whatever serves it.
-func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink, caller any) (res []byte, queued, handled bool) {
+// handleModern serves a request that may be of the stateless revision, of
+// method row. It reports handled false when the request names no
+// protocol version after all: the caller serves it as a request of its
+// session. caller is what Options.Authorize returned for it (nil without
+// authorization): the request's own, kept in its modernMeta for whatever
+// serves it. here is route's: a request already on a worker, which serves
+// the request when it needs a handler. code is the JSON-RPC error code of
+// an answer given at once.
+func (s *Server) handleModern(sess *session.Session, m *codec.Message, row *method, frame, out []byte, reply session.Sink, caller any, here *request) (res []byte, code int, queued, handled bool) {
 	var mm modernMeta
 	var f toolFields
 	var meta []byte
-	if m.Method == mcp.MethodToolsCall && f.scan(m.Params) {
+	if row.statelessNow == opInlineTool && f.scan(m.Params) {
 		meta = f.meta // the one scan of the params serves both
 	}
 	found, e := s.parseModernMemo(sess, m.Params, meta, &mm)
-	if !found && e != nil && !sess.Stateless() && m.Method != mcp.MethodServerDiscover {
-		return out, false, false
+	if !found && e != nil && !sess.Stateless() && row.statelessNow != opDiscover {
+		return out, 0, false, false
 	}
 	if reply == nil {
 		reply = sess.Out
 	}
 	if e != nil {
 		reject(reply, e.Code)
-		return codec.AppendErrorObject(out, m.ID, e), false, true
+		return codec.AppendErrorObject(out, m.ID, e), e.Code, false, true
 	}
 	mm.caller = caller
 	if le := s.checkRate(sess); le != nil {
-		return s.refuse(sess, out, reply, m.ID, le), false, true
+		return s.refuse(sess, out, reply, m.ID, le), codec.CodeServerBusy, false, true
 	}
-	start := len(out)
-	switch m.Method {
-	case mcp.MethodServerDiscover:
-		return s.appendDiscover(out, m.ID), false, true
-	case mcp.MethodToolsList:
-		return s.modernTail(s.listPage(handlers.ListNameTools, m, out), start, s.listHint(handlers.ListNameTools)), false, true
-	case mcp.MethodResourcesList:
-		return s.modernTail(s.listPage(handlers.ListNameResources, m, out), start, s.listHint(handlers.ListNameResources)), false, true
-	case mcp.MethodResourcesTemplatesList:
-		return s.modernTail(s.listPage(handlers.ListNameTemplates, m, out), start, s.listHint(handlers.ListNameTemplates)), false, true
-	case mcp.MethodPromptsList:
-		return s.modernTail(s.listPage(handlers.ListNamePrompts, m, out), start, s.listHint(handlers.ListNamePrompts)), false, true
-	case mcp.MethodSubscriptionsListen:
-		return s.listen(sess, m, &mm, frame, out, reply)
-	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
-		return s.statelessTaskMethod(sess, m, &mm, out, reply), false, true
-	case mcp.MethodToolsCall, mcp.MethodResourcesRead, mcp.MethodPromptsGet, mcp.MethodCompletionComplete:
-	default:
+	if !row.stateless {
 		reject(reply, codec.CodeMethodNotFound)
 		msg := "method not found: " + m.Method
-		if removedInModern(m.Method) {
+		if row.since != "" {
 			msg += " (removed in " + mcp.Version20260728 + ")"
 		}
-		return codec.AppendError(out, m.ID, codec.CodeMethodNotFound, msg, nil), false, true
+		res, code = errAnswer(out, m.ID, codec.CodeMethodNotFound, msg)
+		return res, code, false, true
 	}
-	if m.Method == mcp.MethodToolsCall {
-		if dst, ok := s.inlineTool(sess, m, out, &f, &mm, reply); ok {
-			return dst, false, true
+	switch row.statelessNow {
+	case opDiscover:
+		res, code = s.appendDiscover(out, m.ID)
+		return res, code, false, true
+	case opListPage:
+		res, code = s.listPage(row.list, m, out, s.listHint(row.list))
+		return res, code, false, true
+	case opListen:
+		return s.listen(sess, m, out, reply)
+	case opStatelessTask:
+		res, code = s.statelessTaskMethod(sess, m, &mm, out, reply)
+		return res, code, false, true
+	case opInlineTool:
+		if dst, code, ok := s.inlineTool(sess, m, row, out, &f, &mm, reply); ok {
+			return dst, code, false, true
 		}
 	}
-	out, queued = s.enqueue(sess, m, frame, out, reply, &f, &mm)
-	return out, queued, true
+	res, code, queued = s.enqueue(sess, m, row, frame, out, reply, &f, &mm, here)
+	return res, code, queued, true
 }
 
-// appendDiscover appends the answer to server/discover.
-func (s *Server) appendDiscover(dst, id []byte) []byte {
+// appendDiscover appends the answer to server/discover, and its code.
+func (s *Server) appendDiscover(dst, id []byte) ([]byte, int) {
 	res := mcp.DiscoverResult{
 		ResultType:        mcp.ResultComplete,
 		SupportedVersions: mcp.AllVersions[:],
@@ -312,9 +302,9 @@ func (s *Server) appendDiscover(dst, id []byte) []byte {
 	}
 	body, err := codec.Marshal(&res)
 	if err != nil {
-		return codec.AppendError(dst, id, codec.CodeInternalError, "internal error: "+err.Error(), nil)
+		return errAnswer(dst, id, codec.CodeInternalError, "internal error: "+err.Error())
 	}
-	return codec.AppendResult(dst, id, body)
+	return codec.AppendResult(dst, id, body), 0
 }
 
 // ModernCapabilities returns what the server advertises to 2026-07-28
@@ -334,11 +324,77 @@ func (s *Server) listHint(list handlers.ListName) *handlers.CacheHint {
 	return &h
 }
 
+// What the engine knows of a result it encoded, for the members
+// 2026-07-28 adds to it (finishModern): the tail goes in without a scan.
+type resultShape uint8
+
+const (
+	shapeUnknown resultShape = iota // bytes the engine did not encode (a middleware's): scanned (modernTail)
+	shapePlain                      // an object with neither resultType nor _meta
+	shapeMeta                       // an object with its own _meta (the server's identity merged in), no resultType
+	shapeTyped                      // an object with resultType and no _meta (CreateTaskResult)
+)
+
+// appendTail appends, inside a result object the engine encoded (dst
+// holds it up to its closing brace; more says it has members already),
+// what 2026-07-28 adds to it, in this order: resultType "complete" when
+// addType, ttlMs and cacheScope for hint non-nil (a cacheable result),
+// and the server's identity as _meta when addMeta (the result has no
+// _meta of its own).
+func (s *Server) appendTail(dst []byte, more bool, hint *handlers.CacheHint, addType, addMeta bool) []byte {
+	sep := func() {
+		if more {
+			dst = append(dst, ',')
+		}
+		more = true
+	}
+	if addType {
+		sep()
+		dst = append(dst, `"resultType":"complete"`...)
+	}
+	if hint != nil {
+		sep()
+		dst = append(dst, `"ttlMs":`...)
+		dst = strconv.AppendInt(dst, hint.TTL.Milliseconds(), 10)
+		dst = append(dst, `,"cacheScope":`...)
+		dst = codec.AppendString(dst, hint.Scope())
+	}
+	if addMeta {
+		sep()
+		dst = append(dst, `"_meta":`...)
+		dst = append(dst, s.serverInfoMeta...)
+	}
+	return dst
+}
+
+// withServerInfo returns meta, the _meta a handler gave its result, with
+// the server's identity added when it is an object without it (a copy);
+// otherwise meta itself.
+func (s *Server) withServerInfo(meta []byte) []byte {
+	obj := bytes.TrimSpace(meta)
+	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
+		return meta
+	}
+	if _, has, err := codec.ObjectField(obj, mcp.MetaServerInfo); err != nil || has {
+		return meta
+	}
+	end := len(bytes.TrimRight(meta, " \t\r\n")) - 1 // the object's closing brace
+	out := make([]byte, 0, len(meta)+len(s.serverInfoMeta))
+	out = append(out, meta[:end]...)
+	if len(bytes.TrimSpace(obj[1:len(obj)-1])) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, s.serverInfoMeta[1:len(s.serverInfoMeta)-1]...)
+	return append(out, meta[end:]...)
+}
+
 // modernTail completes the answer at dst[start:], when it is a result,
 // as 2026-07-28 requires: resultType "complete" unless the result has
 // one, the server's identity in its _meta, and, for hint non-nil (a
 // cacheable result), ttlMs and cacheScope unless present. An error
-// answer is left as it is.
+// answer is left as it is. It scans the result: it serves the results
+// the engine did not encode itself (receiving middleware's); the
+// engine's own get their tail from appendTail.
 func (s *Server) modernTail(dst []byte, start int, hint *handlers.CacheHint) []byte {
 	resp := dst[start:]
 	res, found, err := codec.ObjectField(resp, "result")

@@ -84,7 +84,8 @@ const InlineTimingSample = 16
 // goroutines at once (HTTP), a later one's at worst.
 func (s *Server) handleObserved(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
 	start := len(out)
-	res, queued = s.handleMessageInner(sess, m, frame, out, reply)
+	var code int
+	res, code, queued = s.route(sess, m, frame, out, reply, nil)
 	if !queued && len(res) >= start {
 		d := time.Duration(-1)
 		if t0 := sess.IdleSince().UnixNano(); t0&(InlineTimingSample-1) == 0 {
@@ -92,7 +93,7 @@ func (s *Server) handleObserved(sess *session.Session, m *codec.Message, frame, 
 				d = -1
 			}
 		}
-		s.obs.RequestDone(sess, m.Method, answerCode(res[start:], m.ID), d)
+		s.obs.RequestDone(sess, m.Method, observedCode(res[start:], code), d)
 	}
 	return res, queued
 }
@@ -110,37 +111,12 @@ func (s *Server) refuse(sess *session.Session, out []byte, reply session.Sink, i
 	return refuse(out, reply, id, err)
 }
 
-const (
-	answerStart = `{"jsonrpc":"2.0","id":`
-	errorStart  = `,"error":{"code":`
-)
-
-// answerCode returns the JSON-RPC error code of ans, the answer to the
-// request with id as codec.AppendResult and AppendError write it, or 0 for
-// a result. An empty answer (the reply sink answered a refusal itself) is
-// CodeServerBusy.
-func answerCode(ans, id []byte) int {
+// observedCode is what Observer.RequestDone is told of an answer given
+// at once, ans, whose code is code: an empty answer (the reply sink
+// answered a refusal itself) is CodeServerBusy.
+func observedCode(ans []byte, code int) int {
 	if len(ans) == 0 {
 		return codec.CodeServerBusy
-	}
-	p := len(answerStart) + len(id)
-	if len(id) == 0 {
-		p += len("null")
-	}
-	if len(ans) < p+len(errorStart)+1 || string(ans[p:p+len(errorStart)]) != errorStart {
-		return 0
-	}
-	p += len(errorStart)
-	neg := ans[p] == '-'
-	if neg {
-		p++
-	}
-	code := 0
-	for ; p < len(ans) && ans[p] >= '0' && ans[p] <= '9' && code < 1<<20; p++ {
-		code = code*10 + int(ans[p]-'0')
-	}
-	if neg {
-		code = -code
 	}
 	return code
 }

@@ -33,6 +33,7 @@ type request struct {
 	tokenParsed bool
 	token       []byte // progressToken from params._meta, aliasing buf
 
+	row  *method    // its row in the method table
 	tool toolFields // tools/call params, when already scanned
 
 	// What callTool hands the tool's handler, reused.
@@ -48,7 +49,7 @@ type request struct {
 	hint    handlers.CacheHint
 	hintSet bool
 	rej     session.Sink // an inline 2026-07-28 request's reply sink, for Reject only
-	plain   bool         // a CallToolResult without _meta: finishModern need not scan it
+	shape   resultShape  // what the engine knows of the result it encoded (finishModern)
 
 	task    *task       // set on a task's own request (not pooled): the task its handler runs
 	refused *LimitError // the request was refused as it was to become a task
@@ -129,7 +130,8 @@ type Replier interface {
 func (s *Server) run(r *request) {
 	s.active.Add(1)
 	b := codec.GetBuffer()
-	b.B = s.serve(r, b.B)
+	var code int
+	b.B, code = s.serve(r, b.B)
 	// Out of the session's in-flight set before the answer is sent: a
 	// client may reuse the id as soon as it has its answer.
 	if r.tracked {
@@ -155,7 +157,7 @@ func (s *Server) run(r *request) {
 		codec.PutBuffer(b)
 		b = nil
 	} else if s.obs != nil {
-		s.obs.RequestDone(r.sess, r.msg.Method, answerCode(b.B, r.msg.ID), s.monotonic()-r.obsStart)
+		s.obs.RequestDone(r.sess, r.msg.Method, code, s.monotonic()-r.obsStart)
 	}
 	if f, ok := r.reply.(Replier); ok {
 		f.Final(b)
@@ -169,16 +171,17 @@ func (s *Server) run(r *request) {
 	s.adm.done()
 }
 
-// serve runs the handler and appends the answer to dst. It appends nothing
-// when the client cancelled the request: no answer is due then.
-func (s *Server) serve(r *request, dst []byte) (out []byte) {
+// serve runs the handler and appends the answer to dst; code is the
+// answer's JSON-RPC error code (0: a result). It appends nothing when
+// the client cancelled the request: no answer is due then.
+func (s *Server) serve(r *request, dst []byte) (out []byte, code int) {
 	id := r.msg.ID
 	start := len(dst)
 	defer func() {
 		if p := recover(); p != nil {
 			s.recovered(p, "handler", r.sess, r.msg.Method)
 			// dst[:start]: an event loop's output holds earlier answers.
-			out = codec.AppendError(dst[:start], id, codec.CodeInternalError, fmt.Sprintf("internal error: handler panicked: %v", p), nil)
+			out, code = errAnswer(dst[:start], id, codec.CodeInternalError, fmt.Sprintf("internal error: handler panicked: %v", p))
 		}
 	}()
 	dst = codec.AppendResultStart(dst, id)
@@ -186,7 +189,7 @@ func (s *Server) serve(r *request, dst []byte) (out []byte) {
 	var err error
 	if r.mod.on {
 		if err = r.checkMRTR(); err != nil {
-			return codec.AppendErrorObject(dst[:start], id, codec.AsError(err))
+			return errObject(dst[:start], id, codec.AsError(err))
 		}
 	}
 	if s.receive == nil {
@@ -195,28 +198,30 @@ func (s *Server) serve(r *request, dst []byte) (out []byte) {
 		dst, err = s.serveThrough(r, dst, body)
 	}
 	if errors.Is(r.rc.cause(), session.ErrCancelledByClient) {
-		return dst[:start]
+		return dst[:start], 0
 	}
 	if r.refused != nil {
-		return r.refused.AppendAnswer(dst[:start], id)
+		return r.refused.AppendAnswer(dst[:start], id), codec.CodeServerBusy
 	}
 	if r.mod.on {
 		return s.finishModern(r, dst, start, body, err)
 	}
 	if err != nil {
-		return codec.AppendErrorObject(dst[:start], id, codec.AsError(err))
+		return errObject(dst[:start], id, codec.AsError(err))
 	}
 	if len(dst) == body {
 		dst = append(dst, "{}"...)
 	}
-	return append(dst, '}')
+	return append(dst, '}'), 0
 }
 
-// finishModern completes the answer of a 2026-07-28 request: an
-// InputRequiredResult when its handler asked for input the client has
-// not given yet (whatever the handler returned), else the result with
-// what the revision adds to it (modernTail), or the error.
-func (s *Server) finishModern(r *request, dst []byte, start, body int, err error) []byte {
+// finishModern completes the answer of a 2026-07-28 request, and returns
+// its code: an InputRequiredResult when its handler asked for input the
+// client has not given yet (whatever the handler returned), else the
+// result with what the revision adds to it, or the error. A result the
+// engine encoded gets the members it lacks by its shape (appendTail);
+// only bytes of a middleware's making are scanned (modernTail).
+func (s *Server) finishModern(r *request, dst []byte, start, body int, err error) ([]byte, int) {
 	id := r.msg.ID
 	if r.mrtr != nil && len(r.mrtr.pending) > 0 {
 		return s.appendInputRequired(r, dst[:start])
@@ -230,41 +235,39 @@ func (s *Server) finishModern(r *request, dst []byte, start, body int, err error
 				reject(r.rej, e.Code)
 			}
 		}
-		return codec.AppendErrorObject(dst[:start], id, e)
+		return errObject(dst[:start], id, e)
 	}
-	if r.plain && len(dst) > body+2 && dst[len(dst)-1] == '}' {
-		// A CallToolResult this engine encoded, without _meta: its
-		// members are known, so the tail goes in without a scan.
-		dst = dst[:len(dst)-1]
-		dst = append(dst, `,"resultType":"complete","_meta":`...)
-		dst = append(dst, s.serverInfoMeta...)
-		return append(dst, "}}"...)
+	if r.shape != shapeUnknown && len(dst) >= body+2 && dst[len(dst)-1] == '}' {
+		more := len(dst) > body+2
+		dst = s.appendTail(dst[:len(dst)-1], more, r.cacheHint(), r.shape != shapeTyped, r.shape != shapeMeta)
+		return append(dst, "}}"...), 0
 	}
 	if len(dst) == body {
 		dst = append(dst, "{}"...)
 	}
 	dst = append(dst, '}')
-	return s.modernTail(dst, start, r.cacheHint())
+	return s.modernTail(dst, start, r.cacheHint()), 0
 }
 
-// dispatch runs the handler of r's method, appending its result to dst.
+// dispatch runs the handler of r's method (its row's pool), appending its
+// result to dst: the one switch over what the worker pool serves.
 func (s *Server) dispatch(r *request, dst []byte) ([]byte, error) {
-	var err error
-	switch r.msg.Method {
-	case mcp.MethodToolsCall:
-		dst, err = s.callTool(r, dst)
-	case mcp.MethodResourcesRead:
-		dst, err = s.readResource(r, dst)
-	case mcp.MethodPromptsGet:
-		dst, err = s.getPrompt(r, dst)
-	case mcp.MethodCompletionComplete:
-		dst, err = s.complete(r, dst)
-	case mcp.MethodTasksResult:
-		dst, err = s.tasksResult(r, dst)
-	default:
-		err = codec.NewError(codec.CodeMethodNotFound, "method not found: "+r.msg.Method)
+	if r.row == nil {
+		r.row = lookup(r.msg.Method)
 	}
-	return dst, err
+	switch r.row.pool {
+	case opCallTool:
+		return s.callTool(r, dst)
+	case opReadResource:
+		return s.readResource(r, dst)
+	case opGetPrompt:
+		return s.getPrompt(r, dst)
+	case opComplete:
+		return s.complete(r, dst)
+	case opTasksResult:
+		return s.tasksResult(r, dst)
+	}
+	return dst, codec.NewError(codec.CodeMethodNotFound, "method not found: "+r.msg.Method)
 }
 
 // toolFields are the fields of tools/call params found by one scan,
@@ -364,8 +367,39 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	if res == nil {
 		res = &mcp.CallToolResult{}
 	}
-	r.plain = r.mod.on && len(res.Meta) == 0
-	return res.AppendJSON(dst)
+	return s.appendToolResult(r, res, dst)
+}
+
+// appendToolResult appends res, the result of r's tool, to dst. In a
+// 2026-07-28 request, a _meta of the handler's own gets the server's
+// identity (withServerInfo), on a copy of res: the handler may share it.
+func (s *Server) appendToolResult(r *request, res *mcp.CallToolResult, dst []byte) ([]byte, error) {
+	if !r.mod.on {
+		return res.AppendJSON(dst)
+	}
+	if len(res.Meta) == 0 {
+		r.shape = shapePlain
+		return res.AppendJSON(dst)
+	}
+	cp := *res
+	cp.Meta = s.withServerInfo(res.Meta)
+	r.shape = shapeMeta
+	return cp.AppendJSON(dst)
+}
+
+// resultMeta prepares the _meta of a result of r that is about to be
+// encoded, meta (nil for a result without one), for 2026-07-28
+// (withServerInfo), and records the result's shape.
+func (s *Server) resultMeta(r *request, meta *mcp.Meta) {
+	if !r.mod.on {
+		return
+	}
+	if meta == nil || len(*meta) == 0 {
+		r.shape = shapePlain
+		return
+	}
+	*meta = s.withServerInfo(*meta)
+	r.shape = shapeMeta
 }
 
 func (s *Server) readResource(r *request, dst []byte) ([]byte, error) {
@@ -392,6 +426,7 @@ func (s *Server) readResource(r *request, dst []byte) ([]byte, error) {
 	if res.Contents == nil {
 		res.Contents = []mcp.ResourceContents{}
 	}
+	s.resultMeta(r, &res.Meta)
 	return appendJSON(dst, res)
 }
 
@@ -407,6 +442,7 @@ func (s *Server) getPrompt(r *request, dst []byte) ([]byte, error) {
 	if res.Messages == nil {
 		res.Messages = []mcp.PromptMessage{}
 	}
+	s.resultMeta(r, &res.Meta)
 	return appendJSON(dst, res)
 }
 
@@ -419,6 +455,7 @@ func (s *Server) complete(r *request, dst []byte) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
+	s.resultMeta(r, nil) // a CompleteResult has no _meta
 	return appendJSON(dst, res)
 }
 

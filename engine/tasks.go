@@ -102,16 +102,15 @@ type task struct {
 	inputs   []*taskInput  // 2026-07-28: the inputs it waits for, in the order asked
 	seq      map[string]int
 	timer    *time.Timer
-	body     []byte // a deferred handler that returned before starting: its result
-	callErr  error  // or its error
-	creation []byte // the CreateTaskResult
+	res      *mcp.CallToolResult // a deferred handler that returned before starting: its result
+	callErr  error               // or its error
+	creation []byte              // the CreateTaskResult
 }
 
 // taskInput is an input a 2026-07-28 task's handler waits for.
 type taskInput struct {
-	key, method string
-	params      []byte
-	answer      chan json.RawMessage // buffered: tasks/update never blocks
+	pendingInput
+	answer chan json.RawMessage // buffered: tasks/update never blocks
 }
 
 func (t *task) terminal() bool {
@@ -552,6 +551,7 @@ func (s *Server) startTask(r *request, dst []byte, now bool) ([]byte, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.started {
+		r.shape = shapeTyped // a CreateTaskResult
 		return append(dst, t.creation...), nil
 	}
 	if st := tr.mrtr; st != nil && len(st.pending) > 0 {
@@ -561,7 +561,7 @@ func (s *Server) startTask(r *request, dst []byte, now bool) ([]byte, error) {
 	if t.callErr != nil {
 		return dst, t.callErr
 	}
-	return append(dst, t.body...), nil
+	return s.appendToolResult(r, t.res, dst)
 }
 
 // start makes t a task the client is told of; it reports false when it
@@ -656,10 +656,11 @@ func (s *Server) runTask(r *request) {
 		s.taskHandlers.Add(-1)
 		s.adm.done()
 	}()
-	body, toolErr, callErr := s.callTask(r)
+	res, body, callErr := s.callTask(r)
+	toolErr := callErr == nil && res.IsError
 	t.mu.Lock()
 	if !t.started { // a deferred handler that returned before becoming a task
-		t.body, t.callErr = body, callErr
+		t.res, t.callErr = res, callErr
 		t.status = mcp.TaskCancelled // never a task: StartTask fails from now
 		close(t.decided)
 		t.mu.Unlock()
@@ -713,25 +714,25 @@ func (s *Server) keepResult(t *task, n int) {
 	}
 }
 
-// callTask runs the tool of a task and encodes its result; toolErr
-// reports a result with isError set.
-func (s *Server) callTask(r *request) (body []byte, toolErr bool, err error) {
+// callTask runs the tool of a task: its result, and the result encoded
+// as a task keeps it (body), or its error.
+func (s *Server) callTask(r *request) (res *mcp.CallToolResult, body []byte, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.recovered(v, "task handler "+r.task.id, r.sess, mcp.MethodToolsCall)
-			body, toolErr, err = nil, false, &codec.Error{Code: codec.CodeInternalError, Message: "internal error: handler panicked"}
+			res, body, err = nil, nil, &codec.Error{Code: codec.CodeInternalError, Message: "internal error: handler panicked"}
 		}
 	}()
 	r.call = handlers.CallToolRequest{Peer: r, Params: &r.params}
-	res, err := s.reg.CallTool(r.ctx, &r.call)
+	res, err = s.reg.CallTool(r.ctx, &r.call)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	if res == nil {
 		res = &mcp.CallToolResult{}
 	}
 	body, err = res.AppendJSON(nil)
-	return body, res.IsError, err
+	return res, body, err
 }
 
 // StartTask implements handlers.TaskStarter.

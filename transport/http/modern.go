@@ -157,19 +157,6 @@ func decodeHeaderValue(v []byte) (val []byte, ok bool) {
 	return v, true
 }
 
-// nameField is the params member that Mcp-Name mirrors for a method, or "".
-func nameField(method string) string {
-	switch method {
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
-		return "name"
-	case mcp.MethodResourcesRead:
-		return "uri"
-	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
-		return "taskId"
-	}
-	return ""
-}
-
 // checkModernHeaders checks a stateless request's headers against its
 // body (SEP-2243), in order: Mcp-Method, Mcp-Name, MCP-Protocol-Version
 // against _meta, then the tool's Mcp-Param-* headers. It answers a
@@ -184,8 +171,9 @@ func (s *Server) checkModernHeaders(ctx *fasthttp.RequestCtx, m *codec.Message) 
 	case string(method) != m.Method:
 		return s.mismatch(ctx, m, "Mcp-Method header value '"+string(method)+"' does not match body value '"+m.Method+"'")
 	}
-	// One scan of the params finds the members the headers mirror.
-	key := nameField(m.Method)
+	// One scan of the params finds the members the headers mirror; the
+	// engine's method table says which member Mcp-Name mirrors.
+	key := engine.NameParam(m.Method)
 	var v [3][]byte // key, _meta, arguments
 	if key == "" || codec.ObjectFields(m.Params, []string{key, "_meta", "arguments"}, v[:]) != nil {
 		if key != "" {

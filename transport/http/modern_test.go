@@ -18,6 +18,7 @@ import (
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
 )
 
 const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
@@ -428,4 +429,49 @@ func TestModernListenShutdown(t *testing.T) {
 			require.NoError(t, <-served)
 		})
 	}
+}
+
+// TestMcpNameFromTable: which methods' Mcp-Name is checked against their
+// params, and which name a task for Options.Route, is the engine's method
+// table's to say (engine.NameParam): a mismatched Mcp-Name is refused
+// with -32020 for exactly the methods whose row names a params member,
+// and ignored for every other, and routeID offers the Mcp-Name of exactly
+// those naming a taskId.
+func TestMcpNameFromTable(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	methods := []string{"x/unknown"}
+	for i := range engine.NumMethods {
+		methods = append(methods, engine.MethodLabel(i))
+	}
+	named, tasks := 0, 0
+	for _, m := range methods {
+		t.Run(m, func(t *testing.T) {
+			param := engine.NameParam(m)
+			params := `"name":"a","uri":"a","taskId":"a","arguments":{}`
+			resp := e.do(t, modernReq(m, "b", modernBody(1, m, params), nil))
+			b := body(t, resp)
+			a := decodeAnswer(t, b)
+			if param != "" {
+				named++
+				require.NotNil(t, a.Error, b)
+				assert.Equal(t, mcp.CodeHeaderMismatch, a.Error.Code, b)
+				assert.Contains(t, a.Error.Message, "Mcp-Name", b)
+			} else if a.Error != nil {
+				assert.NotEqual(t, mcp.CodeHeaderMismatch, a.Error.Code, "%s: Mcp-Name is not %s's to check: %s", m, m, b)
+			}
+
+			var ctx fasthttp.RequestCtx
+			ctx.Request.Header.SetMethod(fasthttp.MethodPost)
+			ctx.Request.Header.Set("Mcp-Method", m)
+			ctx.Request.Header.Set("Mcp-Name", "a.task")
+			if param == "taskId" {
+				tasks++
+				assert.Equal(t, "a.task", string(routeID(&ctx)))
+			} else {
+				assert.Nil(t, routeID(&ctx))
+			}
+		})
+	}
+	assert.Equal(t, 6, named, "tools/call, prompts/get, resources/read, tasks/get|update|cancel")
+	assert.Equal(t, 3, tasks, "tasks/get|update|cancel")
 }

@@ -1,4 +1,0 @@
-package admin
-
-// MethodIndex exports methodIndex to tests.
-var MethodIndex, Methods = methodIndex, methods[:]
