@@ -178,7 +178,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	assert.Equal(t, 1.0, got[`mcpedge_requests_total{transport="http",method="ping"}`])
 	assert.Equal(t, 1.0, got[`mcpedge_requests_total{transport="http",method="initialize"}`])
 	// Requests served on the worker pool (here: the unknown methods) are
-	// all timed; answers given at once, one in engine.InlineTimingSample.
+	// all timed; answers given at once, one in 16 (engine.Observer).
 	for _, tr := range []string{"tcp", "http"} {
 		for _, le := range append([]float64{}, admin.LatencyBuckets...) {
 			assert.Contains(t, got, `mcpedge_request_duration_seconds_bucket{transport="`+tr+`",method="other",le="`+strconv.FormatFloat(le, 'g', -1, 64)+`"}`)

@@ -126,7 +126,7 @@ type Options struct {
 	TaskIdle time.Duration
 	// NodeID names this node of a cluster in the ids of the sessions it
 	// opens and of the tasks it creates for 2026-07-28 requests
-	// ("<NodeID>.<random>", see TaskNode and SessionNode), so that a
+	// ("<NodeID>.<random>", see SessionNode), so that a
 	// router can send a session's requests, and tasks/get, tasks/update
 	// and tasks/cancel, to the node that owns them. It must not contain a
 	// '.'. Empty: ids are random only.

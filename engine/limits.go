@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"strconv"
 	"time"
@@ -33,9 +32,6 @@ const (
 	LimitTaskWorkers = "task-workers"
 )
 
-// ErrLimit is the sentinel every LimitError matches with errors.Is.
-var ErrLimit = errors.New("engine: limit reached")
-
 // LimitError is the reason a request was refused before any handler ran.
 // It is answered with JSON-RPC error CodeServerBusy (-32000) whose data is
 // {"limit": Limit, "retryAfterMs": RetryAfter}; a reply sink that is a
@@ -47,11 +43,8 @@ type LimitError struct {
 
 func (e *LimitError) Error() string { return "engine: limit reached: " + e.Limit }
 
-// Is makes errors.Is(err, ErrLimit) true.
-func (e *LimitError) Is(target error) bool { return target == ErrLimit }
-
-// Message is the JSON-RPC error message of the refusal.
-func (e *LimitError) Message() string {
+// message is the JSON-RPC error message of the refusal.
+func (e *LimitError) message() string {
 	switch e.Limit {
 	case LimitRate:
 		return "server busy: session request rate over the limit"
@@ -85,8 +78,8 @@ func (e *LimitError) ClientShare() bool {
 	return false
 }
 
-// AppendData appends the error's data object to dst.
-func (e *LimitError) AppendData(dst []byte) []byte {
+// appendData appends the error's data object to dst.
+func (e *LimitError) appendData(dst []byte) []byte {
 	dst = append(dst, `{"limit":"`...)
 	dst = append(dst, e.Limit...)
 	dst = append(dst, '"')
@@ -100,7 +93,7 @@ func (e *LimitError) AppendData(dst []byte) []byte {
 // AppendAnswer appends the JSON-RPC error answering request id.
 func (e *LimitError) AppendAnswer(dst, id []byte) []byte {
 	var data [64]byte
-	return codec.AppendError(dst, id, codec.CodeServerBusy, e.Message(), e.AppendData(data[:0]))
+	return codec.AppendError(dst, id, codec.CodeServerBusy, e.message(), e.appendData(data[:0]))
 }
 
 // A Refuser is a reply Sink that answers a refused request itself, in its

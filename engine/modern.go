@@ -294,7 +294,7 @@ func (s *Server) appendDiscover(dst, id []byte) ([]byte, int) {
 	res := mcp.DiscoverResult{
 		ResultType:        mcp.ResultComplete,
 		SupportedVersions: mcp.AllVersions[:],
-		Capabilities:      s.ModernCapabilities(),
+		Capabilities:      s.modernCapabilities(),
 		Instructions:      s.opts.Instructions,
 		TTLMs:             s.opts.DiscoverCache.TTL.Milliseconds(),
 		CacheScope:        s.opts.DiscoverCache.Scope(),
@@ -307,9 +307,9 @@ func (s *Server) appendDiscover(dst, id []byte) ([]byte, int) {
 	return codec.AppendResult(dst, id, body), 0
 }
 
-// ModernCapabilities returns what the server advertises to 2026-07-28
+// modernCapabilities returns what the server advertises to 2026-07-28
 // clients (server/discover): Capabilities, with tasks as an extension.
-func (s *Server) ModernCapabilities() mcp.ServerCapabilities {
+func (s *Server) modernCapabilities() mcp.ServerCapabilities {
 	c := s.Capabilities()
 	if c.Tasks != nil {
 		c.Tasks = nil

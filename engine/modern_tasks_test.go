@@ -298,7 +298,7 @@ func TestModernTaskLifecycle(t *testing.T) {
 		require.Greater(t, r["pollIntervalMs"], 0.0)
 		id := r["taskId"].(string)
 		require.True(t, strings.HasPrefix(id, "node7."), id)
-		require.Equal(t, "node7", engine.TaskNode(id))
+		require.Equal(t, "node7", string(engine.SessionNode([]byte(id))))
 		require.Greater(t, len(id), len("node7.")+20, "unguessable")
 
 		// Strongly consistent, and working until released.

@@ -17,7 +17,7 @@ type Observer interface {
 	// a result or the JSON-RPC error code, d the time from the request's
 	// arrival to its answer being handed to its transport, or -1 when the
 	// request was not timed: answers given at once (on the event loop,
-	// sub-microsecond) are timed one in InlineTimingSample, since reading
+	// sub-microsecond) are timed one in 16, since reading
 	// the clock twice would cost more than some of them; requests served by
 	// handlers on the worker pool are all timed. A request
 	// refused by a limit that its reply sink answered in its own terms
@@ -68,9 +68,9 @@ func (s *Server) PoolStats() (running, waiting int) {
 	return s.pool.Running(), s.pool.Waiting()
 }
 
-// InlineTimingSample: about one in this many requests answered at once is
+// inlineTimingSample: about one in this many requests answered at once is
 // timed for Observer.RequestDone (a power of two).
-const InlineTimingSample = 16
+const inlineTimingSample = 16
 
 // handleObserved is handleMessage with a request's end told to s.obs when
 // it is answered at once (a queued request's is told by run, which times
@@ -79,7 +79,7 @@ const InlineTimingSample = 16
 // The arrival time is the one handleNonRequest recorded (Session.Touch),
 // so no clock is read at the start; its low bits, clock jitter, pick the
 // requests timed, so the clock is read at the end for about one in
-// InlineTimingSample. On an event loop, which serves a session alone, it
+// inlineTimingSample. On an event loop, which serves a session alone, it
 // is this message's; where a session's messages arrive on several
 // goroutines at once (HTTP), a later one's at worst.
 func (s *Server) handleObserved(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
@@ -88,7 +88,7 @@ func (s *Server) handleObserved(sess *session.Session, m *codec.Message, frame, 
 	res, code, queued = s.route(sess, m, frame, out, reply, nil)
 	if !queued && len(res) >= start {
 		d := time.Duration(-1)
-		if t0 := sess.IdleSince().UnixNano(); t0&(InlineTimingSample-1) == 0 {
+		if t0 := sess.IdleSince().UnixNano(); t0&(inlineTimingSample-1) == 0 {
 			if d = time.Duration(time.Now().UnixNano() - t0); d < 0 { // the wall clock stepped back
 				d = -1
 			}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +44,7 @@ import (
 // else the client's address. A request of anyone else finds nothing:
 // tasks/get, tasks/list, tasks/update, tasks/cancel and tasks/result
 // answer as for an id never issued. Ids name their node
-// ("<NodeID>.<random>", TaskNode) and are unguessable.
+// ("<NodeID>.<random>", SessionNode) and are unguessable.
 //
 // Budgets (Options): a task's handler runs on the worker pool, and at
 // most TaskWorkers of its workers run tasks at once (-task-workers); a
@@ -376,17 +375,9 @@ func (st *taskStore) each(match func(*task) bool, fn func(*task)) {
 	}
 }
 
-// TaskNode returns the node a task id names (Options.NodeID of the node
-// that created it), "" when none.
-func TaskNode(taskID string) string {
-	if i := strings.IndexByte(taskID, '.'); i >= 0 {
-		return taskID[:i]
-	}
-	return ""
-}
-
-// SessionNode returns the node a session id names (Options.NodeID of the
-// node that opened the session), "" when none. It allocates nothing.
+// SessionNode returns the node a session id, or a task id, names
+// (Options.NodeID of the node that opened the session or created the
+// task), nil when none. It allocates nothing.
 func SessionNode(sessionID []byte) []byte {
 	if i := bytes.IndexByte(sessionID, '.'); i >= 0 {
 		return sessionID[:i]
