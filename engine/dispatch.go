@@ -188,81 +188,6 @@ func (s *Server) route(sess *session.Session, m *codec.Message, frame, out []byt
 	return s.enqueue(sess, m, row, frame, out, reply, &f, nil, here)
 }
 
-// enqueue queues the request m, of method row, for a handler on the
-// worker pool: frame is copied once into a pooled request, and m (with
-// the tools/call fields f scanned, and a stateless request's _meta mm)
-// rebased onto the copy. When here is not nil, m is its message, decoded
-// from its buffer on a worker already: here is admitted, for its caller
-// (serveBig) to run on this worker. It appends a refusal to out (and
-// returns its code), or reports queued.
-func (s *Server) enqueue(sess *session.Session, m *codec.Message, row *method, frame, out []byte, reply session.Sink, f *toolFields, mm *modernMeta, here *request) ([]byte, int, bool) {
-	r := here
-	if r == nil {
-		r = s.newRequest(sess, reply)
-		r.buf = append(r.buf[:0], frame...)
-		rebase(&r.msg, m, frame, r.buf)
-		r.tool = f.rebase(frame, r.buf)
-		if s.obs != nil {
-			r.obsStart = s.monotonic()
-		}
-	} else {
-		r.tool = *f
-	}
-	r.row = row
-	if mm != nil && mm.on {
-		r.mod = *mm
-		if here == nil {
-			r.mod.rebase(frame, r.buf)
-		}
-	}
-	if dst, code, ok := s.admit(r, out); !ok {
-		if here == nil {
-			s.release(r)
-		}
-		return dst, code, false
-	}
-	if here != nil {
-		return out, 0, true
-	}
-	if err := s.pool.Invoke(r); err != nil {
-		s.unadmit(r)
-		s.release(r)
-		return s.refuse(sess, out, reply, m.ID, errWorkers), codec.CodeServerBusy, false
-	}
-	return out, 0, true
-}
-
-// admit takes r, a request about to be served by a handler, into the
-// server's admission (refused while draining) and its session's in-flight
-// set (refused over Options.MaxInflight, or for an id in flight already).
-// On refusal it returns out with the refusal appended, or out as it is
-// when the refusal went to a Refuser, and the refusal's code.
-func (s *Server) admit(r *request, out []byte) ([]byte, int, bool) {
-	id := r.msg.ID
-	if !s.adm.admit() {
-		return s.refuse(r.sess, out, r.reply, id, errShutdown), codec.CodeServerBusy, false
-	}
-	r.rc.reset(r.sess.Context())
-	if s.authz != nil {
-		r.rc.caller = r.caller()
-	}
-	r.ctx = &r.rc
-	code := codec.CodeInvalidRequest
-	switch err := r.sess.Track(id, &r.rc, int(s.maxInflight.Load())); err {
-	case nil:
-		r.tracked = true
-		return out, 0, true
-	case session.ErrInflightLimit:
-		out, code = s.refuse(r.sess, out, r.reply, id, errInflight), codec.CodeServerBusy
-	case session.ErrDuplicateID:
-		out = codec.AppendError(out, id, code, errDuplicateID, nil)
-	default:
-		out = codec.AppendError(out, id, code, errSessionClosed, nil)
-	}
-	s.adm.done()
-	return out, code, false
-}
-
 // The -32600 refusals of a request that cannot be tracked.
 const (
 	errDuplicateID   = "invalid request: a request with this id is in flight"
@@ -279,14 +204,6 @@ func errAnswer(dst, id []byte, code int, msg string) ([]byte, int) {
 	return codec.AppendError(dst, id, code, msg, nil), code
 }
 
-// unadmit undoes admit for a request that will not be served.
-func (s *Server) unadmit(r *request) {
-	r.sess.Done(r.msg.ID, &r.rc)
-	r.sess.Answered()
-	r.tracked = false
-	s.adm.done()
-}
-
 // panicAnswer is what HandleFrame returns after recovering a panic while
 // serving m: the request's error answer, or, for a message that gets no
 // answer, nothing, and the session is closed.
@@ -296,78 +213,6 @@ func (s *Server) panicAnswer(sess *session.Session, m *codec.Message, out []byte
 	}
 	s.closeSession(sess, ErrPanic)
 	return out
-}
-
-// handleBig hands a big frame to the worker pool whole, to be decoded and
-// served there (serveBig). It reports false when the pool cannot take it;
-// the caller then serves the frame itself, slowly but correctly.
-func (s *Server) handleBig(sess *session.Session, frame []byte) bool {
-	r := s.newRequest(sess, sess.Out)
-	r.buf = append(r.buf[:0], frame...)
-	r.big = true
-	if s.obs != nil {
-		r.obsStart = s.monotonic()
-	}
-	if err := s.pool.Invoke(r); err != nil {
-		s.release(r)
-		return false
-	}
-	return true
-}
-
-// serveBig decodes and serves, on a worker, a frame that handleBig (or
-// deferRequest) handed over: route, with r as the request that a handler
-// serves, here. Every answer goes to r.reply: to its Final when it is a
-// Replier, which is called once, here or by whatever serves the request.
-func (s *Server) serveBig(r *request) {
-	sess, m := r.sess, &r.msg
-	b := codec.GetBuffer()
-	queued := false // the answer is another's to deliver (run, enqueue)
-	defer func() {
-		s.authDone(r)
-		deliver(r.reply, b, queued)
-	}()
-	if err := s.decode(sess, r.buf, m); err != nil {
-		b.B = codec.AppendDecodeError(b.B, m, err)
-		return
-	}
-	var code int
-	b.B, code, queued = s.route(sess, m, r.buf, b.B, r.reply, r)
-	if r.tracked { // admitted, to be served here
-		s.run(r)
-		return
-	}
-	if s.obs != nil && m.Kind == codec.KindRequest && !queued {
-		s.obs.RequestDone(sess, m.Method, observedCode(b.B, code), s.monotonic()-r.obsStart)
-	}
-}
-
-// deliver hands b, what serveBig answered at once, to reply: to its Final
-// when it is a Replier (nil for nothing), unless queued says that the
-// request's answer is delivered by whatever serves it; else with Send
-// when it is not empty.
-func deliver(reply session.Sink, b *codec.Buffer, queued bool) {
-	f, ok := reply.(Replier)
-	if !ok {
-		sendNonEmpty(reply, b)
-		return
-	}
-	if queued || len(b.B) == 0 {
-		codec.PutBuffer(b)
-		b = nil
-	}
-	if !queued {
-		f.Final(b)
-	}
-}
-
-// sendNonEmpty sends b to sink, or recycles it when it is empty.
-func sendNonEmpty(sink session.Sink, b *codec.Buffer) {
-	if len(b.B) == 0 {
-		codec.PutBuffer(b)
-		return
-	}
-	_ = sink.Send(b)
 }
 
 // rebase sets dst to src with every slice that points into old moved to

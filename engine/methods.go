@@ -140,6 +140,18 @@ func sessionRow(sess *session.Session, m *method) *method {
 	return &unknown
 }
 
+// mayBeModern reports whether a request of method row on sess may be of
+// the stateless revision, for parseModern to decide: any request on a
+// stateless session, server/discover, and any request but initialize on
+// a connection that has not initialized. An initialize selects the
+// session revisions for the rest of the connection (a stdio process, a
+// TCP connection), as 2026-07-28's rules for dual-era servers say, so a
+// session's requests pay nothing for the stateless revision.
+func mayBeModern(sess *session.Session, row *method) bool {
+	return sess.Stateless() || row.statelessNow == opDiscover ||
+		(row.now != opInitialize && sess.State() == session.StateNew)
+}
+
 // lookup returns the row of the method name, or &unknown: the one string
 // switch of a request's path (MethodIndex), where there used to be one in
 // each function that routed. TestMethodTable holds the switch to the

@@ -43,18 +43,6 @@ var modernKeys = []string{
 	mcp.MetaTraceParent, mcp.MetaTraceState, mcp.MetaBaggage,
 }
 
-// mayBeModern reports whether a request of method row on sess may be of
-// the stateless revision, for parseModern to decide: any request on a
-// stateless session, server/discover, and any request but initialize on
-// a connection that has not initialized. An initialize selects the
-// session revisions for the rest of the connection (a stdio process, a
-// TCP connection), as 2026-07-28's rules for dual-era servers say, so a
-// session's requests pay nothing for the stateless revision.
-func mayBeModern(sess *session.Session, row *method) bool {
-	return sess.Stateless() || row.statelessNow == opDiscover ||
-		(row.now != opInitialize && sess.State() == session.StateNew)
-}
-
 // errMeta is the answer to a modern request whose _meta is missing or
 // malformed.
 func errMeta(msg string) *codec.Error {

@@ -408,47 +408,6 @@ func hasTasksExt(caps []byte) bool {
 	return err == nil && ok && len(v) > 0 && v[0] == '{'
 }
 
-// toolTask decides whether r, a tools/call with params p, runs as a task,
-// by the rules of its revision: done reports that it answered (dst, err);
-// otherwise the tool runs as a plain request.
-func (s *Server) toolTask(r *request, p *mcp.CallToolParams, dst []byte) (_ []byte, _ error, done bool) {
-	support := mcp.TaskForbidden
-	tool, ok := s.reg.Tool(p.Name)
-	if ok && tool.Execution != nil && tool.Execution.TaskSupport != "" {
-		support = tool.Execution.TaskSupport
-	}
-	if r.mod.on { // 2026-07-28: the server decides; params.task is ignored
-		if support == mcp.TaskForbidden {
-			return dst, nil, false
-		}
-		if !hasTasksExt(r.mod.caps) {
-			if support == mcp.TaskRequired {
-				return dst, MissingCapability(tasksExtCaps), true
-			}
-			return dst, nil, false
-		}
-		o, _ := s.reg.ToolOptionsOf(p.Name)
-		dst, err := s.startTask(r, dst, !o.DeferTask)
-		return dst, err, true
-	}
-	if p.Task != nil && !atLeast(r.sess.Version(), mcp.Version20251125) {
-		p.Task = nil // tasks are 2025-11-25's: an older client's call is a plain one
-	}
-	switch {
-	case p.Task != nil && support == mcp.TaskForbidden:
-		if ok {
-			return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" does not support task-augmented calls"), true
-		}
-		return dst, nil, false // an unknown tool: the registry says so
-	case p.Task == nil && support == mcp.TaskRequired:
-		return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" must be called as a task (params.task)"), true
-	case p.Task != nil:
-		dst, err := s.startTask(r, dst, true)
-		return dst, err, true
-	}
-	return dst, nil, false
-}
-
 // startTask runs the tool of r as a task, on a worker of the pool: a task
 // from the start when now is set, else when its handler calls StartTask.
 // It waits for that, or for the handler to return first, and appends the
