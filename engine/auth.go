@@ -96,7 +96,7 @@ func (s *Server) authorize(sess *session.Session, m *codec.Message, block bool) 
 
 // callerOf returns the verified caller of a request of sess: a
 // 2026-07-28 request's own (mm, when not nil), else its session's.
-func callerOf(sess *session.Session, mm *modernMeta) any {
+func callerOf(sess *session.Session, mm *statelessMeta) any {
 	if mm != nil && mm.caller != nil {
 		return mm.caller
 	}
@@ -104,7 +104,7 @@ func callerOf(sess *session.Session, mm *modernMeta) any {
 }
 
 // caller returns the verified caller of r (callerOf).
-func (r *request) caller() any { return callerOf(r.sess, &r.mod) }
+func (r *request) caller() any { return callerOf(r.sess, &r.stateless) }
 
 // deferRequest hands the request in frame, which Options.Authorize cannot
 // decide without blocking, to the worker pool whole, as a big frame is

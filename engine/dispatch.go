@@ -118,7 +118,7 @@ func (s *Server) handleMessage(sess *session.Session, m *codec.Message, frame, o
 //
 // Responses and notifications are handled at once. A request is
 // authorized first (Options.Authorize), then looked up in the method
-// table: a request of the stateless revision goes to handleModern,
+// table: a request of the stateless revision goes to handleStateless,
 // one of a session passes the rate limits and is answered at once, its
 // answer appended to out, when it needs no handler code or calls a
 // NonBlocking tool (fast), or when it is refused (through reply's Refuse
@@ -164,8 +164,8 @@ func (s *Server) route(sess *session.Session, m *codec.Message, frame, out []byt
 		caller = c
 	}
 	row := lookup(m.Method)
-	if mayBeModern(sess, row) {
-		if res, code, queued, ok := s.handleModern(sess, m, row, frame, out, reply, caller, here); ok {
+	if mayBeStateless(sess, row) {
+		if res, code, queued, ok := s.handleStateless(sess, m, row, frame, out, reply, caller, here); ok {
 			return res, code, queued
 		}
 	}
@@ -313,7 +313,7 @@ func (s *Server) fastDirect(sess *session.Session, m *codec.Message, row *method
 	case opUnsubscribe:
 		dst, code = s.unsubscribe(sess, m, dst)
 	case opSessionTask:
-		dst, code = s.legacyTaskMethod(sess, m, dst)
+		dst, code = s.sessionTaskMethod(sess, m, dst)
 	case opInlineTool:
 		return s.inlineTool(sess, m, row, dst, f, nil, nil)
 	case opStaticRead:
@@ -350,7 +350,7 @@ func (s *Server) staticRead(m *codec.Message) ([]byte, bool) {
 // For a 2026-07-28 request, mm is its _meta and reply its reply sink,
 // told of an error its binding answers with a status (Rejecter). It
 // returns the answer's code.
-func (s *Server) inlineTool(sess *session.Session, m *codec.Message, row *method, dst []byte, f *toolFields, mm *modernMeta, reply session.Sink) ([]byte, int, bool) {
+func (s *Server) inlineTool(sess *session.Session, m *codec.Message, row *method, dst []byte, f *toolFields, mm *statelessMeta, reply session.Sink) ([]byte, int, bool) {
 	var name string
 	if f.ok || f.scan(m.Params) {
 		name = bytesconv.B2S(f.name)
@@ -380,7 +380,7 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, row *method
 	r.inline = true
 	r.msg = *m
 	if mm != nil {
-		r.mod, r.rej = *mm, reply
+		r.stateless, r.rej = *mm, reply
 	}
 	r.ctx = sess.Context()
 	if s.authz != nil {

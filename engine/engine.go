@@ -235,7 +235,7 @@ type Server struct {
 	stateKey       [][]byte // when Options.StateKeys is empty
 	serverInfoMeta []byte   // {"io.modelcontextprotocol/serverInfo":{...}}
 	listeners      listeners
-	memos          [64]atomic.Pointer[session.Memo] // stateless exchanges' _meta (parseModernMemo)
+	memos          [64]atomic.Pointer[session.Memo] // stateless exchanges' _meta (parseStatelessMemo)
 	memoSeed       maphash.Seed
 	// statelessTracker is the Tracker the stateless exchanges share.
 	statelessTracker *session.Tracker

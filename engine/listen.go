@@ -90,7 +90,7 @@ type listenParams struct {
 }
 
 // listen opens a subscriptions/listen stream for m on reply, as
-// handleModern: a request refused is answered at once (queued false: its
+// handleStateless: a request refused is answered at once (queued false: its
 // error appended to out, or handed to reply's Refuse, and its code
 // returned); otherwise the request is open (queued) until it ends, and
 // reply gets its Final.

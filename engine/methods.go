@@ -8,14 +8,14 @@ import (
 
 // The method table: every request method the engine serves, one row
 // each, and what serves it in each revision. Every routing decision reads
-// it (route, fastDirect, answersItself, handleModern, dispatch), and so
+// it (route, fastDirect, answersItself, handleStateless, dispatch), and so
 // do the metrics labels (MethodIndex, MethodLabel: package admin) and
 // Streamable HTTP's Mcp-Name checks (NameParam). A method that is not in
 // the table is answered -32601 in every revision, counted "other", and
 // has no Mcp-Name.
 //
 // A row names what serves the method with ops, each the case of one
-// switch per path that calls the function (fastDirect, handleModern,
+// switch per path that calls the function (fastDirect, handleStateless,
 // dispatch): a function value called through the table would make every
 // pointer it is passed escape to the heap, and the hot paths allocate
 // nothing.
@@ -110,7 +110,7 @@ const (
 	opSessionTask // tasks/get, tasks/list, tasks/cancel (2025-11-25)
 	opStaticRead  // resources/read of a static resource
 	opInlineTool  // tools/call of a NonBlocking tool; also stateless
-	// At once, stateless (handleModern).
+	// At once, stateless (handleStateless).
 	opDiscover
 	opListen
 	opStatelessTask // tasks/get, tasks/update, tasks/cancel (2026-07-28)
@@ -140,14 +140,14 @@ func sessionRow(sess *session.Session, m *method) *method {
 	return &unknown
 }
 
-// mayBeModern reports whether a request of method row on sess may be of
-// the stateless revision, for parseModern to decide: any request on a
+// mayBeStateless reports whether a request of method row on sess may be of
+// the stateless revision, for parseStateless to decide: any request on a
 // stateless session, server/discover, and any request but initialize on
 // a connection that has not initialized. An initialize selects the
 // session revisions for the rest of the connection (a stdio process, a
 // TCP connection), as 2026-07-28's rules for dual-era servers say, so a
 // session's requests pay nothing for the stateless revision.
-func mayBeModern(sess *session.Session, row *method) bool {
+func mayBeStateless(sess *session.Session, row *method) bool {
 	return sess.Stateless() || row.statelessNow == opDiscover ||
 		(row.now != opInitialize && sess.State() == session.StateNew)
 }

@@ -136,7 +136,7 @@ func (r *request) loadMRTR() *mrtrState {
 // checkMRTR fails a stateless request whose requestState or
 // inputResponses is unusable, before its handler runs.
 func (r *request) checkMRTR() error {
-	if !r.mod.on || len(r.msg.Params) == 0 {
+	if !r.stateless.on || len(r.msg.Params) == 0 {
 		return nil
 	}
 	if r.tool.ok {

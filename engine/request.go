@@ -42,14 +42,14 @@ type request struct {
 
 	// A request of the stateless revision (2026-07-28): its _meta, the
 	// client's declarations decoded when asked for, and its input rounds.
-	mod     modernMeta
-	modCaps *mcp.ClientCapabilities
-	modInfo *mcp.Implementation
-	mrtr    *mrtrState // made on the first input request
-	hint    handlers.CacheHint
-	hintSet bool
-	rej     session.Sink // an inline 2026-07-28 request's reply sink, for Reject only
-	shape   resultShape  // what the engine knows of the result it encoded (finishModern)
+	stateless     statelessMeta
+	statelessCaps *mcp.ClientCapabilities
+	statelessInfo *mcp.Implementation
+	mrtr          *mrtrState // made on the first input request
+	hint          handlers.CacheHint
+	hintSet       bool
+	rej           session.Sink // an inline 2026-07-28 request's reply sink, for Reject only
+	shape         resultShape  // what the engine knows of the result it encoded (finishStateless)
 
 	task    *task       // set on a task's own request (not pooled): the task its handler runs
 	refused *LimitError // the request was refused as it was to become a task
@@ -100,7 +100,7 @@ func (s *Server) release(r *request) {
 // from its buffer on a worker already: here is admitted, for its caller
 // (serveBig) to run on this worker. It appends a refusal to out (and
 // returns its code), or reports queued.
-func (s *Server) enqueue(sess *session.Session, m *codec.Message, row *method, frame, out []byte, reply session.Sink, f *toolFields, mm *modernMeta, here *request) ([]byte, int, bool) {
+func (s *Server) enqueue(sess *session.Session, m *codec.Message, row *method, frame, out []byte, reply session.Sink, f *toolFields, mm *statelessMeta, here *request) ([]byte, int, bool) {
 	r := here
 	if r == nil {
 		r = s.newRequest(sess, reply)
@@ -115,9 +115,9 @@ func (s *Server) enqueue(sess *session.Session, m *codec.Message, row *method, f
 	}
 	r.row = row
 	if mm != nil && mm.on {
-		r.mod = *mm
+		r.stateless = *mm
 		if here == nil {
-			r.mod.rebase(frame, r.buf)
+			r.stateless.rebase(frame, r.buf)
 		}
 	}
 	if dst, code, ok := s.admit(r, out); !ok {
@@ -342,7 +342,7 @@ func (s *Server) serve(r *request, dst []byte) (out []byte, code int) {
 	dst = codec.AppendResultStart(dst, id)
 	body := len(dst)
 	var err error
-	if r.mod.on {
+	if r.stateless.on {
 		if err = r.checkMRTR(); err != nil {
 			return errObject(dst[:start], id, codec.AsError(err))
 		}
@@ -358,8 +358,8 @@ func (s *Server) serve(r *request, dst []byte) (out []byte, code int) {
 	if r.refused != nil {
 		return r.refused.AppendAnswer(dst[:start], id), codec.CodeServerBusy
 	}
-	if r.mod.on {
-		return s.finishModern(r, dst, start, body, err)
+	if r.stateless.on {
+		return s.finishStateless(r, dst, start, body, err)
 	}
 	if err != nil {
 		return errObject(dst[:start], id, codec.AsError(err))
@@ -370,13 +370,13 @@ func (s *Server) serve(r *request, dst []byte) (out []byte, code int) {
 	return append(dst, '}'), 0
 }
 
-// finishModern completes the answer of a 2026-07-28 request, and returns
+// finishStateless completes the answer of a 2026-07-28 request, and returns
 // its code: an InputRequiredResult when its handler asked for input the
 // client has not given yet (whatever the handler returned), else the
 // result with what the revision adds to it, or the error. A result the
 // engine encoded gets the members it lacks by its shape (appendTail);
-// only bytes of a middleware's making are scanned (modernTail).
-func (s *Server) finishModern(r *request, dst []byte, start, body int, err error) ([]byte, int) {
+// only bytes of a middleware's making are scanned (statelessTail).
+func (s *Server) finishStateless(r *request, dst []byte, start, body int, err error) ([]byte, int) {
 	id := r.msg.ID
 	if r.mrtr != nil && len(r.mrtr.pending) > 0 {
 		return s.appendInputRequired(r, dst[:start])
@@ -401,7 +401,7 @@ func (s *Server) finishModern(r *request, dst []byte, start, body int, err error
 		dst = append(dst, "{}"...)
 	}
 	dst = append(dst, '}')
-	return s.modernTail(dst, start, r.cacheHint()), 0
+	return s.statelessTail(dst, start, r.cacheHint()), 0
 }
 
 // dispatch runs the handler of r's method (its row's pool), appending its
@@ -534,11 +534,11 @@ func (s *Server) toolTask(r *request, p *mcp.CallToolParams, dst []byte) (_ []by
 	if ok && tool.Execution != nil && tool.Execution.TaskSupport != "" {
 		support = tool.Execution.TaskSupport
 	}
-	if r.mod.on { // 2026-07-28: the server decides; params.task is ignored
+	if r.stateless.on { // 2026-07-28: the server decides; params.task is ignored
 		if support == mcp.TaskForbidden {
 			return dst, nil, false
 		}
-		if !hasTasksExt(r.mod.caps) {
+		if !hasTasksExt(r.stateless.caps) {
 			if support == mcp.TaskRequired {
 				return dst, MissingCapability(tasksExtCaps), true
 			}
@@ -570,7 +570,7 @@ func (s *Server) toolTask(r *request, p *mcp.CallToolParams, dst []byte) (_ []by
 // 2026-07-28 request, a _meta of the handler's own gets the server's
 // identity (withServerInfo), on a copy of res: the handler may share it.
 func (s *Server) appendToolResult(r *request, res *mcp.CallToolResult, dst []byte) ([]byte, error) {
-	if !r.mod.on {
+	if !r.stateless.on {
 		return res.AppendJSON(dst)
 	}
 	if len(res.Meta) == 0 {
@@ -587,7 +587,7 @@ func (s *Server) appendToolResult(r *request, res *mcp.CallToolResult, dst []byt
 // encoded, meta (nil for a result without one), for 2026-07-28
 // (withServerInfo), and records the result's shape.
 func (s *Server) resultMeta(r *request, meta *mcp.Meta) {
-	if !r.mod.on {
+	if !r.stateless.on {
 		return
 	}
 	if meta == nil || len(*meta) == 0 {
@@ -606,12 +606,12 @@ func (s *Server) readResource(r *request, dst []byte) ([]byte, error) {
 	if p.URI == "" {
 		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: resources/read needs a uri")
 	}
-	if r.mod.on {
+	if r.stateless.on {
 		r.hint, r.hintSet = s.reg.ResourceCacheHint(p.URI), true
 	}
 	res, err := s.reg.ReadResource(r.ctx, &handlers.ReadResourceRequest{Peer: r, Params: &p})
 	if err != nil {
-		if r.mod.on {
+		if r.stateless.on {
 			// 2026-07-28: a resource not found is invalid params.
 			if e, ok := errors.AsType[*codec.Error](err); ok && e.Code == codec.CodeResourceNotFound {
 				return dst, &codec.Error{Code: codec.CodeInvalidParams, Message: e.Message, Data: e.Data}
@@ -667,7 +667,7 @@ func appendJSON(dst []byte, v any) ([]byte, error) {
 
 // SessionID implements handlers.Peer: "" for a stateless request.
 func (r *request) SessionID() string {
-	if r.mod.on {
+	if r.stateless.on {
 		return ""
 	}
 	return r.sess.ID()
@@ -675,8 +675,8 @@ func (r *request) SessionID() string {
 
 // ProtocolVersion implements handlers.Peer.
 func (r *request) ProtocolVersion() string {
-	if r.mod.on {
-		return r.mod.version
+	if r.stateless.on {
+		return r.stateless.version
 	}
 	return r.sess.Version()
 }
@@ -684,41 +684,41 @@ func (r *request) ProtocolVersion() string {
 // ClientInfo implements handlers.Peer: for a stateless request, what its
 // _meta declares.
 func (r *request) ClientInfo() mcp.Implementation {
-	if !r.mod.on {
+	if !r.stateless.on {
 		return r.sess.ClientInfo()
 	}
 	r.inMu.Lock()
 	defer r.inMu.Unlock()
-	if r.modInfo == nil {
-		r.modInfo = new(mcp.Implementation)
-		if r.mod.info != nil {
-			_ = codec.Unmarshal(r.mod.info, r.modInfo)
+	if r.statelessInfo == nil {
+		r.statelessInfo = new(mcp.Implementation)
+		if r.stateless.info != nil {
+			_ = codec.Unmarshal(r.stateless.info, r.statelessInfo)
 		}
 	}
-	return *r.modInfo
+	return *r.statelessInfo
 }
 
 // ClientCapabilities implements handlers.Peer: for a stateless request,
 // what its _meta declares.
 func (r *request) ClientCapabilities() *mcp.ClientCapabilities {
-	if !r.mod.on {
+	if !r.stateless.on {
 		return r.sess.ClientCapabilities()
 	}
 	r.inMu.Lock() // a handler may ask from several goroutines
 	defer r.inMu.Unlock()
-	if r.modCaps == nil {
-		r.modCaps = new(mcp.ClientCapabilities)
-		_ = codec.Unmarshal(r.mod.caps, r.modCaps)
+	if r.statelessCaps == nil {
+		r.statelessCaps = new(mcp.ClientCapabilities)
+		_ = codec.Unmarshal(r.stateless.caps, r.statelessCaps)
 	}
-	return r.modCaps
+	return r.statelessCaps
 }
 
 // logEnabled reports whether a log message at level index i is sent: for
 // a stateless request, only at or above the level its _meta names, and
 // never without one.
 func (r *request) logEnabled(i int) bool {
-	if r.mod.on {
-		return r.mod.level >= 0 && i >= int(r.mod.level)
+	if r.stateless.on {
+		return r.stateless.level >= 0 && i >= int(r.stateless.level)
 	}
 	return r.sess.LogEnabled(i)
 }
@@ -727,7 +727,7 @@ func (r *request) logEnabled(i int) bool {
 // (traceparent, tracestate, baggage) a stateless request's _meta carries.
 // The strings alias the request: copy them to keep them.
 func (r *request) TraceContext() (traceparent, tracestate, baggage string) {
-	return bytesconv.B2S(r.mod.trace[0]), bytesconv.B2S(r.mod.trace[1]), bytesconv.B2S(r.mod.trace[2])
+	return bytesconv.B2S(r.stateless.trace[0]), bytesconv.B2S(r.stateless.trace[1]), bytesconv.B2S(r.stateless.trace[2])
 }
 
 // progressToken returns the request's params._meta.progressToken, raw.
@@ -860,7 +860,7 @@ var ErrCapability = errors.New("engine: client lacks capability")
 // missingCapability is the error of an input the client did not declare
 // the capability for: required is the ClientCapabilities object needed.
 func (r *request) missingCapability(name, required string) error {
-	if !r.mod.on {
+	if !r.stateless.on {
 		return fmt.Errorf("%w: %s", ErrCapability, name)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrCapability, name, MissingCapability(required))
@@ -939,7 +939,7 @@ func (r *request) ListRoots(ctx context.Context) (*mcp.ListRootsResult, error) {
 // callClient sends a server-to-client request on the request's stream and
 // waits for the answer, ctx and the configured timeout.
 func (r *request) callClient(ctx context.Context, method string, params, result any) error {
-	if r.mod.on {
+	if r.stateless.on {
 		if r.task != nil {
 			return r.task.input(ctx, r, handlers.InputKey(ctx), method, params, result)
 		}

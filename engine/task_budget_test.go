@@ -80,7 +80,7 @@ func TestTaskHoarderLeavesRoom(t *testing.T) {
 		close(f.jobRelease)
 	})
 	t.Run("2026-07-28", func(t *testing.T) {
-		f := newModernTaskFixture(t, engine.Options{})
+		f := newStatelessTaskFixture(t, engine.Options{})
 		hoarder, other := f.mclient(t, false), f.mclient(t, true)
 		hoarder.c.sess.SetRemote(addr("192.0.2.1"))
 		other.c.sess.SetRemote(addr("203.0.113.9"))
@@ -115,7 +115,7 @@ func TestTaskHoarderGoneFreesShare(t *testing.T) {
 	})
 	t.Run("2026-07-28 stops polling", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			f := newModernTaskFixture(t, engine.Options{MaxTasksPerClient: 3, TaskWorkers: 4})
+			f := newStatelessTaskFixture(t, engine.Options{MaxTasksPerClient: 3, TaskWorkers: 4})
 			mk := func(a string) *mclient {
 				m := f.mclient(t, false)
 				m.c.sess.SetRemote(addr(a))
@@ -221,7 +221,7 @@ func TestTasksBoundToSubject(t *testing.T) {
 		close(f.jobRelease)
 	})
 	t.Run("2026-07-28", func(t *testing.T) {
-		f := newModernTaskFixture(t, engine.Options{})
+		f := newStatelessTaskFixture(t, engine.Options{})
 		mk := func(sub string) *mclient {
 			m := f.mclient(t, false)
 			m.c.sess.SetRemote(addr("192.0.2.1")) // one address, behind a proxy
@@ -255,7 +255,7 @@ func TestTasksBoundToSubject(t *testing.T) {
 	// (TCP, stdio): the task is bound to the caller verified for the
 	// request that created it, not to the connection.
 	t.Run("2026-07-28 per-request caller", func(t *testing.T) {
-		f := newModernTaskFixture(t, engine.Options{Authorize: &fakeAuthz{}})
+		f := newStatelessTaskFixture(t, engine.Options{Authorize: &fakeAuthz{}})
 		conn := f.client(t)
 		as := func(sub string) *mclient { return &mclient{t: t, c: conn, id: len(sub) * 100} }
 		caps := func(sub string) string { return capsTasks + `,"t":"` + sub + `"` }
@@ -278,7 +278,7 @@ func TestTasksBoundToSubject(t *testing.T) {
 // requestState too big to carry are the client's doing: -32602, not
 // -32603.
 func TestRequestStateTooLargeIsInvalidParams(t *testing.T) {
-	f := newModernTaskFixture(t, engine.Options{})
+	f := newStatelessTaskFixture(t, engine.Options{})
 	require.NoError(t, f.srv.Registry().AddTool(&mcp.Tool{Name: "twice"}, func(ctx context.Context, req *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
 		for _, k := range []string{"first", "second"} {
 			if _, err := req.Peer.Elicit(handlers.WithInputKey(ctx, k), &mcp.ElicitParams{Message: k + "?"}); err != nil {
@@ -303,7 +303,7 @@ func TestRequestStateTooLargeIsInvalidParams(t *testing.T) {
 // waits for their handlers, and counts them: with a task running, it no
 // longer waits out its ctx reporting nothing active.
 func TestShutdownEndsTasks(t *testing.T) {
-	f := newModernTaskFixture(t, engine.Options{})
+	f := newStatelessTaskFixture(t, engine.Options{})
 	stuck := make(chan struct{})
 	require.NoError(t, f.srv.Registry().AddToolWith(&mcp.Tool{Name: "stuck"}, func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
 		<-stuck // ignores its context
@@ -367,7 +367,7 @@ func TestInvalidParamsInOwnWords(t *testing.T) {
 // MaxTaskBytes of their results, forgetting the oldest that have ended.
 func TestTaskStoreBounds(t *testing.T) {
 	t.Run("tasks", func(t *testing.T) {
-		f := newModernTaskFixture(t, engine.Options{MaxTasks: 2})
+		f := newStatelessTaskFixture(t, engine.Options{MaxTasks: 2})
 		var ms []*mclient
 		var ids []string
 		for i := range 3 {
@@ -385,7 +385,7 @@ func TestTaskStoreBounds(t *testing.T) {
 		require.Equal(t, mcp.TaskCompleted, ms[2].get(ids[2])["status"])
 	})
 	t.Run("bytes", func(t *testing.T) {
-		f := newModernTaskFixture(t, engine.Options{MaxTaskBytes: 100 << 10})
+		f := newStatelessTaskFixture(t, engine.Options{MaxTaskBytes: 100 << 10})
 		require.NoError(t, f.srv.Registry().AddToolWith(&mcp.Tool{Name: "big"}, func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.TextResult(strings.Repeat("b", 40<<10)), nil
 		}, handlers.ToolOptions{TaskSupport: mcp.TaskOptional}))

@@ -56,9 +56,9 @@ func (s *Server) taskFromParams(owner string, m *codec.Message, p *taskParams) (
 	return t, nil
 }
 
-// legacyTaskMethod answers tasks/get, tasks/cancel and tasks/list of a
+// sessionTaskMethod answers tasks/get, tasks/cancel and tasks/list of a
 // session (2025-11-25) at once, and returns the answer's code.
-func (s *Server) legacyTaskMethod(sess *session.Session, m *codec.Message, dst []byte) ([]byte, int) {
+func (s *Server) sessionTaskMethod(sess *session.Session, m *codec.Message, dst []byte) ([]byte, int) {
 	owner := taskOwner(sess, callerOf(sess, nil), false)
 	var p taskParams
 	if m.Method == mcp.MethodTasksList {
@@ -79,7 +79,7 @@ func (s *Server) legacyTaskMethod(sess *session.Session, m *codec.Message, dst [
 	}
 	dst = codec.AppendResultStart(dst, m.ID)
 	t.mu.Lock()
-	dst = t.appendLegacy(dst)
+	dst = t.appendSessionTask(dst)
 	t.mu.Unlock()
 	return append(dst, '}'), 0
 }
@@ -114,7 +114,7 @@ func (s *Server) tasksList(owner string, m *codec.Message, dst []byte) ([]byte, 
 			dst = append(dst, ',')
 		}
 		list[i].mu.Lock()
-		dst = list[i].appendLegacy(dst)
+		dst = list[i].appendSessionTask(dst)
 		list[i].mu.Unlock()
 	}
 	dst = append(dst, ']')
@@ -149,7 +149,7 @@ func (s *Server) tasksResult(r *request, dst []byte) ([]byte, error) {
 
 // statelessTaskMethod answers tasks/get, tasks/update and tasks/cancel of
 // 2026-07-28 at once, and returns the answer's code.
-func (s *Server) statelessTaskMethod(sess *session.Session, m *codec.Message, mm *modernMeta, out []byte, reply session.Sink) ([]byte, int) {
+func (s *Server) statelessTaskMethod(sess *session.Session, m *codec.Message, mm *statelessMeta, out []byte, reply session.Sink) ([]byte, int) {
 	if !hasTasksExt(mm.caps) {
 		e := MissingCapability(tasksExtCaps)
 		reject(reply, e.Code)

@@ -422,12 +422,12 @@ func (s *Server) startTask(r *request, dst []byte, now bool) ([]byte, error) {
 	if err := codec.Decode(tr.buf, &tr.msg); err != nil {
 		return dst, err
 	}
-	stateless := r.mod.on
+	stateless := r.stateless.on
 	if stateless {
-		if _, e := parseModern(tr.msg.Params, nil, &tr.mod); e != nil {
+		if _, e := parseStateless(tr.msg.Params, nil, &tr.stateless); e != nil {
 			return dst, e
 		}
-		tr.mod.caller = r.mod.caller // the task's own request keeps its verified caller
+		tr.stateless.caller = r.stateless.caller // the task's own request keeps its verified caller
 	}
 	if tr.tool.scan(tr.msg.Params) {
 		tr.tool.fill(&tr.params)
@@ -505,7 +505,7 @@ func (s *Server) startTask(r *request, dst []byte, now bool) ([]byte, error) {
 		return append(dst, t.creation...), nil
 	}
 	if st := tr.mrtr; st != nil && len(st.pending) > 0 {
-		r.mrtr = st // answered with an InputRequiredResult (finishModern)
+		r.mrtr = st // answered with an InputRequiredResult (finishStateless)
 		return dst, nil
 	}
 	if t.callErr != nil {
@@ -532,7 +532,7 @@ func (t *task) start() bool {
 	b := make([]byte, 0, 256)
 	if t.sess != nil {
 		b = append(b, `{"task":`...)
-		b = t.appendLegacy(b)
+		b = t.appendSessionTask(b)
 	} else {
 		b = append(b, `{"resultType":"task","taskId":`...)
 		b = codec.AppendString(b, t.id)
@@ -568,8 +568,8 @@ func (t *task) appendTimes(b []byte) []byte {
 	return strconv.AppendInt(b, taskPollMs, 10)
 }
 
-// appendLegacy appends t as a 2025-11-25 Task. t.mu is held.
-func (t *task) appendLegacy(b []byte) []byte {
+// appendSessionTask appends t as a 2025-11-25 Task. t.mu is held.
+func (t *task) appendSessionTask(b []byte) []byte {
 	b = append(b, `{"taskId":`...)
 	b = codec.AppendString(b, t.id)
 	b = append(b, `,"status":`...)
@@ -729,7 +729,7 @@ func (t *task) notify() {
 		return
 	}
 	t.mu.Lock()
-	params := t.appendLegacy(nil)
+	params := t.appendSessionTask(nil)
 	t.mu.Unlock()
 	_ = t.s.notify(t.sess, t.sess.Out, mcp.NotificationTaskStatus, params)
 }

@@ -159,7 +159,7 @@ func run() error {
 	}
 
 	opts.Era = client.EraLegacy
-	if v := os.Getenv("MCP_CONFORMANCE_PROTOCOL_VERSION"); mcp.ModernVersion(v) {
+	if v := os.Getenv("MCP_CONFORMANCE_PROTOCOL_VERSION"); mcp.StatelessVersion(v) {
 		opts.Era = client.EraModern
 		opts.ProtocolVersion = v
 	}

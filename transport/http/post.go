@@ -406,10 +406,10 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 	}
 	created := false
 	switch {
-	case vk == verModern || (m.Kind == codec.KindRequest &&
+	case vk == verStateless || (m.Kind == codec.KindRequest &&
 		(s.opts.Stateless || len(ctx.Request.Header.PeekCanonical(hdrSessionID)) == 0) && metaVersion(m.Params) != nil):
 		// 2026-07-28: stateless, whatever the mode; Mcp-Session-Id is ignored.
-		if m.Kind == codec.KindRequest && !s.checkModernHeaders(ctx, m) {
+		if m.Kind == codec.KindRequest && !s.checkStatelessHeaders(ctx, m) {
 			s.putCall(c)
 			return
 		}

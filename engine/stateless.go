@@ -26,9 +26,9 @@ import (
 // identity in _meta, cache hints), from what the engine knows of the
 // result it encoded.
 
-// modernMeta is what the engine reads of a modern request's _meta. Its
+// statelessMeta is what the engine reads of a modern request's _meta. Its
 // slices alias the request's params.
-type modernMeta struct {
+type statelessMeta struct {
 	on      bool
 	version string
 	caps    []byte // clientCapabilities, a raw object
@@ -38,7 +38,7 @@ type modernMeta struct {
 	caller  any // the request's verified caller (Options.Authorize), when authorized
 }
 
-var modernKeys = []string{
+var statelessKeys = []string{
 	mcp.MetaProtocolVersion, mcp.MetaClientCapabilities, mcp.MetaClientInfo, mcp.MetaLogLevel,
 	mcp.MetaTraceParent, mcp.MetaTraceState, mcp.MetaBaggage,
 }
@@ -49,15 +49,15 @@ func errMeta(msg string) *codec.Error {
 	return codec.NewError(codec.CodeInvalidParams, "invalid params: "+msg)
 }
 
-// parseModern reads params._meta into mm. It reports found false when the
+// parseStateless reads params._meta into mm. It reports found false when the
 // request names no protocol version (then it is a request of an older
 // revision, unless its session is stateless); a request that names one
 // but whose _meta is malformed, or that names a version not served, gets
 // the error returned.
 //
 // meta, when not nil, is params' _meta found by an earlier scan (tools/call).
-func parseModern(params, meta []byte, mm *modernMeta) (found bool, e *codec.Error) {
-	*mm = modernMeta{level: -1}
+func parseStateless(params, meta []byte, mm *statelessMeta) (found bool, e *codec.Error) {
+	*mm = statelessMeta{level: -1}
 	if len(params) == 0 {
 		return false, errMeta("_meta with " + mcp.MetaProtocolVersion + " and " + mcp.MetaClientCapabilities + " is required")
 	}
@@ -74,14 +74,14 @@ func parseModern(params, meta []byte, mm *modernMeta) (found bool, e *codec.Erro
 	return parseMeta(meta, mm)
 }
 
-// parseMeta is parseModern given params' _meta, not null.
-func parseMeta(meta []byte, mm *modernMeta) (found bool, e *codec.Error) {
-	*mm = modernMeta{level: -1}
+// parseMeta is parseStateless given params' _meta, not null.
+func parseMeta(meta []byte, mm *statelessMeta) (found bool, e *codec.Error) {
+	*mm = statelessMeta{level: -1}
 	if meta[0] != '{' {
 		return false, errMeta("_meta must be an object")
 	}
 	var v [7][]byte
-	if err := codec.ObjectFields(meta, modernKeys, v[:]); err != nil {
+	if err := codec.ObjectFields(meta, statelessKeys, v[:]); err != nil {
 		return false, errMeta("_meta must be an object of well-formed members")
 	}
 	if v[0] == nil {
@@ -92,7 +92,7 @@ func parseMeta(meta []byte, mm *modernMeta) (found bool, e *codec.Error) {
 		return true, errMeta("_meta." + mcp.MetaProtocolVersion + " must be a string")
 	}
 	mm.version = bytesconv.B2S(ver)
-	if !mcp.ModernVersion(mm.version) {
+	if !mcp.StatelessVersion(mm.version) {
 		return true, unsupportedVersion(mm.version)
 	}
 	if v[1] == nil || v[1][0] != '{' {
@@ -117,7 +117,7 @@ func parseMeta(meta []byte, mm *modernMeta) (found bool, e *codec.Error) {
 		if raw := v[4+i]; raw != nil {
 			s, err := codec.StringValue(raw)
 			if err != nil {
-				return true, errMeta("_meta." + modernKeys[4+i] + " must be a string")
+				return true, errMeta("_meta." + statelessKeys[4+i] + " must be a string")
 			}
 			mm.trace[i] = s
 		}
@@ -129,12 +129,12 @@ func parseMeta(meta []byte, mm *modernMeta) (found bool, e *codec.Error) {
 // maxMemo bounds the _meta a session memoizes.
 const maxMemo = 1 << 10
 
-// parseModernMemo is parseModern, memoized per session: a client sends the
+// parseStatelessMemo is parseStateless, memoized per session: a client sends the
 // same _meta with each request, and a request whose _meta is byte for byte
 // the last one parsed on its session gets the same reading, its slices
 // aliasing the memo's own copy, without a scan. A _meta that carries a
 // trace context (different with every request) is not memoized.
-func (s *Server) parseModernMemo(sess *session.Session, params, meta []byte, mm *modernMeta) (bool, *codec.Error) {
+func (s *Server) parseStatelessMemo(sess *session.Session, params, meta []byte, mm *statelessMeta) (bool, *codec.Error) {
 	if meta == nil && len(params) > 0 {
 		meta, _, _ = codec.ObjectField(params, "_meta")
 	}
@@ -151,18 +151,18 @@ func (s *Server) parseModernMemo(sess *session.Session, params, meta []byte, mm 
 		memo = sess.Memo()
 	}
 	if memo != nil && bytes.Equal(meta, memo.Key) {
-		if v, ok := memo.Value.(*modernMeta); ok {
+		if v, ok := memo.Value.(*statelessMeta); ok {
 			*mm = *v
 			return true, nil
 		}
 	}
-	found, e := parseModern(params, meta, mm)
+	found, e := parseStateless(params, meta, mm)
 	if e != nil || !mm.on || len(meta) == 0 || len(meta) > maxMemo ||
 		mm.trace[0] != nil || mm.trace[1] != nil || mm.trace[2] != nil {
 		return found, e
 	}
 	key := bytes.Clone(meta)
-	v := new(modernMeta)
+	v := new(statelessMeta)
 	if _, e := parseMeta(key, v); e == nil && v.on {
 		if slot != nil {
 			slot.Store(&session.Memo{Key: key, Value: v})
@@ -190,7 +190,7 @@ func unsupportedVersion(requested string) *codec.Error {
 }
 
 // rebase moves mm's slices of old to the same place in nw (see rebase).
-func (mm *modernMeta) rebase(old, nw []byte) {
+func (mm *statelessMeta) rebase(old, nw []byte) {
 	mv := mover{old: old, nw: nw}
 	if p, ok := mv.inside(unsafe.Pointer(unsafe.StringData(mm.version)), len(mm.version)); ok && len(mm.version) > 0 {
 		mm.version = unsafe.String(&nw[p], len(mm.version))
@@ -217,22 +217,22 @@ func reject(reply session.Sink, code int) {
 	}
 }
 
-// handleModern serves a request that may be of the stateless revision, of
+// handleStateless serves a request that may be of the stateless revision, of
 // method row. It reports handled false when the request names no
 // protocol version after all: the caller serves it as a request of its
 // session. caller is what Options.Authorize returned for it (nil without
-// authorization): the request's own, kept in its modernMeta for whatever
+// authorization): the request's own, kept in its statelessMeta for whatever
 // serves it. here is route's: a request already on a worker, which serves
 // the request when it needs a handler. code is the JSON-RPC error code of
 // an answer given at once.
-func (s *Server) handleModern(sess *session.Session, m *codec.Message, row *method, frame, out []byte, reply session.Sink, caller any, here *request) (res []byte, code int, queued, handled bool) {
-	var mm modernMeta
+func (s *Server) handleStateless(sess *session.Session, m *codec.Message, row *method, frame, out []byte, reply session.Sink, caller any, here *request) (res []byte, code int, queued, handled bool) {
+	var mm statelessMeta
 	var f toolFields
 	var meta []byte
 	if row.statelessNow == opInlineTool && f.scan(m.Params) {
 		meta = f.meta // the one scan of the params serves both
 	}
-	found, e := s.parseModernMemo(sess, m.Params, meta, &mm)
+	found, e := s.parseStatelessMemo(sess, m.Params, meta, &mm)
 	if !found && e != nil && !sess.Stateless() && row.statelessNow != opDiscover {
 		return out, 0, false, false
 	}
@@ -282,7 +282,7 @@ func (s *Server) appendDiscover(dst, id []byte) ([]byte, int) {
 	res := mcp.DiscoverResult{
 		ResultType:        mcp.ResultComplete,
 		SupportedVersions: mcp.AllVersions[:],
-		Capabilities:      s.modernCapabilities(),
+		Capabilities:      s.statelessCapabilities(),
 		Instructions:      s.opts.Instructions,
 		TTLMs:             s.opts.DiscoverCache.TTL.Milliseconds(),
 		CacheScope:        s.opts.DiscoverCache.Scope(),
@@ -295,9 +295,9 @@ func (s *Server) appendDiscover(dst, id []byte) ([]byte, int) {
 	return codec.AppendResult(dst, id, body), 0
 }
 
-// modernCapabilities returns what the server advertises to 2026-07-28
+// statelessCapabilities returns what the server advertises to 2026-07-28
 // clients (server/discover): Capabilities, with tasks as an extension.
-func (s *Server) modernCapabilities() mcp.ServerCapabilities {
+func (s *Server) statelessCapabilities() mcp.ServerCapabilities {
 	c := s.Capabilities()
 	if c.Tasks != nil {
 		c.Tasks = nil
@@ -313,11 +313,11 @@ func (s *Server) listHint(list handlers.ListName) *handlers.CacheHint {
 }
 
 // What the engine knows of a result it encoded, for the members
-// 2026-07-28 adds to it (finishModern): the tail goes in without a scan.
+// 2026-07-28 adds to it (finishStateless): the tail goes in without a scan.
 type resultShape uint8
 
 const (
-	shapeUnknown resultShape = iota // bytes the engine did not encode (a middleware's): scanned (modernTail)
+	shapeUnknown resultShape = iota // bytes the engine did not encode (a middleware's): scanned (statelessTail)
 	shapePlain                      // an object with neither resultType nor _meta
 	shapeMeta                       // an object with its own _meta (the server's identity merged in), no resultType
 	shapeTyped                      // an object with resultType and no _meta (CreateTaskResult)
@@ -376,14 +376,14 @@ func (s *Server) withServerInfo(meta []byte) []byte {
 	return append(out, meta[end:]...)
 }
 
-// modernTail completes the answer at dst[start:], when it is a result,
+// statelessTail completes the answer at dst[start:], when it is a result,
 // as 2026-07-28 requires: resultType "complete" unless the result has
 // one, the server's identity in its _meta, and, for hint non-nil (a
 // cacheable result), ttlMs and cacheScope unless present. An error
 // answer is left as it is. It scans the result: it serves the results
 // the engine did not encode itself (receiving middleware's); the
 // engine's own get their tail from appendTail.
-func (s *Server) modernTail(dst []byte, start int, hint *handlers.CacheHint) []byte {
+func (s *Server) statelessTail(dst []byte, start int, hint *handlers.CacheHint) []byte {
 	resp := dst[start:]
 	res, found, err := codec.ObjectField(resp, "result")
 	if err != nil || !found || len(res) < 2 || res[0] != '{' {

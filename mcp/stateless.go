@@ -42,11 +42,11 @@ const (
 	CodeUnsupportedProtocolVersion = -32022
 )
 
-// ModernVersions lists the stateless revisions served, newest first.
-var ModernVersions = [...]string{Version20260728}
+// StatelessVersions lists the stateless revisions served, newest first.
+var StatelessVersions = [...]string{Version20260728}
 
-// ModernVersion reports whether v is a stateless revision mcpedge speaks.
-func ModernVersion(v string) bool { return v == Version20260728 }
+// StatelessVersion reports whether v is a stateless revision mcpedge speaks.
+func StatelessVersion(v string) bool { return v == Version20260728 }
 
 // AllVersions lists every revision served, newest first: what
 // server/discover and UnsupportedProtocolVersionError name.

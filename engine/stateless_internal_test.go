@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestModernTail completes results as 2026-07-28 requires, whatever their
+// TestStatelessTail completes results as 2026-07-28 requires, whatever their
 // shape, and leaves errors alone.
-func TestModernTail(t *testing.T) {
+func TestStatelessTail(t *testing.T) {
 	s := New(Options{Name: "srv", Version: "9"})
 	t.Cleanup(func() { s.pool.Release() })
 	info := `"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"srv","version":"9"}}`
@@ -47,7 +47,7 @@ func TestModernTail(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			prefix := `{"earlier":"answer"}`
-			got := s.modernTail([]byte(prefix+tt.in), len(prefix), tt.hint)
+			got := s.statelessTail([]byte(prefix+tt.in), len(prefix), tt.hint)
 			require.True(t, strings.HasPrefix(string(got), prefix), "earlier output changed: %s", got)
 			assert.Equal(t, tt.want, string(got[len(prefix):]))
 			assert.True(t, json.Valid(got[len(prefix):]), "invalid JSON: %s", got)
@@ -106,7 +106,7 @@ func TestRequestState(t *testing.T) {
 
 // TestTailByShape: the tail a result the engine encoded gets from its
 // shape, without a scan (appendTail), is byte for byte what scanning it
-// gives (modernTail), for every shape of result and _meta.
+// gives (statelessTail), for every shape of result and _meta.
 func TestTailByShape(t *testing.T) {
 	s := New(Options{Name: "srv", Version: "9"})
 	t.Cleanup(func() { s.pool.Release() })
@@ -144,17 +144,17 @@ func TestTailByShape(t *testing.T) {
 				ans, err := encode(plain, meta, ans)
 				require.NoError(t, err)
 				ans = append(ans, '}')
-				want := s.modernTail(ans, len(start), plain.cacheHint())
+				want := s.statelessTail(ans, len(start), plain.cacheHint())
 
 				r := &request{s: s}
 				r.msg.ID = []byte("7")
-				r.mod.on = true
+				r.stateless.on = true
 				dst := codec.AppendResultStart(append([]byte(nil), start...), r.msg.ID)
 				body := len(dst)
 				dst, err = encode(r, meta, dst)
 				require.NoError(t, err)
 				require.NotEqual(t, shapeUnknown, r.shape)
-				got, code := s.finishModern(r, dst, len(start), body, nil)
+				got, code := s.finishStateless(r, dst, len(start), body, nil)
 				assert.Equal(t, 0, code)
 				assert.Equal(t, string(want), string(got))
 				assert.True(t, json.Valid(got[len(start):]), "%s", got)
@@ -163,19 +163,19 @@ func TestTailByShape(t *testing.T) {
 	}
 	t.Run("task", func(t *testing.T) {
 		creation := `{"resultType":"task","taskId":"a.b","status":"working"}`
-		want := s.modernTail([]byte(`{"jsonrpc":"2.0","id":7,"result":`+creation+`}`), 0, nil)
+		want := s.statelessTail([]byte(`{"jsonrpc":"2.0","id":7,"result":`+creation+`}`), 0, nil)
 		r := &request{s: s, shape: shapeTyped}
 		r.msg.ID = []byte("7")
-		r.mod.on = true
+		r.stateless.on = true
 		dst := codec.AppendResultStart(nil, r.msg.ID)
 		body := len(dst)
-		got, _ := s.finishModern(r, append(dst, creation...), 0, body, nil)
+		got, _ := s.finishStateless(r, append(dst, creation...), 0, body, nil)
 		assert.Equal(t, string(want), string(got))
 	})
 	t.Run("list page", func(t *testing.T) {
 		m := &codec.Message{ID: []byte(`"p"`), Method: mcp.MethodToolsList}
 		scanned, _ := s.listPage(handlers.ListNameTools, m, nil, nil)
-		want := s.modernTail(scanned, 0, &hint)
+		want := s.statelessTail(scanned, 0, &hint)
 		got, code := s.listPage(handlers.ListNameTools, m, nil, &hint)
 		assert.Equal(t, 0, code)
 		assert.Equal(t, string(want), string(got))
