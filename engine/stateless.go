@@ -15,7 +15,7 @@ import (
 	"github.com/mcpedge/mcpedge/session"
 )
 
-// Revision 2026-07-28 ("modern") is chosen per request: a request whose
+// Revision 2026-07-28, stateless, is chosen per request: a request whose
 // params._meta names io.modelcontextprotocol/protocolVersion, or a
 // server/discover, is served statelessly, with the client's capabilities,
 // info and log level read from that _meta, beside the sessions of the
@@ -26,7 +26,7 @@ import (
 // identity in _meta, cache hints), from what the engine knows of the
 // result it encoded.
 
-// statelessMeta is what the engine reads of a modern request's _meta. Its
+// statelessMeta is what the engine reads of a stateless request's _meta. Its
 // slices alias the request's params.
 type statelessMeta struct {
 	on      bool
@@ -43,7 +43,7 @@ var statelessKeys = []string{
 	mcp.MetaTraceParent, mcp.MetaTraceState, mcp.MetaBaggage,
 }
 
-// errMeta is the answer to a modern request whose _meta is missing or
+// errMeta is the answer to a stateless request whose _meta is missing or
 // malformed.
 func errMeta(msg string) *codec.Error {
 	return codec.NewError(codec.CodeInvalidParams, "invalid params: "+msg)

@@ -117,7 +117,7 @@ func TestStatelessWithoutInitialize(t *testing.T) {
 func TestStatelessAfterInitialize(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	c := f.ready(t, `{}`)
-	c.echo(1, "legacy")
+	c.echo(1, "session")
 	m := c.call(req26(2, "tools/call", `"name":"echo","arguments":{"text":"in a session"}`, `{}`))
 	assert.Equal(t, "in a session", m.text(t))
 	assert.NotContains(t, string(m.Result), "resultType", "served as the session's request")
@@ -126,8 +126,8 @@ func TestStatelessAfterInitialize(t *testing.T) {
 	assert.Equal(t, "{}", string(m.Result))
 
 	stateless := f.client(t)
-	m = stateless.call(req26(5, "tools/call", `"name":"echo","arguments":{"text":"modern"}`, `{}`))
-	assert.Equal(t, "modern", m.text(t))
+	m = stateless.call(req26(5, "tools/call", `"name":"echo","arguments":{"text":"stateless"}`, `{}`))
+	assert.Equal(t, "stateless", m.text(t))
 	assert.Contains(t, string(m.Result), `"resultType":"complete"`)
 }
 

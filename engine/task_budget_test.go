@@ -36,8 +36,8 @@ func limitOf(t testing.TB, m msg) string {
 	return d.Limit
 }
 
-// legacyTaskCall starts a 2025-11-25 task of tool and returns the answer.
-func legacyTaskCall(c *client, id int, tool string) msg {
+// sessionTaskCall starts a 2025-11-25 task of tool and returns the answer.
+func sessionTaskCall(c *client, id int, tool string) msg {
 	c.t.Helper()
 	m, _ := c.send(fmt.Sprint(id), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{},"task":{"ttl":600000}}}`, id, tool))
 	return m
@@ -68,13 +68,13 @@ func TestTaskHoarderLeavesRoom(t *testing.T) {
 		hoarder, other := f.ready(t, `{}`), f.ready(t, `{}`)
 		hoarder.sess.SetRemote(addr("192.0.2.1"))
 		other.sess.SetRemote(addr("203.0.113.9"))
-		created, refused := hoard(t, 64, func(i int) msg { return legacyTaskCall(hoarder, 100+i, "job") })
+		created, refused := hoard(t, 64, func(i int) msg { return sessionTaskCall(hoarder, 100+i, "job") })
 		require.Equal(t, 16, created, "the default share")
 		require.Equal(t, 48, refused)
 		// A second session of the hoarder's address shares its share.
 		again := f.ready(t, `{}`)
 		again.sess.SetRemote(addr("192.0.2.1"))
-		require.Equal(t, engine.LimitTasks, limitOf(t, legacyTaskCall(again, 1, "job")))
+		require.Equal(t, engine.LimitTasks, limitOf(t, sessionTaskCall(again, 1, "job")))
 		// Another client is not locked out.
 		startTask(t, other, 1, "job", 60000)
 		close(f.jobRelease)
@@ -105,7 +105,7 @@ func TestTaskHoarderGoneFreesShare(t *testing.T) {
 		for i := range 4 {
 			startTask(t, hoarder, 10+i, "job", 600000)
 		}
-		require.Equal(t, engine.LimitTasks, limitOf(t, legacyTaskCall(next, 1, "job")))
+		require.Equal(t, engine.LimitTasks, limitOf(t, sessionTaskCall(next, 1, "job")))
 		f.srv.Conn(hoarder.sess).Close(nil)
 		for range 4 {
 			<-f.jobCauses
@@ -162,7 +162,7 @@ func TestTasksWithinWorkers(t *testing.T) {
 	c := f.ready(t, `{}`)
 	created, refused := 0, 0
 	for i := range 20 {
-		m := legacyTaskCall(c, 100+i, "job")
+		m := sessionTaskCall(c, 100+i, "job")
 		if m.Error == nil {
 			created++
 			continue
@@ -311,14 +311,14 @@ func TestShutdownEndsTasks(t *testing.T) {
 	}, handlers.ToolOptions{TaskSupport: mcp.TaskOptional}))
 	m := f.mclient(t, false)
 	m.create("work", `{}`)
-	legacy := newTaskFixture(t, engine.Options{})
-	c := legacy.ready(t, `{}`)
+	sessionEra := newTaskFixture(t, engine.Options{})
+	c := sessionEra.ready(t, `{}`)
 	startTask(t, c, 1, "job", 60000)
 
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	require.NoError(t, legacy.srv.Shutdown(ctx), "a 2025-11-25 task ends at the drain")
-	require.ErrorIs(t, <-legacy.jobCauses, engine.ErrShuttingDown)
+	require.NoError(t, sessionEra.srv.Shutdown(ctx), "a 2025-11-25 task ends at the drain")
+	require.ErrorIs(t, <-sessionEra.jobCauses, engine.ErrShuttingDown)
 
 	m.create("stuck", `{}`)
 	require.Eventually(t, func() bool { return f.srv.RunningTasks() == 2 }, wait, time.Millisecond)

@@ -2,7 +2,7 @@ package mcp
 
 import "github.com/mcpedge/mcpedge/codec"
 
-// Revision 2026-07-28 ("modern"): no sessions; every request carries its
+// Revision 2026-07-28, stateless: no sessions; every request carries its
 // version, capabilities and client info in params._meta.
 
 // Request and result _meta keys of 2026-07-28.

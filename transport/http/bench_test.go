@@ -149,11 +149,11 @@ var handlerCases = []struct{ name, body string }{
 
 // BenchmarkHandler is the server's side alone: the request handler on a
 // parsed request, tools/call of echo (inline), ping, and tools/call of a
-// tool served on the worker pool, answered as JSON; and modern-echo, the
+// tool served on the worker pool, answered as JSON; and stateless-echo, the
 // echo tools/call of a stateless 2026-07-28 client (its headers checked,
 // a stateless session opened and closed).
 func BenchmarkHandler(b *testing.B) {
-	cases := append(handlerCases[:len(handlerCases):len(handlerCases)], struct{ name, body string }{"modern-echo", statelessCall})
+	cases := append(handlerCases[:len(handlerCases):len(handlerCases)], struct{ name, body string }{"stateless-echo", statelessCall})
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			h, ctx := handlerBench(b, tc.body)
