@@ -395,7 +395,7 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, row *method
 
 // listPage answers a list request with the page its cursor names, and
 // the answer's code. tail, when not nil, completes the result as a
-// 2026-07-28 result with the list's cache hint (statelessTail).
+// 2026-07-28 result with the list's cache hint (appendTail).
 func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte, tail *handlers.CacheHint) ([]byte, int) {
 	cursor, ok := routeField(m.Params, "cursor")
 	if !ok {
