@@ -149,6 +149,15 @@ type Config struct {
 	// pass tokens through.
 	KeepToken bool
 
+	// Rules, when not nil, narrow what each caller sees and may use
+	// (CompileRules): the Verifier is then the engine's Policy too.
+	Rules *Rules
+	// ToolScopes are scopes required of the callers of tools, by tool
+	// name, besides the tools' own (handlers.ToolOptions.RequiredScopes):
+	// the config file's [tool.NAME] scopes. The map is the Verifier's
+	// once given.
+	ToolScopes map[string][]string
+
 	// HTTPClient fetches the JWKS and calls introspection; nil means a
 	// client with FetchTimeout.
 	HTTPClient *http.Client
@@ -170,7 +179,13 @@ type Info struct {
 	Expiry time.Time
 	// Token is the raw token when Config.KeepToken is set.
 	Token string
+	// Claims are every claim of a JWT, or every member of an
+	// introspection answer (nil for a static token), as JSON decodes
+	// them: what authorization rules read (Rule.When). Shared: not to be
+	// modified.
+	Claims map[string]any
 
+	class    *Class       // its policy class under the rules of state gen (nil: no rules)
 	anyScope bool         // a static token granted without a scope list
 	static   *staticToken // the entry of a static token (a pointer: printing an Info shows no digest)
 	gen      uint64       // the configuration (state.gen) that verified it
@@ -285,12 +300,13 @@ var (
 	vkeySeed = maphash.MakeSeed()
 )
 
-// setGen marks st's static tokens as verified under st. It runs before
-// st is published.
+// setGen marks st's static tokens as verified under st, with their
+// policy class. It runs before st is published.
 func (st *state) setGen() {
 	for i := range st.static {
 		in := *st.static[i].info
 		in.gen, in.static = st.gen, &st.static[i]
+		in.class = st.cfg.Rules.classOf(&in)
 		st.static[i].info = &in
 	}
 }
@@ -450,6 +466,7 @@ func (v *Verifier) verify(ctx context.Context, st *state, token string, sum *[sh
 		return nil, err
 	}
 	info.gen, info.vkey = st.gen, st.vkey
+	info.class = st.cfg.Rules.classOf(info)
 	if st.cfg.KeepToken {
 		info.Token = strings.Clone(token)
 	}

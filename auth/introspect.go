@@ -47,8 +47,13 @@ func (st *state) introspect(ctx context.Context, token string, now time.Time) (*
 	if resp.StatusCode != http.StatusOK {
 		return nil, invalid("introspection failed")
 	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return nil, invalid("introspection unavailable")
+	}
 	var r introspection
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&r); err != nil {
+	var claims map[string]any
+	if json.Unmarshal(body, &r) != nil || json.Unmarshal(body, &claims) != nil {
 		return nil, invalid("introspection failed")
 	}
 	switch {
@@ -63,7 +68,7 @@ func (st *state) introspect(ctx context.Context, token string, now time.Time) (*
 	case len(r.Aud) > 0 && !audHas(r.Aud, cfg.Audience):
 		return nil, invalid("token not issued for this resource")
 	}
-	info := &Info{Subject: r.Sub, ClientID: r.ClientID, Scopes: strings.Fields(r.Scope)}
+	info := &Info{Subject: r.Sub, ClientID: r.ClientID, Scopes: strings.Fields(r.Scope), Claims: claims}
 	if r.Exp != 0 {
 		info.Expiry = time.Unix(r.Exp, 0).Add(cfg.Skew)
 	}

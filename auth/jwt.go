@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -130,7 +131,24 @@ func (st *state) verifyJWT(token string) (*Info, error) {
 		info.Expiry = c.ExpiresAt.Add(st.cfg.Skew)
 	}
 	info.Scopes = scopes(c.Scope, c.Scp)
+	info.Claims = payloadClaims(token)
 	return info, nil
+}
+
+// payloadClaims returns every claim of token, a JWT whose signature was
+// verified: its payload decoded as a JSON object.
+func payloadClaims(token string) map[string]any {
+	_, rest, _ := strings.Cut(token, ".")
+	payload, _, _ := strings.Cut(rest, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(payload, "="))
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	return m
 }
 
 // scpList is the scp claim: an array of scopes, or one space-separated

@@ -29,6 +29,9 @@ type Options struct {
 	// PageSize is the number of items per list page; <= 0 means
 	// DefaultPageSize.
 	PageSize int
+	// MaxClasses is how many classes of callers' views each list keeps
+	// (Class, SetMaxClasses); <= 0 means DefaultMaxClasses.
+	MaxClasses int
 }
 
 // Registry holds the tools, resources, resource templates, prompts and
@@ -52,6 +55,8 @@ type Registry struct {
 	onChange atomic.Pointer[[]func(ListKind)] // copy on write under mu
 
 	listHints [4]atomic.Pointer[CacheHint] // by ListName
+
+	maxClasses atomic.Int64 // views kept per list (SetMaxClasses)
 }
 
 // snapshot is the immutable state readers see. A change copies the struct,
@@ -71,6 +76,7 @@ func NewRegistry(opts Options) *Registry {
 		ps = DefaultPageSize
 	}
 	r := &Registry{pageSize: ps}
+	r.SetMaxClasses(opts.MaxClasses)
 	r.snap.Store(&snapshot{
 		tools:       newSet[*toolEntry](ListNameTools, ps),
 		resources:   newSet[*resourceEntry](ListNameResources, ps),

@@ -37,8 +37,9 @@ var notInFile = map[string]bool{"config": true, "version": true}
 
 // applySources parses args into fs and fills the flags not given there
 // from the environment and then the config file (-config, or
-// MCPEDGE_CONFIG). Every error names the flag, the variable or the key.
-func applySources(fs *flag.FlagSet, args []string) error {
+// MCPEDGE_CONFIG), whose tables it parses into tables (tables.go). Every
+// error names the flag, the variable or the key.
+func applySources(fs *flag.FlagSet, args []string, tables *fileTables) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,7 +62,7 @@ func applySources(fs *flag.FlagSet, args []string) error {
 		}
 	}
 	if path != "" {
-		vals, err := readConfigFile(path, fs)
+		vals, err := readConfigFile(path, fs, tables)
 		if err != nil {
 			return err
 		}
@@ -103,19 +104,33 @@ type keyValue struct{ name, value string }
 
 // readConfigFile reads a TOML file whose keys are flag names and returns
 // each key with its value in the string form its flag parses, sorted by
-// key. An unknown key, a table, or a value of a type no flag takes is
-// an error naming the key.
-func readConfigFile(path string, fs *flag.FlagSet) ([]keyValue, error) {
+// key; its tables (tableKeys) are parsed into tables. An unknown key, a
+// table not in tableKeys, or a value of a type no flag takes is an error
+// naming the key.
+func readConfigFile(path string, fs *flag.FlagSet, tables *fileTables) ([]keyValue, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	return parseConfig(data, path, fs, tables)
+}
+
+// parseConfig is readConfigFile of the file's contents, data.
+func parseConfig(data []byte, path string, fs *flag.FlagSet, tables *fileTables) ([]keyValue, error) {
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
+	*tables = fileTables{}
 	out := make([]keyValue, 0, len(raw))
-	for name, v := range raw {
+	for _, name := range sortedKeys(raw) {
+		v := raw[name]
+		if parse, ok := tableKeys[name]; ok {
+			if err := parse(tables, v); err != nil {
+				return nil, fmt.Errorf("config %s: [%s]: %w", path, name, err)
+			}
+			continue
+		}
 		if fs.Lookup(name) == nil || notInFile[name] {
 			return nil, fmt.Errorf("config %s: unknown key %q", path, name)
 		}
@@ -125,7 +140,6 @@ func readConfigFile(path string, fs *flag.FlagSet) ([]keyValue, error) {
 		}
 		out = append(out, keyValue{name, s})
 	}
-	slices.SortFunc(out, func(a, b keyValue) int { return strings.Compare(a.name, b.name) })
 	return out, nil
 }
 
@@ -196,6 +210,9 @@ func validate(c *config) error {
 	}
 	if c.stateTTL <= 0 {
 		return fmt.Errorf("-state-ttl: %v: must be positive", c.stateTTL)
+	}
+	if c.auth.maxClasses <= 0 {
+		return fmt.Errorf("-auth-max-classes: %d: must be positive", c.auth.maxClasses)
 	}
 	if c.maxTasks <= 0 {
 		return fmt.Errorf("-max-tasks: %d: must be positive", c.maxTasks)
