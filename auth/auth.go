@@ -21,6 +21,7 @@ package auth
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"hash/maphash"
 	"log/slog"
@@ -179,17 +180,27 @@ type Info struct {
 	Expiry time.Time
 	// Token is the raw token when Config.KeepToken is set.
 	Token string
-	// Claims are every claim of a JWT, or every member of an
-	// introspection answer (nil for a static token), as JSON decodes
-	// them: what authorization rules read (Rule.When). Shared: not to be
-	// modified.
-	Claims map[string]any
-
+	claims   []byte       // the JWT's payload, or the introspection answer: a JSON object (Claims)
 	class    *Class       // its policy class under the rules of state gen (nil: no rules)
 	anyScope bool         // a static token granted without a scope list
 	static   *staticToken // the entry of a static token (a pointer: printing an Info shows no digest)
 	gen      uint64       // the configuration (state.gen) that verified it
 	vkey     uint64       // that configuration's verification settings (state.vkey)
+}
+
+// Claims returns every claim of the caller's JWT, or every member of its
+// introspection answer, as encoding/json decodes them into a map: what
+// authorization rules read as claims (Rule.When). It decodes them anew
+// on each call (they are kept encoded); nil for a static token.
+func (i *Info) Claims() map[string]any {
+	if len(i.claims) == 0 {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(i.claims, &m) != nil {
+		return nil
+	}
+	return m
 }
 
 // AuthSubject returns Subject: Info is an engine.Subject, what the engine

@@ -131,24 +131,20 @@ func (st *state) verifyJWT(token string) (*Info, error) {
 		info.Expiry = c.ExpiresAt.Add(st.cfg.Skew)
 	}
 	info.Scopes = scopes(c.Scope, c.Scp)
-	info.Claims = payloadClaims(token)
+	info.claims = payload(token)
 	return info, nil
 }
 
-// payloadClaims returns every claim of token, a JWT whose signature was
-// verified: its payload decoded as a JSON object.
-func payloadClaims(token string) map[string]any {
+// payload returns the payload of token, a JWT whose signature was
+// verified: its claims, a JSON object.
+func payload(token string) []byte {
 	_, rest, _ := strings.Cut(token, ".")
-	payload, _, _ := strings.Cut(rest, ".")
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(payload, "="))
+	p, _, _ := strings.Cut(rest, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(p, "="))
 	if err != nil {
 		return nil
 	}
-	var m map[string]any
-	if json.Unmarshal(raw, &m) != nil {
-		return nil
-	}
-	return m
+	return raw
 }
 
 // scpList is the scp claim: an array of scopes, or one space-separated

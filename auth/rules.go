@@ -249,7 +249,7 @@ func ruleVars(info *Info) map[string]any {
 	if scopes == nil {
 		scopes = []string{}
 	}
-	claims := info.Claims
+	claims := info.Claims()
 	if claims == nil {
 		claims = map[string]any{}
 	}

@@ -2,10 +2,14 @@ package auth_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -286,4 +290,97 @@ func newEngine(t *testing.T, v *auth.Verifier) *engine.Server {
 	}
 	require.NoError(t, srv.Registry().AddTool(&mcp.Tool{Name: "both"}, h, handlers.ToolOptions{RequiredScopes: []string{"files:read"}}))
 	return srv
+}
+
+// BenchmarkClass measures the policy class lookup of a verified caller
+// (what the engine asks per request that lists or names an item), with
+// and without rules, and the evaluation of five rules' conditions on a
+// token (what a new token costs once).
+func BenchmarkClass(b *testing.B) {
+	is := authtest.NewIssuer()
+	defer is.Server.Close()
+	rules := []auth.Rule{
+		{Effect: "allow", Tools: []string{"admin_*"}, When: `"admin" in scopes`},
+		{Effect: "deny", Tools: []string{"admin_*"}},
+		{Effect: "deny", Tools: []string{"ops_*"}, When: `!has(claims.team) || claims.team != "ops"`},
+		{Effect: "allow", Tools: []string{"*"}, When: `"mcp" in scopes && subject.startsWith("al")`},
+		{Effect: "deny", Tools: []string{"*"}, When: `sets.intersects(scopes, ["banned", "suspended"])`},
+	}
+	p, err := auth.CompileRules(rules, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok := authtest.Sign("rsa1", "RS256", authtest.Good(aud, iss, "mcp files:read"))
+	for _, bc := range []struct {
+		name  string
+		rules *auth.Rules
+	}{{"rules-off", nil}, {"rules-on", p}} {
+		b.Run("lookup/"+bc.name, func(b *testing.B) {
+			v := newVerifier(b, is, func(c *auth.Config) { c.Rules = bc.rules })
+			info, err := v.Verify(context.Background(), tok)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = v.Class(info)
+			}
+		})
+	}
+	b.Run("evaluate/5-rules", func(b *testing.B) {
+		v := newVerifier(b, is, func(c *auth.Config) { c.Rules = p })
+		info, err := v.Verify(context.Background(), tok)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p2, _ := auth.CompileRules(rules, 0)
+		cfg := v.Config()
+		cfg.Rules = p2 // info's class is of p: Class evaluates anew
+		v2 := newVerifier(b, is, func(c *auth.Config) { *c = cfg })
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = v2.Class(info)
+		}
+	})
+}
+
+// The members of an introspection answer are claims to rules, and what
+// Info.Claims returns; a JWT's claims likewise.
+func TestRulesIntrospectedClaims(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		team := strings.TrimPrefix(r.PostForm.Get("token"), "opaque-")
+		_ = json.NewEncoder(w).Encode(map[string]any{"active": true, "scope": "mcp", "sub": "bob", "team": team,
+			"exp": time.Now().Add(time.Hour).Unix()})
+	}))
+	defer srv.Close()
+	p, err := auth.CompileRules([]auth.Rule{{Effect: "deny", Tools: []string{"ops_*"}, When: `claims.team != "ops"`}}, 0)
+	require.NoError(t, err)
+	v, err := auth.New(auth.Config{Audience: aud, Scopes: []string{"mcp"}, IntrospectionURL: srv.URL, Rules: p})
+	require.NoError(t, err)
+	defer v.Close()
+	ctx := context.Background()
+	ops, err := v.Verify(ctx, "opaque-ops")
+	require.NoError(t, err)
+	assert.Equal(t, "ops", ops.Claims()["team"])
+	assert.True(t, v.Class(ops).Allows(handlers.ListNameTools, "ops_deploy"))
+	dev, err := v.Verify(ctx, "opaque-dev")
+	require.NoError(t, err)
+	assert.False(t, v.Class(dev).Allows(handlers.ListNameTools, "ops_deploy"))
+
+	is := authtest.NewIssuer()
+	defer is.Server.Close()
+	jv := newVerifier(t, is, nil)
+	c := authtest.Good(aud, iss, "mcp")
+	c["groups"] = []string{"a", "b"}
+	info, err := jv.Verify(ctx, authtest.Sign("rsa1", "RS256", c))
+	require.NoError(t, err)
+	assert.Equal(t, []any{"a", "b"}, info.Claims()["groups"])
+	assert.Equal(t, "alice", info.Claims()["sub"])
+	static, err := auth.New(auth.Config{Audience: aud, Tokens: []string{"tok"}})
+	require.NoError(t, err)
+	defer static.Close()
+	si, err := static.Verify(ctx, "tok")
+	require.NoError(t, err)
+	assert.Nil(t, si.Claims())
 }

@@ -292,3 +292,32 @@ func TestViewsConcurrent(t *testing.T) {
 	names, _ := pageNames(t, r, classes[3])
 	assert.Len(t, names, 50)
 }
+
+// BenchmarkViews measures what a class costs a request: a list page
+// without a class (ListPage) and with one (its view looked up), and the
+// check of a tool a call names (Allowed).
+func BenchmarkViews(b *testing.B) {
+	r := viewRegistry(b)
+	c := &prefixClass{prefixes: []string{"a"}}
+	for _, bc := range []struct {
+		name  string
+		class Class
+	}{{"no-class", nil}, {"class", c}} {
+		b.Run("list/"+bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := r.ListPageFor(bc.class, ListNameTools, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("check/"+bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if r.Check(bc.class, ListNameTools, "a3") != nil {
+					b.Fatal("refused")
+				}
+			}
+		})
+	}
+}
