@@ -479,12 +479,16 @@ func TestRulesListChangedAndReload(t *testing.T) {
 		return newLineCaller(t, nc, nc, tok, false)
 	}
 	guest, admin := dial("guest-token"), dial("admin-token")
+	opsClaims := authtest.Good(rulesAud, rulesIss, "mcp")
+	opsClaims["team"] = "ops"
+	ops := dial(authtest.Sign("rsa1", "RS256", opsClaims))
 	names := func(c *lineCaller) []string {
 		n, _ := listAll(t, c.call, mcp.MethodToolsList, "tools", "name")
 		return n
 	}
 	assert.Equal(t, []string{"echo", "block"}, names(guest))
 	assert.Equal(t, []string{"echo", "block", "admin_reset"}, names(admin))
+	assert.Equal(t, []string{"echo", "block", "ops_deploy"}, names(ops))
 
 	ok := func(context.Context, *mcpedge.CallToolRequest, struct{}) (*mcpedge.CallToolResult, any, error) {
 		return mcpedge.TextResult("ok"), nil, nil
@@ -505,6 +509,7 @@ func TestRulesListChangedAndReload(t *testing.T) {
 	require.NoError(t, v.Reload(cfg))
 	assert.Equal(t, []string{"echo", "block", "ops_deploy", "status"}, names(guest))
 	assert.Equal(t, []string{"echo", "block", "ops_deploy", "status"}, names(admin))
+	assert.Equal(t, []string{"echo", "block", "ops_deploy", "status"}, names(ops), "a JWT's session, its rules evaluated again")
 	a := admin.call(mcp.MethodToolsCall, `"name":"admin_reset","arguments":{}`, "")
 	require.NotNil(t, a.Error)
 	assert.Equal(t, "unknown tool: admin_reset", a.Error.Message)

@@ -38,6 +38,10 @@ var _ engine.Authorizer = (*Verifier)(nil)
 // asks again from a worker. Every refusal is counted (OnFailure).
 func (v *Verifier) Authorize(ctx context.Context, sess *session.Session, _ string, params []byte, block bool) (any, error) {
 	if info, ok := sess.Auth().(*Info); ok && info != nil {
+		if !block && v.reevaluate(info) {
+			// Its rules' conditions to evaluate again: CEL, on a worker.
+			return nil, engine.ErrAuthWouldBlock
+		}
 		cur, err := v.current(info, time.Now())
 		if err != nil {
 			v.failed()
@@ -103,6 +107,16 @@ func (v *Verifier) Class(caller any) handlers.Class {
 		return c
 	}
 	return rules.classOf(info)
+}
+
+// reevaluate reports whether rechecking info (current) under the
+// configuration in force evaluates rules' conditions: a JWT or an
+// introspected token verified under other rules. A static token's class
+// comes with its entry.
+func (v *Verifier) reevaluate(info *Info) bool {
+	st := v.st.Load()
+	return info.gen != st.gen && info.static == nil && st.cfg.Rules != nil &&
+		(info.class == nil || info.class.rules != st.cfg.Rules)
 }
 
 // current returns the caller info as the configuration in force sees it

@@ -19,6 +19,7 @@ import (
 	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/internal/authtest"
 	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/mcpedge/mcpedge/session"
 )
 
 func TestCompileRulesErrors(t *testing.T) {
@@ -383,4 +384,40 @@ func TestRulesIntrospectedClaims(t *testing.T) {
 	si, err := static.Verify(ctx, "tok")
 	require.NoError(t, err)
 	assert.Nil(t, si.Claims())
+}
+
+// After a reload that changes the rules, a session's JWT caller has its
+// conditions evaluated again on a worker, not on the event loop: asked
+// without leave to block, Authorize defers it once.
+func TestRulesRecheckOffTheLoop(t *testing.T) {
+	is := authtest.NewIssuer()
+	defer is.Server.Close()
+	p1, err := auth.CompileRules([]auth.Rule{{Effect: "deny", Tools: []string{"a"}, When: `"mcp" in scopes`}}, 0)
+	require.NoError(t, err)
+	v := newVerifier(t, is, func(c *auth.Config) { c.Rules = p1; c.Tokens = []string{"static mcp"} })
+	ctx := context.Background()
+	jwtInfo, err := v.Verify(ctx, authtest.Sign("rsa1", "RS256", authtest.Good(aud, iss, "mcp")))
+	require.NoError(t, err)
+	staticInfo, err := v.Verify(ctx, "static")
+	require.NoError(t, err)
+	jwtSess, staticSess := session.New(ctx, nil), session.New(ctx, nil)
+	jwtSess.SetAuth(jwtInfo)
+	staticSess.SetAuth(staticInfo)
+
+	p2, err := auth.CompileRules([]auth.Rule{{Effect: "deny", Tools: []string{"b"}, When: `"mcp" in scopes`}}, 0)
+	require.NoError(t, err)
+	cfg := v.Config()
+	cfg.Rules = p2
+	require.NoError(t, v.Reload(cfg))
+	_, err = v.Authorize(ctx, jwtSess, "tools/list", nil, false)
+	require.ErrorIs(t, err, engine.ErrAuthWouldBlock)
+	c, err := v.Authorize(ctx, jwtSess, "tools/list", nil, true)
+	require.NoError(t, err)
+	assert.False(t, v.Class(c).Allows(handlers.ListNameTools, "b"))
+	assert.True(t, v.Class(c).Allows(handlers.ListNameTools, "a"))
+	_, err = v.Authorize(ctx, jwtSess, "tools/list", nil, false)
+	require.NoError(t, err, "once rechecked, decided on the loop")
+	c, err = v.Authorize(ctx, staticSess, "tools/list", nil, false)
+	require.NoError(t, err, "a static token's class comes with its entry")
+	assert.False(t, v.Class(c).Allows(handlers.ListNameTools, "b"))
 }

@@ -1,8 +1,10 @@
 package handlers
 
 import (
+	"cmp"
 	"encoding/binary"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -290,6 +292,84 @@ func (s *set[T]) makeView(c Class, max int) *set[T] {
 	next[c] = cv
 	vs.classes.Store(&next)
 	return sh.s
+}
+
+// changed has the views of old, the snapshot a change replaced, made
+// again for the snapshot in force by a goroutine of its own (warmViews),
+// unless old has none (no classes: no rules) or one runs already, which
+// then makes another pass. So the first request of a class after a change
+// finds its view made (but for a request that comes first, which makes it
+// itself), neither the event loop that serves it nor the goroutine that
+// made the change pays for it, and a burst of changes (a gateway
+// mirroring an upstream's list) is caught up with in a few passes, not
+// one per change.
+func (r *Registry) changed(old *snapshot) {
+	r.warmMu.Lock()
+	defer r.warmMu.Unlock()
+	if r.warming {
+		r.warmDirty = true // old may have no views yet: the pass running makes them
+		return
+	}
+	if old.tools.views.Load() == nil && old.resources.views.Load() == nil &&
+		old.templates.views.Load() == nil && old.prompts.views.Load() == nil {
+		return
+	}
+	r.warming, r.warmBase = true, old
+	go r.warmViews()
+}
+
+// warmViews makes, for every class that had a view of a list of the
+// snapshot it starts from, its view of that list in the snapshot in
+// force, and again while changes came meanwhile.
+func (r *Registry) warmViews() {
+	r.warmMu.Lock()
+	base := r.warmBase
+	r.warmMu.Unlock()
+	for {
+		cur := r.snap.Load()
+		max := int(r.maxClasses.Load())
+		cur.tools.warm(base.tools, max)
+		cur.resources.warm(base.resources, max)
+		cur.templates.warm(base.templates, max)
+		cur.prompts.warm(base.prompts, max)
+		r.warmMu.Lock()
+		if !r.warmDirty {
+			r.warming, r.warmBase = false, nil
+			r.warmMu.Unlock()
+			return
+		}
+		r.warmDirty = false
+		r.warmMu.Unlock()
+		base = cur
+	}
+}
+
+// warm makes, for every class that has a view of old (at most max), its
+// view of s, a set that replaced old, in the order they were last used.
+func (s *set[T]) warm(old *set[T], limit int) {
+	if s == old {
+		return
+	}
+	vs := old.views.Load()
+	if vs == nil {
+		return
+	}
+	m := vs.classes.Load()
+	if m == nil {
+		return
+	}
+	type used struct {
+		c Class
+		u uint64
+	}
+	classes := make([]used, 0, len(*m))
+	for c, cv := range *m {
+		classes = append(classes, used{c, cv.used.Load()})
+	}
+	slices.SortFunc(classes, func(a, b used) int { return cmp.Compare(a.u, b.u) })
+	for _, c := range classes[max(0, len(classes)-limit):] {
+		s.view(c.c, limit)
+	}
 }
 
 // drop releases a class's use of sh, forgetting sh when no class uses it.

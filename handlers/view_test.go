@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -146,9 +147,11 @@ func TestViewsShared(t *testing.T) {
 	}
 	assert.Equal(t, asked, c1.asked.Load(), "the view is kept")
 	require.NoError(t, r.AddTool(&mcp.Tool{Name: "a9"}, noopTool))
+	r.waitWarm()
+	assert.Equal(t, asked+11, c1.asked.Load(), "asked again, once per item, after the change")
 	names, _ := pageNames(t, r, c1)
 	assert.Equal(t, []string{"a0", "a1", "a2", "a3", "a4", "a9"}, names, "a change of the list is seen")
-	assert.Equal(t, asked+11, c1.asked.Load(), "asked again, once per item")
+	assert.Equal(t, asked+11, c1.asked.Load(), "the view was made after the change, not by the request")
 	assert.Equal(t, int64(0), (&prefixClass{}).asked.Load())
 }
 
@@ -320,4 +323,42 @@ func BenchmarkViews(b *testing.B) {
 			}
 		})
 	}
+}
+
+// waitWarm waits for the views' goroutine (warmViews) to end.
+func (r *Registry) waitWarm() {
+	for {
+		r.warmMu.Lock()
+		w := r.warming
+		r.warmMu.Unlock()
+		if !w {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// A burst of changes is caught up with: each class ends with its view of
+// the last list, made by the views' goroutine.
+func TestViewsWarmedAfterBurst(t *testing.T) {
+	r := viewRegistry(t)
+	a, b := &prefixClass{prefixes: []string{"a"}}, &prefixClass{prefixes: []string{"b"}}
+	_, _ = r.ListPageFor(a, ListNameTools, "")
+	_, _ = r.ListPageFor(b, ListNameTools, "")
+	for i := range 200 {
+		require.NoError(t, r.AddTool(&mcp.Tool{Name: "a1" + strconv.Itoa(i)}, noopTool))
+	}
+	r.waitWarm()
+	asked := a.asked.Load()
+	names, _ := pageNames(t, r, a)
+	assert.Len(t, names, 205)
+	assert.Equal(t, asked, a.asked.Load(), "a's view of the last list was made")
+	assert.Less(t, asked, int64(200*100), "not one pass per change")
+
+	// Without classes, no goroutine.
+	plain := viewRegistry(t)
+	require.NoError(t, plain.AddTool(&mcp.Tool{Name: "z"}, noopTool))
+	plain.warmMu.Lock()
+	assert.False(t, plain.warming)
+	plain.warmMu.Unlock()
 }
