@@ -179,7 +179,8 @@ type Info struct {
 	// Expiry is when the token expires (zero: never, for static tokens).
 	Expiry time.Time
 	// Token is the raw token when Config.KeepToken is set.
-	Token    string
+	Token string
+
 	claims   []byte       // the JWT's payload, or the introspection answer: a JSON object (Claims)
 	class    *Class       // its policy class under the rules of state gen (nil: no rules)
 	anyScope bool         // a static token granted without a scope list
