@@ -185,7 +185,7 @@ func (s *Server) answersItself(sess *session.Session, m *codec.Message) bool {
 		mcp.MethodTasksGet, mcp.MethodTasksList, mcp.MethodTasksCancel:
 		return true
 	case mcp.MethodResourcesRead:
-		_, ok := s.staticRead(m)
+		_, ok := s.staticRead(m, s.sessionClass(sess))
 		return ok
 	}
 	return false

@@ -270,13 +270,17 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 	case mcp.MethodServerDiscover:
 		return s.appendDiscover(out, m.ID), false, true
 	case mcp.MethodToolsList:
-		return s.modernTail(s.listPage(handlers.ListNameTools, m, out), start, s.listHint(handlers.ListNameTools)), false, true
+		c := s.class(caller)
+		return s.modernTail(s.listPage(handlers.ListNameTools, m, out, c), start, s.listHint(handlers.ListNameTools, c)), false, true
 	case mcp.MethodResourcesList:
-		return s.modernTail(s.listPage(handlers.ListNameResources, m, out), start, s.listHint(handlers.ListNameResources)), false, true
+		c := s.class(caller)
+		return s.modernTail(s.listPage(handlers.ListNameResources, m, out, c), start, s.listHint(handlers.ListNameResources, c)), false, true
 	case mcp.MethodResourcesTemplatesList:
-		return s.modernTail(s.listPage(handlers.ListNameTemplates, m, out), start, s.listHint(handlers.ListNameTemplates)), false, true
+		c := s.class(caller)
+		return s.modernTail(s.listPage(handlers.ListNameTemplates, m, out, c), start, s.listHint(handlers.ListNameTemplates, c)), false, true
 	case mcp.MethodPromptsList:
-		return s.modernTail(s.listPage(handlers.ListNamePrompts, m, out), start, s.listHint(handlers.ListNamePrompts)), false, true
+		c := s.class(caller)
+		return s.modernTail(s.listPage(handlers.ListNamePrompts, m, out, c), start, s.listHint(handlers.ListNamePrompts, c)), false, true
 	case mcp.MethodSubscriptionsListen:
 		return s.listen(sess, m, &mm, frame, out, reply)
 	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
@@ -328,9 +332,14 @@ func (s *Server) ModernCapabilities() mcp.ServerCapabilities {
 	return c
 }
 
-// listHint returns the cache hint of a list's results.
-func (s *Server) listHint(list handlers.ListName) *handlers.CacheHint {
+// listHint returns the cache hint of a list's results as the callers of
+// class c get them: never public when a class narrows them (c not nil),
+// since another caller's list may differ.
+func (s *Server) listHint(list handlers.ListName, c handlers.Class) *handlers.CacheHint {
 	h := s.reg.ListCacheHint(list)
+	if c != nil {
+		h.Public = false
+	}
 	return &h
 }
 
