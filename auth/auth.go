@@ -21,6 +21,7 @@ package auth
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"hash/maphash"
 	"log/slog"
@@ -149,6 +150,15 @@ type Config struct {
 	// pass tokens through.
 	KeepToken bool
 
+	// Rules, when not nil, narrow what each caller sees and may use
+	// (CompileRules): the Verifier is then the engine's Policy too.
+	Rules *Rules
+	// ToolScopes are scopes required of the callers of tools, by tool
+	// name, besides the tools' own (handlers.ToolOptions.RequiredScopes):
+	// the config file's [tool.NAME] scopes. The map is the Verifier's
+	// once given.
+	ToolScopes map[string][]string
+
 	// HTTPClient fetches the JWKS and calls introspection; nil means a
 	// client with FetchTimeout.
 	HTTPClient *http.Client
@@ -171,10 +181,27 @@ type Info struct {
 	// Token is the raw token when Config.KeepToken is set.
 	Token string
 
+	claims   []byte       // the JWT's payload, or the introspection answer: a JSON object (Claims)
+	class    *Class       // its policy class under the rules of state gen (nil: no rules)
 	anyScope bool         // a static token granted without a scope list
 	static   *staticToken // the entry of a static token (a pointer: printing an Info shows no digest)
 	gen      uint64       // the configuration (state.gen) that verified it
 	vkey     uint64       // that configuration's verification settings (state.vkey)
+}
+
+// Claims returns every claim of the caller's JWT, or every member of its
+// introspection answer, as encoding/json decodes them into a map: what
+// authorization rules read as claims (Rule.When). It decodes them anew
+// on each call (they are kept encoded); nil for a static token.
+func (i *Info) Claims() map[string]any {
+	if len(i.claims) == 0 {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(i.claims, &m) != nil {
+		return nil
+	}
+	return m
 }
 
 // AuthSubject returns Subject: Info is an engine.Subject, what the engine
@@ -285,12 +312,13 @@ var (
 	vkeySeed = maphash.MakeSeed()
 )
 
-// setGen marks st's static tokens as verified under st. It runs before
-// st is published.
+// setGen marks st's static tokens as verified under st, with their
+// policy class. It runs before st is published.
 func (st *state) setGen() {
 	for i := range st.static {
 		in := *st.static[i].info
 		in.gen, in.static = st.gen, &st.static[i]
+		in.class = st.cfg.Rules.classOf(&in)
 		st.static[i].info = &in
 	}
 }
@@ -450,6 +478,7 @@ func (v *Verifier) verify(ctx context.Context, st *state, token string, sum *[sh
 		return nil, err
 	}
 	info.gen, info.vkey = st.gen, st.vkey
+	info.class = st.cfg.Rules.classOf(info)
 	if st.cfg.KeepToken {
 		info.Token = strings.Clone(token)
 	}

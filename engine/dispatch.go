@@ -305,7 +305,7 @@ func (s *Server) fastDirect(sess *session.Session, m *codec.Message, row *method
 	case opInitialize:
 		dst, code = s.initialize(sess, m, dst)
 	case opListPage:
-		dst, code = s.listPage(row.list, m, dst, nil)
+		dst, code = s.listPage(row.list, m, dst, s.sessionClass(sess), nil)
 	case opSetLevel:
 		dst, code = s.setLevel(sess, m, dst)
 	case opSubscribe:
@@ -317,7 +317,7 @@ func (s *Server) fastDirect(sess *session.Session, m *codec.Message, row *method
 	case opInlineTool:
 		return s.inlineTool(sess, m, row, dst, f, nil, nil)
 	case opStaticRead:
-		res, ok := s.staticRead(m)
+		res, ok := s.staticRead(m, s.sessionClass(sess))
 		if !ok {
 			return dst, 0, false
 		}
@@ -328,9 +328,19 @@ func (s *Server) fastDirect(sess *session.Session, m *codec.Message, row *method
 	return dst, code, true
 }
 
+// sessionClass returns the policy class of the caller of sess (class),
+// for a request of an older revision, whose caller is its session's.
+func (s *Server) sessionClass(sess *session.Session) handlers.Class {
+	if s.policy == nil {
+		return nil
+	}
+	return s.policy.Class(sess.Auth())
+}
+
 // staticRead returns the result of resources/read m when it reads a static
-// resource.
-func (s *Server) staticRead(m *codec.Message) ([]byte, bool) {
+// resource that class c allows (nil: any): a hidden one is left to the
+// handler path, which answers it as a URI nothing serves.
+func (s *Server) staticRead(m *codec.Message, c handlers.Class) ([]byte, bool) {
 	uri, ok := routeField(m.Params, "uri")
 	if !ok {
 		p, err := decodeRouting(m.Params)
@@ -339,6 +349,9 @@ func (s *Server) staticRead(m *codec.Message) ([]byte, bool) {
 		}
 		defer putRouting(p)
 		uri = p.URI
+	}
+	if c != nil && !s.reg.Allowed(c, handlers.ListNameResources, uri) {
+		return nil, false
 	}
 	return s.reg.StaticResourceResult(uri)
 }
@@ -368,6 +381,9 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, row *method
 	if o, ok := s.reg.ToolOptionsOf(name); !ok || !o.NonBlocking {
 		return dst, 0, false
 	}
+	if s.policy != nil && !s.reg.Allowed(s.class(callerOf(sess, mm)), handlers.ListNameTools, name) {
+		return dst, 0, false // callTool answers it as a tool that does not exist
+	}
 	if mm != nil && mm.on {
 		// A tool that supports tasks may become one (toolTask).
 		if t, ok := s.reg.Tool(name); ok && t.Execution != nil && t.Execution.TaskSupport != "" && t.Execution.TaskSupport != mcp.TaskForbidden {
@@ -393,10 +409,11 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, row *method
 	return dst, code, true
 }
 
-// listPage answers a list request with the page its cursor names, and
-// the answer's code. tail, when not nil, completes the result as a
-// 2026-07-28 result with the list's cache hint (appendTail).
-func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte, tail *handlers.CacheHint) ([]byte, int) {
+// listPage answers a list request m with the page its cursor names of
+// the list as class c sees it (nil: the whole list), and the answer's
+// code. tail, when not nil, completes the result as a 2026-07-28 result
+// with the list's cache hint (appendTail).
+func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte, c handlers.Class, tail *handlers.CacheHint) ([]byte, int) {
 	cursor, ok := routeField(m.Params, "cursor")
 	if !ok {
 		p, err := decodeRouting(m.Params)
@@ -406,7 +423,7 @@ func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte, 
 		cursor = p.Cursor
 		defer putRouting(p)
 	}
-	page, err := s.reg.ListPage(list, cursor)
+	page, err := s.reg.ListPageFor(c, list, cursor)
 	if err != nil {
 		return errObject(dst, m.ID, codec.AsError(err))
 	}
@@ -449,6 +466,13 @@ func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) 
 	}
 	if len(p.URI) > maxSubscriptionURI {
 		return errAnswer(dst, m.ID, codec.CodeInvalidParams, errLongURI)
+	}
+	if c := s.sessionClass(sess); c != nil {
+		// A URI the caller may not read, hidden or served by nothing
+		// alike: nothing to subscribe to.
+		if err := s.reg.CheckRead(c, p.URI); err != nil {
+			return errObject(dst, m.ID, codec.AsError(err))
+		}
 	}
 	if sess.Subscribed(p.URI) {
 		return codec.AppendResult(dst, m.ID, nil), 0

@@ -180,7 +180,7 @@ func (s *Server) answersItself(sess *session.Session, m *codec.Message, row *met
 	case opNone, opInlineTool:
 		return false
 	case opStaticRead:
-		_, ok := s.staticRead(m)
+		_, ok := s.staticRead(m, s.sessionClass(sess))
 		return ok
 	}
 	return true

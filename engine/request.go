@@ -606,10 +606,16 @@ func (s *Server) readResource(r *request, dst []byte) ([]byte, error) {
 	if p.URI == "" {
 		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: resources/read needs a uri")
 	}
+	c := s.class(r.caller())
 	if r.stateless.on {
 		r.hint, r.hintSet = s.reg.ResourceCacheHint(p.URI), true
+		r.hint.Public = r.hint.Public && c == nil // what a class narrows is no one else's
 	}
-	res, err := s.reg.ReadResource(r.ctx, &handlers.ReadResourceRequest{Peer: r, Params: &p})
+	err := s.reg.CheckRead(c, p.URI)
+	var res *mcp.ReadResourceResult
+	if err == nil {
+		res, err = s.reg.ReadResource(r.ctx, &handlers.ReadResourceRequest{Peer: r, Params: &p})
+	}
 	if err != nil {
 		if r.stateless.on {
 			// 2026-07-28: a resource not found is invalid params.
@@ -631,6 +637,9 @@ func (s *Server) getPrompt(r *request, dst []byte) ([]byte, error) {
 	if err := decodeParams(r, &p); err != nil {
 		return dst, err
 	}
+	if err := s.reg.Check(s.class(r.caller()), handlers.ListNamePrompts, p.Name); err != nil {
+		return dst, err
+	}
 	res, err := s.reg.GetPrompt(r.ctx, &handlers.GetPromptRequest{Peer: r, Params: &p})
 	if err != nil {
 		return dst, err
@@ -645,6 +654,9 @@ func (s *Server) getPrompt(r *request, dst []byte) ([]byte, error) {
 func (s *Server) complete(r *request, dst []byte) ([]byte, error) {
 	var p mcp.CompleteParams
 	if err := decodeParams(r, &p); err != nil {
+		return dst, err
+	}
+	if err := s.reg.CheckComplete(s.class(r.caller()), &p); err != nil {
 		return dst, err
 	}
 	res, err := s.reg.Complete(r.ctx, &handlers.CompleteRequest{Peer: r, Params: &p})

@@ -261,10 +261,11 @@ func (s *Server) handleStateless(sess *session.Session, m *codec.Message, row *m
 		res, code = s.appendDiscover(out, m.ID)
 		return res, code, false, true
 	case opListPage:
-		res, code = s.listPage(row.list, m, out, s.listHint(row.list))
+		c := s.class(caller)
+		res, code = s.listPage(row.list, m, out, c, s.listHint(row.list, c))
 		return res, code, false, true
 	case opListen:
-		return s.listen(sess, m, out, reply)
+		return s.listen(sess, m, &mm, out, reply)
 	case opStatelessTask:
 		res, code = s.statelessTaskMethod(sess, m, &mm, out, reply)
 		return res, code, false, true
@@ -306,9 +307,14 @@ func (s *Server) statelessCapabilities() mcp.ServerCapabilities {
 	return c
 }
 
-// listHint returns the cache hint of a list's results.
-func (s *Server) listHint(list handlers.ListName) *handlers.CacheHint {
+// listHint returns the cache hint of a list's results as the callers of
+// class c get them: never public when a class narrows them (c not nil),
+// since another caller's list may differ.
+func (s *Server) listHint(list handlers.ListName, c handlers.Class) *handlers.CacheHint {
 	h := s.reg.ListCacheHint(list)
+	if c != nil {
+		h.Public = false
+	}
 	return &h
 }
 

@@ -174,9 +174,9 @@ func TestTailByShape(t *testing.T) {
 	})
 	t.Run("list page", func(t *testing.T) {
 		m := &codec.Message{ID: []byte(`"p"`), Method: mcp.MethodToolsList}
-		scanned, _ := s.listPage(handlers.ListNameTools, m, nil, nil)
+		scanned, _ := s.listPage(handlers.ListNameTools, m, nil, nil, nil)
 		want := s.statelessTail(scanned, 0, &hint)
-		got, code := s.listPage(handlers.ListNameTools, m, nil, &hint)
+		got, code := s.listPage(handlers.ListNameTools, m, nil, nil, &hint)
 		assert.Equal(t, 0, code)
 		assert.Equal(t, string(want), string(got))
 	})

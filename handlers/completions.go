@@ -84,13 +84,13 @@ func (r *Registry) Complete(ctx context.Context, req *CompleteRequest) (*mcp.Com
 	switch p.Ref.Type {
 	case refPrompt:
 		if _, ok := s.prompts.get(p.Ref.Name); !ok {
-			return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "unknown prompt: " + p.Ref.Name}
+			return nil, notFound(ListNamePrompts, p.Ref.Name)
 		}
 		k = completionKey{refPrompt, p.Ref.Name, p.Argument.Name}
 	case refResource:
 		if _, ok := s.templates.get(p.Ref.URI); !ok {
 			if _, ok := s.resources.get(p.Ref.URI); !ok {
-				return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "unknown resource template: " + p.Ref.URI}
+				return nil, notFound(ListNameTemplates, p.Ref.URI)
 			}
 		}
 		k = completionKey{refResource, p.Ref.URI, p.Argument.Name}

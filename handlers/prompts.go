@@ -72,7 +72,7 @@ func (r *Registry) GetPrompt(ctx context.Context, req *GetPromptRequest) (*mcp.G
 	}
 	pe, ok := r.snap.Load().prompts.get(req.Params.Name)
 	if !ok {
-		return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "unknown prompt: " + req.Params.Name}
+		return nil, notFound(ListNamePrompts, req.Params.Name)
 	}
 	e := pe.v
 	var missing []string

@@ -162,24 +162,29 @@ func (r *Registry) ReadResource(ctx context.Context, req *ReadResourceRequest) (
 		req.Vars = nil
 		return readWith(ctx, e.h, req)
 	}
-	for _, it := range s.templates.items {
-		e := it.v
-		if !e.re.MatchString(uri) {
-			continue
-		}
-		vals := e.t.Match(uri)
-		if vals == nil {
-			continue
-		}
+	if it, vals := matchTemplate(s.templates, uri); it != nil {
 		vars := make(map[string]string, len(vals))
 		for k, v := range vals {
 			vars[k] = strings.Join(v.V, ",")
 		}
 		req.Vars = vars
-		return readWith(ctx, e.h, req)
+		return readWith(ctx, it.v.h, req)
 	}
-	data := codec.AppendString(append(make([]byte, 0, len(uri)+10), `{"uri":`...), uri)
-	return nil, &codec.Error{Code: codec.CodeResourceNotFound, Message: "resource not found: " + uri, Data: append(data, '}')}
+	return nil, notFound(ListNameResources, uri)
+}
+
+// matchTemplate returns the first template of s, in registration order,
+// that matches uri, and the values of its variables; nil when none does.
+func matchTemplate(s *set[*templateEntry], uri string) (*entry[*templateEntry], uritemplate.Values) {
+	for _, it := range s.items {
+		if !it.v.re.MatchString(uri) {
+			continue
+		}
+		if vals := it.v.t.Match(uri); vals != nil {
+			return it, vals
+		}
+	}
+	return nil, nil
 }
 
 func readWith(ctx context.Context, h ResourceHandler, req *ReadResourceRequest) (*mcp.ReadResourceResult, error) {

@@ -218,7 +218,7 @@ func (r *Registry) CallTool(ctx context.Context, req *CallToolRequest) (*mcp.Cal
 	p := req.Params
 	te, ok := r.snap.Load().tools.get(p.Name)
 	if !ok {
-		return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "unknown tool: " + p.Name}
+		return nil, notFound(ListNameTools, p.Name)
 	}
 	e := te.v
 	if i := codec.SkipWS(p.Arguments, 0); i == len(p.Arguments) || string(p.Arguments[i:]) == "null" {

@@ -96,6 +96,7 @@ var flagGroups = []struct {
 	{"auth-client-id", groupAuth},
 	{"auth-client-secret", groupAuth},
 	{"auth-client-secret-file", groupAuth},
+	{"auth-max-classes", groupAuth},
 
 	{"tls-cert", groupTLS},
 	{"tls-key", groupTLS},

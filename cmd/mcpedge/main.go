@@ -91,6 +91,8 @@ type config struct {
 	auth    authFlags    // auth.go
 	admin   adminConfig  // admin.go
 	cluster clusterFlags // cluster.go
+
+	tables fileTables // the config file's tables (tables.go)
 }
 
 func main() {
@@ -110,13 +112,16 @@ func parse(args []string, usage io.Writer) (*config, error) {
 func parseFlags(args []string, usage io.Writer) (*config, *flag.FlagSet, error) {
 	c := &config{}
 	fs := newFlagSet(c)
-	if err := applySources(fs, args); err != nil {
+	if err := applySources(fs, args, &c.tables); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(usage, fs)
 		}
 		return nil, nil, err
 	}
 	if err := validate(c); err != nil {
+		return nil, nil, err
+	}
+	if err := compileTables(c); err != nil {
 		return nil, nil, err
 	}
 	return c, fs, nil
@@ -358,6 +363,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		clusterMetrics(adm.metrics.Set(), node)
 	}
 	srv := mcpedge.New(opts)
+	srv.Registry().SetMaxClasses(c.auth.maxClasses)
 	if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: srv.Engine().Bus().Publish, Subscribe: srv.Engine().Bus().Subscribe}); err != nil {
 		_ = srv.Shutdown(context.Background())
 		fmt.Fprintln(stderr, "mcpedge:", err)
@@ -378,7 +384,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if verifier != nil {
-		reload.hooks = append(reload.hooks, authReloadHook(verifier, log))
+		reload.hooks = append(reload.hooks, authReloadHook(verifier, srv.Registry(), log))
 	}
 	if adm != nil {
 		reload.hooks = append(reload.hooks, adm.reloadHook()) // admin.go

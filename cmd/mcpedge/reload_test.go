@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge"
+	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/internal/testcert"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
@@ -222,7 +223,7 @@ func TestReloadAuthTokens(t *testing.T) {
 	v, err := c.auth.newVerifier(c.http, c.httpPath, logger)
 	require.NoError(t, err)
 	t.Cleanup(v.Close)
-	e.r.hooks = append(e.r.hooks, authReloadHook(v, logger))
+	e.r.hooks = append(e.r.hooks, authReloadHook(v, handlers.NewRegistry(handlers.Options{}), logger))
 	ctx := context.Background()
 	_, err = v.Verify(ctx, "first-token-0123456789")
 	require.NoError(t, err)

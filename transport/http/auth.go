@@ -144,7 +144,7 @@ func (s *Server) authorizeMessage(ctx *fasthttp.RequestCtx, info *auth.Info, m *
 	if info == nil || m.Kind != codec.KindRequest || m.Method != mcp.MethodToolsCall {
 		return true
 	}
-	need := auth.ToolScopes(s.eng, m.Params)
+	need := s.opts.Auth.ToolScopes(s.eng, info, m.Params)
 	if missing := info.Missing(need); len(missing) > 0 {
 		s.refuseAuth(ctx, auth.InsufficientScope(missing))
 		return false
