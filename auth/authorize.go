@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -38,7 +39,7 @@ func (v *Verifier) Authorize(ctx context.Context, sess *session.Session, _ strin
 	if info, ok := sess.Auth().(*Info); ok && info != nil {
 		cur, err := v.current(info, time.Now())
 		if err != nil {
-			v.failed()
+			v.failed(err, sess.Remote())
 			return nil, RPCError(err)
 		}
 		if cur != info {
@@ -51,7 +52,7 @@ func (v *Verifier) Authorize(ctx context.Context, sess *session.Session, _ strin
 		return nil, err
 	}
 	if err != nil {
-		v.failed()
+		v.failed(err, sess.Remote())
 		return nil, RPCError(err)
 	}
 	return info, nil
@@ -62,12 +63,13 @@ func (v *Verifier) Authorize(ctx context.Context, sess *session.Session, _ strin
 func (v *Verifier) AuthorizeTool(caller any, scopes []string) error {
 	info, ok := caller.(*Info)
 	if !ok || info == nil {
-		v.failed()
+		v.failed(ErrNoToken, netip.Addr{})
 		return RPCError(ErrNoToken)
 	}
 	if missing := info.Missing(scopes); len(missing) > 0 {
-		v.failed()
-		return RPCError(InsufficientScope(missing))
+		err := InsufficientScope(missing)
+		v.failed(err, netip.Addr{})
+		return RPCError(err)
 	}
 	return nil
 }
