@@ -1,6 +1,6 @@
 module github.com/mcpedge/mcpedge/bench
 
-go 1.26.0
+go 1.26.7
 
 require (
 	github.com/bytedance/sonic v1.15.5
