@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	rmetrics "runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,9 +157,12 @@ func (m *Metrics) Status(ctx context.Context, ready *Readiness) *Status {
 		Tools:       []ToolStats{},
 		Listeners:   []Listener{},
 	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	st.HeapBytes = ms.HeapAlloc
+	// runtime/metrics, not ReadMemStats: no stop of the world per poll.
+	heap := []rmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	rmetrics.Read(heap)
+	if heap[0].Value.Kind() == rmetrics.KindUint64 {
+		st.HeapBytes = heap[0].Value.Uint64()
+	}
 	if ready != nil {
 		st.Ready, st.Draining = ready.Ready(), ready.Draining()
 	}

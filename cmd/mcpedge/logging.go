@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/mcpedge/mcpedge/admin"
 	"github.com/mcpedge/mcpedge/auth"
@@ -112,12 +115,25 @@ func maskSecrets(v string) string {
 // each refusal is counted by reason (mcpedge_auth_failures_total, when
 // the admin listener is on: m may be nil) and logged at info, at most a
 // few lines at once and one a second per client address, each saying how
-// many were suppressed before it. The token is never in the line: the
-// refusal's description says why, not what.
+// many were suppressed before it, and at most ten a second in all, so that
+// clients with many addresses (IPv6) do not flood the log either. The
+// token is never in the line: the refusal's description says why, not
+// what.
 func authFailures(log *slog.Logger, m *admin.Metrics) func(auth.Failure) {
-	lim := lograte.New(5, 0, 0)
+	perSource := lograte.New(5, 0, 0)
+	all := lograte.New(20, 100*time.Millisecond, 1)
 	return func(f auth.Failure) {
 		m.AuthFailed(f.Reason)
+		if !log.Enabled(context.Background(), slog.LevelInfo) {
+			return
+		}
+		ok, suppressed := perSource.Allow(f.Source)
+		if !ok {
+			return
+		}
+		if ok, _ := all.Allow(netip.Addr{}); !ok {
+			return // counted all the same
+		}
 		args := []any{"reason", f.Reason}
 		if f.Source.IsValid() {
 			args = append(args, "source", f.Source.String())
@@ -125,6 +141,9 @@ func authFailures(log *slog.Logger, m *admin.Metrics) func(auth.Failure) {
 		if f.Err != nil && f.Err.Description != "" {
 			args = append(args, "why", f.Err.Description)
 		}
-		lim.Log(log, slog.LevelInfo, f.Source, "auth: request refused", args...)
+		if suppressed > 0 {
+			args = append(args, "suppressed", suppressed)
+		}
+		log.Info("auth: request refused", args...)
 	}
 }

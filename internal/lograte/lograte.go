@@ -115,12 +115,7 @@ func (l *Limiter) Len() int {
 // line about addr through, with "suppressed": N when lines were dropped
 // since the last one.
 func (l *Limiter) Warn(log *slog.Logger, addr netip.Addr, msg string, args ...any) {
-	l.Log(log, slog.LevelWarn, addr, msg, args...)
-}
-
-// Log is Warn at level.
-func (l *Limiter) Log(log *slog.Logger, level slog.Level, addr netip.Addr, msg string, args ...any) {
-	if !log.Enabled(context.Background(), level) {
+	if !log.Enabled(context.Background(), slog.LevelWarn) {
 		return
 	}
 	ok, n := l.Allow(addr)
@@ -130,5 +125,5 @@ func (l *Limiter) Log(log *slog.Logger, level slog.Level, addr netip.Addr, msg s
 	if n > 0 {
 		args = append(args, "suppressed", n)
 	}
-	log.Log(context.Background(), level, msg, args...)
+	log.Warn(msg, args...)
 }
