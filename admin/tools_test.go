@@ -8,12 +8,15 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/mcpedge/mcpedge/admin"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/mcpedge/mcpedge/session"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -144,4 +147,66 @@ func TestToolSeries(t *testing.T) {
 	assert.Equal(t, 3.0, got[`mcpedge_tool_calls_total{tool="slow",upstream="",outcome="ok"}`], "the others keep theirs")
 	assert.Contains(t, c.tool("fails", `{}`), `-32602`)
 	assert.Equal(t, 5.0, scrape(t, s.admin)[`mcpedge_tool_calls_total{tool="other",upstream="",outcome="invalid_params"}`], "now unknown: other")
+}
+
+// TestToolSeriesUnderChanges: calls counted while the registry changes
+// (the table rebuilt under them) are all counted, under a name registered
+// or other.
+func TestToolSeriesUnderChanges(t *testing.T) {
+	m := admin.NewMetrics()
+	reg := handlers.NewRegistry(handlers.Options{})
+	m.TrackTools(reg)
+	sess := session.New(context.Background(), nil)
+	text := func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.TextResult("x"), nil
+	}
+	const callers, calls = 4, 2000
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				m.ToolDone(sess, "t"+strconv.Itoa(i%4), 0, false, time.Microsecond)
+			}
+		}()
+	}
+	for i := range 200 {
+		name := "t" + strconv.Itoa(i%4)
+		if i%2 == 0 {
+			require.NoError(t, reg.AddTool(&mcp.Tool{Name: name}, text))
+		} else {
+			reg.RemoveTools(name)
+		}
+	}
+	wg.Wait()
+	st := m.Status(context.Background(), nil)
+	var n uint64
+	for _, ts := range st.Tools {
+		n += ts.Calls
+	}
+	// Calls counted under a tool removed meanwhile are dropped with it:
+	// only the tools registered at the end, and other, remain.
+	assert.LessOrEqual(t, n, uint64(callers*calls))
+	var names []string
+	for _, ts := range st.Tools {
+		names = append(names, ts.Tool)
+	}
+	assert.Subset(t, []string{"t0", "t1", "t2", "t3", "other"}, names)
+
+	// Settled: each call counts once under its tool.
+	require.NoError(t, reg.AddTool(&mcp.Tool{Name: "t0"}, text))
+	calls0 := func() uint64 {
+		for _, ts := range m.Status(context.Background(), nil).Tools {
+			if ts.Tool == "t0" {
+				return ts.Calls
+			}
+		}
+		return 0
+	}
+	before := calls0()
+	for range 10 {
+		m.ToolDone(sess, "t0", 0, false, -1)
+	}
+	assert.Equal(t, before+10, calls0())
 }
