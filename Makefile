@@ -47,7 +47,7 @@ race: ## Run the Go tests under the race detector
 	$(GO) test -race -timeout $(RACE_TIMEOUT) ./...
 
 # The packages with concurrency, which CI runs under the race detector.
-RACE_PKGS := . ./engine/... ./session/... ./transport/... ./client/... ./internal/... ./cluster
+RACE_PKGS := . ./engine/... ./session/... ./transport/... ./client/... ./internal/... ./cluster ./admin
 
 .PHONY: race-ci lint
 race-ci: ## Run the concurrent packages' tests under the race detector (what CI runs)

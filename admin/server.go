@@ -65,6 +65,8 @@ func (r *Readiness) Ready() bool {
 
 // Handler returns the admin endpoints on a mux of their own:
 //
+//	/                the status page: a self-contained HTML page that polls /status.json
+//	/status.json     the status page's figures (Metrics.Status)
 //	/metrics         m in Prometheus text format, with Go runtime and process figures
 //	/healthz         200 "ok" while the process serves
 //	/readyz          200 "ready", or 503 "not ready" / "not ready: <why>" / "draining" (ready)
@@ -78,7 +80,13 @@ func (r *Readiness) Ready() bool {
 // Handler checks no Host: mount it behind a check of your own, or serve
 // it with Listen, which checks Host as the MCP listener does.
 func Handler(m *Metrics, ready *Readiness) http.Handler {
+	if ready != nil {
+		m.set.GetOrCreateGauge("mcpedge_ready", func() float64 { return b2f(ready.Ready()) })
+		m.set.GetOrCreateGauge("mcpedge_draining", func() float64 { return b2f(ready.Draining()) })
+	}
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", servePage)
+	mux.HandleFunc("GET /status.json", serveStatus(m, ready))
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		m.WritePrometheus(w)
@@ -107,6 +115,13 @@ func Handler(m *Metrics, ready *Readiness) http.Handler {
 	mux.HandleFunc("/debug/pprof/profile", pprofCPU)
 	mux.HandleFunc("/debug/pprof/trace", pprofTrace)
 	return mux
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // pprofIndex serves /debug/pprof/: the list of profiles, or the named one

@@ -115,11 +115,14 @@ func (s *Server) handleMessage(sess *session.Session, m *codec.Message, frame, o
 	if s.obs != nil && m.Kind == codec.KindRequest {
 		return s.handleObserved(sess, m, frame, out, reply) // observe.go
 	}
-	return s.handleMessageInner(sess, m, frame, out, reply)
+	var f toolFields
+	return s.handleMessageInner(sess, m, frame, out, reply, &f)
 }
 
-// handleMessageInner is handleMessage without the Observer.
-func (s *Server) handleMessageInner(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
+// handleMessageInner is handleMessage without the Observer. f receives
+// the tools/call fields scanned, and whether a tool run at once answered
+// with isError (handleObserved reads them).
+func (s *Server) handleMessageInner(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink, f *toolFields) (res []byte, queued bool) {
 	start := len(out)
 	defer func() {
 		if p := recover(); p != nil {
@@ -142,7 +145,7 @@ func (s *Server) handleMessageInner(sess *session.Session, m *codec.Message, fra
 		caller = c
 	}
 	if mayBeModern(sess, m) {
-		if res, queued, ok := s.handleModern(sess, m, frame, out, reply, caller); ok {
+		if res, queued, ok := s.handleModern(sess, m, frame, out, reply, caller, f); ok {
 			return res, queued
 		}
 	}
@@ -155,11 +158,10 @@ func (s *Server) handleMessageInner(sess *session.Session, m *codec.Message, fra
 	if e := s.checkSubscriptions(sess, m); e != nil {
 		return s.refuse(sess, out, reply, m.ID, e), false
 	}
-	var f toolFields
-	if dst, ok := s.fast(sess, m, out, &f); ok {
+	if dst, ok := s.fast(sess, m, out, f); ok {
 		return dst, false
 	}
-	return s.enqueue(sess, m, frame, out, reply, &f, nil)
+	return s.enqueue(sess, m, frame, out, reply, f, nil)
 }
 
 // enqueue queues the request m for a handler on the worker pool: frame is
@@ -281,6 +283,7 @@ func (s *Server) serveBig(r *request) {
 		return
 	}
 	var caller any
+	var f toolFields
 	if s.authz != nil {
 		c, err := s.authorize(sess, m, true)
 		s.authDone(r)
@@ -291,7 +294,7 @@ func (s *Server) serveBig(r *request) {
 		caller = c
 	}
 	if mayBeModern(sess, m) {
-		if dst, q, ok := s.handleModern(sess, m, r.buf, b.B, r.reply, caller); ok {
+		if dst, q, ok := s.handleModern(sess, m, r.buf, b.B, r.reply, caller, &f); ok {
 			b.B, queued = dst, q
 			return
 		}
@@ -304,7 +307,6 @@ func (s *Server) serveBig(r *request) {
 		b.B = s.refuse(sess, b.B, r.reply, m.ID, e)
 		return
 	}
-	var f toolFields
 	if dst, ok := s.fast(sess, m, b.B, &f); ok {
 		b.B = dst
 		return
@@ -532,6 +534,7 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte,
 	s.active.Add(1)
 	dst = s.serve(r, dst)
 	s.active.Add(-1)
+	f.isError = r.toolErr
 	s.release(r)
 	return dst, true
 }

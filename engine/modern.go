@@ -243,9 +243,8 @@ func removedInModern(method string) bool {
 // all: the caller serves it as a request of its session. caller is what
 // Options.Authorize returned for it (nil without authorization): the
 // request's own, kept in its modernMeta for whatever serves it.
-func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink, caller any) (res []byte, queued, handled bool) {
+func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink, caller any, f *toolFields) (res []byte, queued, handled bool) {
 	var mm modernMeta
-	var f toolFields
 	var meta []byte
 	if m.Method == mcp.MethodToolsCall && f.scan(m.Params) {
 		meta = f.meta // the one scan of the params serves both
@@ -295,11 +294,11 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 		return codec.AppendError(out, m.ID, codec.CodeMethodNotFound, msg, nil), false, true
 	}
 	if m.Method == mcp.MethodToolsCall {
-		if dst, ok := s.inlineTool(sess, m, out, &f, &mm, reply); ok {
+		if dst, ok := s.inlineTool(sess, m, out, f, &mm, reply); ok {
 			return dst, false, true
 		}
 	}
-	out, queued = s.enqueue(sess, m, frame, out, reply, &f, &mm)
+	out, queued = s.enqueue(sess, m, frame, out, reply, f, &mm)
 	return out, queued, true
 }
 

@@ -33,7 +33,8 @@ type request struct {
 	tokenParsed bool
 	token       []byte // progressToken from params._meta, aliasing buf
 
-	tool toolFields // tools/call params, when already scanned
+	tool    toolFields // tools/call params, when already scanned
+	toolErr bool       // the tool's result has isError set (callTool), for ToolObserver
 
 	// What callTool hands the tool's handler, reused.
 	call   handlers.CallToolRequest
@@ -147,7 +148,7 @@ func (s *Server) run(r *request) {
 			b.B = b.B[:0]
 			rf.Refuse(r.msg.ID, r.refused)
 			if s.obs != nil {
-				s.obs.RequestDone(r.sess, r.msg.Method, codec.CodeServerBusy, s.monotonic()-r.obsStart)
+				s.observeQueued(r, codec.CodeServerBusy)
 			}
 		}
 	}
@@ -155,7 +156,7 @@ func (s *Server) run(r *request) {
 		codec.PutBuffer(b)
 		b = nil
 	} else if s.obs != nil {
-		s.obs.RequestDone(r.sess, r.msg.Method, answerCode(b.B, r.msg.ID), s.monotonic()-r.obsStart)
+		s.observeQueued(r, answerCode(b.B, r.msg.ID))
 	}
 	if f, ok := r.reply.(Replier); ok {
 		f.Final(b)
@@ -274,6 +275,7 @@ func (s *Server) dispatch(r *request, dst []byte) ([]byte, error) {
 type toolFields struct {
 	ok               bool
 	retry            bool // inputResponses or requestState present (2026-07-28)
+	isError          bool // set by inlineTool: the tool answered with isError
 	name, args, meta []byte
 }
 
@@ -365,6 +367,7 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 		res = &mcp.CallToolResult{}
 	}
 	r.plain = r.mod.on && len(res.Meta) == 0
+	r.toolErr = res.IsError
 	return res.AppendJSON(dst)
 }
 

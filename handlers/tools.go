@@ -63,6 +63,12 @@ type ToolOptions struct {
 	// (engine.Options.Authorize, its AuthorizeTool) enforces them before
 	// the tool runs, reading them with Registry.ToolOptionsOf.
 	RequiredScopes []string
+
+	// Upstream names the server that serves the tool when this one is a
+	// gateway in front of others (package gateway sets it); empty for a
+	// tool served here. The registry only stores it: the metrics label the
+	// tool's series with it (admin: mcpedge_tool_calls_total{upstream}).
+	Upstream string
 }
 
 // ToolOptionsOf returns the options a tool was registered with. Their
@@ -180,6 +186,16 @@ func (r *Registry) RemoveTools(names ...string) int {
 		return n > 0
 	})
 	return n
+}
+
+// EachTool calls fn with the name and options of every registered tool,
+// in registration order, as one snapshot of the Registry holds them (a
+// change during the walk is not seen). fn must not modify the options'
+// slices. Lock-free and safe for concurrent use.
+func (r *Registry) EachTool(fn func(name string, o ToolOptions)) {
+	for _, e := range r.snap.Load().tools.items {
+		fn(e.v.tool.Name, e.v.opts)
+	}
 }
 
 // Tool returns the registered tool of that name. The *mcp.Tool is the

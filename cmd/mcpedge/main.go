@@ -354,13 +354,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcpedge:", err)
 		return 2
 	}
-	if adm != nil && verifier != nil {
-		verifier.OnFailure(adm.metrics.AuthFailed)
+	if verifier != nil {
+		verifier.OnFailure(authFailures(log, adm.metricsOrNil())) // logging.go
 	}
 	defer adm.stop()
 	if adm != nil && node != nil {
 		adm.ready.SetCheck(node.Ready)
-		clusterMetrics(adm.metrics.Set(), node)
+		clusterMetrics(adm.metrics, node, len(splitList(c.cluster.routes)))
 	}
 	srv := mcpedge.New(opts)
 	srv.Registry().SetMaxClasses(c.auth.maxClasses)
@@ -370,13 +370,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	// SIGINT and SIGTERM end ctx: Serve and ServeStdio then shut the server
-	// down in the documented order (readiness off, listeners closed, idle
-	// connections closed, the engine drains, the transports stop) within
-	// -drain. SIGHUP does not stop it.
-	// SIGHUP: logged here, applied by reload.watch below.
-	ctx, stop := signals(log, func() { log.Info("SIGHUP: reloading the configuration") })
-	defer stop()
 	// SIGHUP reloads the configuration (reload.go).
 	reload, err := newReloader(args, c, log, level, srv, tlsState)
 	if err != nil {
@@ -392,7 +385,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if buffered != nil {
 		reload.hooks = append(reload.hooks, budgetReloadHook(buffered, outbound))
 	}
-	defer reload.watch(ctx)()
+	// SIGINT and SIGTERM end ctx: Serve and ServeStdio then shut the server
+	// down in the documented order (readiness off, listeners closed, idle
+	// connections closed, the engine drains, the transports stop) within
+	// -drain. SIGHUP does not stop it: it reloads, one SIGHUP at a time,
+	// and logs one line when done.
+	ctx, stop := signals(log, reload.onHUP)
+	defer stop()
 
 	if c.stdio {
 		adm.serve(ctx, srv)
