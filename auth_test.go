@@ -7,7 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,4 +254,173 @@ func dialConn(t *testing.T, addr string) *rawConn {
 	t.Cleanup(func() { nc.Close() })
 	require.NoError(t, nc.SetDeadline(time.Now().Add(wait)))
 	return &rawConn{t: t, nc: nc, r: bufio.NewReader(nc)}
+}
+
+// TestAuthSlowKeyServerNeverStallsTheLoop: a JWT whose kid is unknown
+// makes the verifier fetch the key set, and the key server holds that
+// fetch. The verification waits on a worker, not on the event loop: another
+// session on the same loop (one loop) has its ping answered meanwhile, and
+// on stdio a ping sent after the initialize is answered before it. No
+// sleep: the test waits for the key server's handler to be entered.
+func TestAuthSlowKeyServerNeverStallsTheLoop(t *testing.T) {
+	const audience = "http://mcp.test/mcp"
+	is := authtest.NewIssuer()
+	defer is.Server.Close()
+	v, err := auth.New(auth.Config{Audience: audience, Issuer: "https://as.test", JWKSURL: is.URL(),
+		Scopes: []string{"mcp"}, Tokens: []string{"tcp-token"}, FetchTimeout: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(v.Close)
+	rotated := authtest.Sign("rsa2", "RS256", authtest.Good(audience, "https://as.test", "mcp"))
+	initWith := func(id, tok string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"},"_meta":{"io.mcpedge/token":"` + tok + `"}}}`
+	}
+
+	t.Run("tcp", func(t *testing.T) {
+		srv := authEnumServer(t, v, true)
+		addr := srv.TCPAddr(context.Background()).String()
+		other := dialConn(t, addr)
+		other.send(initWith("0", "tcp-token"), `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		require.Nil(t, other.read().Error)
+
+		entered, release := is.Hold()
+		defer release()
+		is.Rotate()
+		slow := dialConn(t, addr)
+		slow.send(initWith("0", rotated))
+		select {
+		case <-entered: // the fetch for rsa2 is held by the key server
+		case <-time.After(wait):
+			t.Fatal("the unknown kid caused no fetch")
+		}
+		other.send(`{"jsonrpc":"2.0","id":7,"method":"ping"}`)
+		m := other.read() // on a loop stalled by the fetch, this times out
+		require.Nil(t, m.Error)
+		assert.JSONEq(t, "7", string(m.ID))
+		release()
+		m = slow.read()
+		require.Nil(t, m.Error, "the rotated key was fetched and the token verified")
+	})
+
+	t.Run("stdio", func(t *testing.T) {
+		srv := authEnumServer(t, v, false)
+		// A fresh key set, whose unknown-kid refetch is allowed at once.
+		require.NoError(t, v.Reload(v.Config()))
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		done := make(chan error, 1)
+		go func() { done <- srv.ServeStdio(context.Background(), inR, outW) }()
+		r := bufio.NewReader(outR)
+		read := func() message {
+			b, err := r.ReadBytes('\n')
+			require.NoError(t, err)
+			var m message
+			require.NoError(t, json.Unmarshal(b, &m))
+			return m
+		}
+		entered, release := is.Hold()
+		defer release()
+		_, err := io.WriteString(inW, initWith("0", authtest.Sign("nokid", "RS256", authtest.Good(audience, "https://as.test", "mcp")))+"\n")
+		require.NoError(t, err)
+		select {
+		case <-entered:
+		case <-time.After(wait):
+			t.Fatal("the unknown kid caused no fetch")
+		}
+		_, err = io.WriteString(inW, `{"jsonrpc":"2.0","id":7,"method":"ping"}`+"\n")
+		require.NoError(t, err)
+		m := read() // the reader was not stalled: the ping, not yet authorized, is refused first
+		assert.JSONEq(t, "7", string(m.ID))
+		require.NotNil(t, m.Error)
+		assert.Equal(t, auth.CodeUnauthorized, m.Error.Code)
+		release()
+		m = read()
+		assert.JSONEq(t, "0", string(m.ID))
+		require.NotNil(t, m.Error, "no key has kid nokid")
+		assert.Equal(t, auth.CodeUnauthorized, m.Error.Code)
+		inW.Close()
+		go io.Copy(io.Discard, r) //nolint:errcheck // drains what the shutdown writes
+		require.NoError(t, result(t, done))
+		outR.Close()
+	})
+}
+
+// TestAuthRevokedOnReload: a static token removed from the token file and
+// reloaded stops working on the TCP sessions it opened before (they
+// recheck their caller against the configuration in force), while a
+// session of a token kept goes on.
+func TestAuthRevokedOnReload(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	require.NoError(t, os.WriteFile(file, []byte("gone\nkept\n"), 0o600))
+	v, err := auth.New(auth.Config{Audience: "http://mcp.test/mcp", TokenFile: file})
+	require.NoError(t, err)
+	t.Cleanup(v.Close)
+	srv := authEnumServer(t, v, true)
+	addr := srv.TCPAddr(context.Background()).String()
+	open := func(tok string) *rawConn {
+		c := dialConn(t, addr)
+		c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"},"_meta":{"io.mcpedge/token":"`+tok+`"}}}`,
+			`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		require.Nil(t, c.read().Error)
+		return c
+	}
+	echo := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`
+	gone, kept := open("gone"), open("kept")
+	gone.send(echo)
+	require.Nil(t, gone.read().Error)
+
+	require.NoError(t, os.WriteFile(file, []byte("kept\n"), 0o600))
+	require.NoError(t, v.Reload(v.Config()))
+	for _, req := range []string{echo, `{"jsonrpc":"2.0","id":2,"method":"ping"}`, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`} {
+		gone.send(req)
+		m := gone.read()
+		require.NotNil(t, m.Error, req)
+		assert.Equal(t, auth.CodeUnauthorized, m.Error.Code, req)
+	}
+	kept.send(echo)
+	m := kept.read()
+	require.Nil(t, m.Error)
+	assert.Equal(t, "hi", m.Result.Content[0].Text)
+}
+
+// TestAuthRefusalsCounted: every refusal reaches the Verifier's failure
+// hook once, whoever decides it: no token, a bad one, a tool's scope, on
+// HTTP and on TCP.
+func TestAuthRefusalsCounted(t *testing.T) {
+	is := authtest.NewIssuer()
+	defer is.Server.Close()
+	_, addr, url, v := authServer(t, is)
+	var fails atomic.Int32
+	v.OnFailure(func() { fails.Add(1) })
+	url += "/mcp"
+	expect := func(n int32, what string) {
+		t.Helper()
+		assert.Equal(t, n, fails.Swap(0), what)
+	}
+
+	post(t, url, "", initBody, nil)
+	expect(1, "HTTP without a header")
+	post(t, url, "Basic x", initBody, nil)
+	expect(1, "HTTP with a malformed header")
+	post(t, url, "Bearer wrong", initBody, nil)
+	expect(1, "HTTP with a bad token")
+	a := post(t, url, "Bearer reader", initBody, nil)
+	require.Equal(t, 200, a.status)
+	expect(0, "HTTP with a good token")
+	sid := a.header.Get("Mcp-Session-Id")
+	a = post(t, url, "Bearer reader", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{}}}`,
+		map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
+	assert.Equal(t, 403, a.status)
+	expect(1, "HTTP without a tool's scope")
+
+	c := dialConn(t, addr)
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	require.NotNil(t, c.read().Error)
+	expect(1, "TCP without a token")
+	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"},"_meta":{"io.mcpedge/token":"reader"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	require.Nil(t, c.read().Error)
+	expect(0, "TCP with a good token")
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"whoami","arguments":{}}}`)
+	require.NotNil(t, c.read().Error)
+	expect(1, "TCP without a tool's scope")
 }

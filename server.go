@@ -15,6 +15,7 @@ import (
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/session"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
+	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/mcpedge/mcpedge/transport/stdio"
 	"github.com/mcpedge/mcpedge/transport/tcp"
 	"github.com/valyala/fasthttp"
@@ -55,12 +56,14 @@ type Options struct {
 	// cancelled at once). Shutdown is bounded by its own context instead.
 	DrainTimeout time.Duration
 
-	// Auth, when set, authorizes every request on every transport
-	// (docs/authorization.md): Streamable HTTP checks each request's
-	// Authorization header and serves the RFC 9728 metadata; TCP and stdio
-	// take the token from params._meta["io.mcpedge/token"] of initialize
-	// (or of each 2026-07-28 request). auth.Middleware is put first in
-	// EngineOptions.Receive. Reload the Verifier to rotate its keys.
+	// Auth, when set, authorizes every request on every transport and
+	// revision (docs/authorization.md): Streamable HTTP checks each
+	// request's Authorization header and serves the RFC 9728 metadata; TCP
+	// and stdio take the token from params._meta["io.mcpedge/token"] of
+	// initialize (or of each 2026-07-28 request). It is
+	// EngineOptions.Authorize, which the engine asks about every request
+	// before anything else, and HTTPOptions.Auth. Reload the Verifier to
+	// rotate its keys.
 	Auth *auth.Verifier
 
 	// LameDuck, when > 0, spreads the closing of idle connections over
@@ -168,7 +171,7 @@ type stdioRun struct {
 // configured transports; nothing listens until Serve.
 func New(opts Options) *Server {
 	if opts.Auth != nil {
-		opts.Receive = append([]engine.Middleware{auth.Middleware(opts.Auth)}, opts.Receive...)
+		opts.Authorize = opts.Auth
 		if opts.HTTP != nil {
 			h := *opts.HTTP
 			h.Auth = opts.Auth
@@ -186,6 +189,7 @@ func New(opts Options) *Server {
 			opts.HTTP = &h
 		}
 	}
+	shareBudgets(&opts)
 	eng := engine.New(opts.EngineOptions)
 	s := &Server{
 		eng:     eng,
@@ -214,6 +218,35 @@ func New(opts Options) *Server {
 		}
 	}
 	return s
+}
+
+// shareBudgets gives TCP and HTTP, when both serve, one budget of each
+// kind of bytes clients make the server hold, unless they set budgets of
+// their own or different limits: -max-buffered then bounds TCP's partial
+// messages and HTTP's request bodies together, and -max-outbound-total
+// every transport's queued answers.
+func shareBudgets(opts *Options) {
+	if opts.TCP == nil || opts.HTTP == nil {
+		return
+	}
+	t, h := *opts.TCP, *opts.HTTP
+	if t.Buffered == nil && h.Buffered == nil && t.MaxBuffered == h.MaxBuffered {
+		b := netlimit.NewBudget(budgetLimit(t.MaxBuffered, netlimit.DefaultMaxBuffered))
+		t.Buffered, h.Buffered = b, b
+	}
+	if t.Outbound == nil && h.Outbound == nil && t.MaxOutboundTotal == h.MaxOutboundTotal {
+		b := netlimit.NewBudget(budgetLimit(t.MaxOutboundTotal, netlimit.DefaultMaxOutboundTotal))
+		t.Outbound, h.Outbound = b, b
+	}
+	opts.TCP, opts.HTTP = &t, &h
+}
+
+// budgetLimit is an option's budget: 0 means the default, < 0 none.
+func budgetLimit(v int64, def func() int64) int64 {
+	if v == 0 {
+		return def()
+	}
+	return v
 }
 
 // Engine returns the server's engine: its sessions, bus, counters,
@@ -423,7 +456,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	served := s.served
 	s.mu.Unlock()
 	if served {
-		args := []any{"active", s.eng.Active()}
+		args := []any{"active", s.eng.Active(), "tasks", s.eng.RunningTasks()}
 		if d, ok := ctx.Deadline(); ok {
 			args = append(args, "timeout", time.Until(d).Round(time.Millisecond))
 		}
@@ -434,7 +467,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	// 4. The engine drains.
 	if err := s.eng.Shutdown(ctx); err != nil {
-		s.log.Warn("drain incomplete", "active", s.eng.Active(), "err", err)
+		s.log.Warn("drain incomplete", "active", s.eng.Active(), "tasks", s.eng.RunningTasks(), "err", err)
 		errs = append(errs, fmt.Errorf("mcpedge: drain: %w", err))
 	}
 	// 5. The transports stop.

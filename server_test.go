@@ -364,3 +364,31 @@ func TestShutdownLeavesNothing(t *testing.T) {
 	require.NoError(t, srv.Shutdown(ctx))
 	assert.ErrorIs(t, result(t, served), mcpedge.ErrServerClosed)
 }
+
+// TCP and HTTP served together share one budget of each kind of bytes
+// clients make the server hold (-max-buffered, -max-outbound-total),
+// unless they are given limits of their own.
+func TestTransportsShareBudgets(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for _, tc := range []struct {
+		name   string
+		tcp    mcpedge.TCPOptions
+		shared int
+	}{
+		{"defaults", mcpedge.TCPOptions{}, 1},
+		{"limits of their own", mcpedge.TCPOptions{MaxBuffered: 1 << 20, MaxOutboundTotal: 1 << 20}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tcpOpts := tc.tcp
+			tcpOpts.Addr, tcpOpts.Loops = "127.0.0.1:0", 1
+			srv := mcpedge.New(mcpedge.Options{TCP: &tcpOpts, HTTP: &mcpedge.HTTPOptions{Addr: "127.0.0.1:0"}})
+			buffered, outbound := srv.Budgets()
+			assert.Len(t, buffered, tc.shared)
+			assert.Len(t, outbound, tc.shared)
+			assert.Zero(t, srv.BufferedBytes())
+			assert.Zero(t, srv.OutboundBytes())
+			require.NoError(t, srv.Shutdown(ctx))
+		})
+	}
+}

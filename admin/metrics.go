@@ -79,7 +79,7 @@ var codes = [...]int{
 const nCodes = len(codes) + 1 // and "other"
 
 // limits are the values of the limit label of refusals.
-var limits = [...]string{engine.LimitRate, engine.LimitRateIP, engine.LimitInflight, engine.LimitWorkers, engine.LimitShutdown, engine.LimitSubscriptions, "other"}
+var limits = [...]string{engine.LimitRate, engine.LimitRateIP, engine.LimitInflight, engine.LimitWorkers, engine.LimitShutdown, engine.LimitSubscriptions, engine.LimitTasks, engine.LimitTaskWorkers, "other"}
 
 // reasons name the typed causes of a connection or session closing, in
 // the order they are tested; a cause that is none of them is "other", and
@@ -96,6 +96,8 @@ var reasons = [...]struct {
 	{tcp.ErrReadTimeout, "read_timeout"},
 	{tcp.ErrIdleTimeout, "idle_timeout"},
 	{tcp.ErrBufferBudget, "buffer_budget"},
+	{netlimit.ErrBufferBudget, "buffer_budget"},
+	{netlimit.ErrOutboundBudget, "outbound_budget"},
 	{tcp.ErrPanic, "panic"},
 	{engine.ErrPanic, "panic"},
 	{engine.ErrKeepAlive, "keepalive"},
@@ -465,6 +467,8 @@ func (m *Metrics) Attach(srv *mcpedge.Server) {
 	m.set.NewGauge("mcpedge_workers_busy", func() float64 { r, _ := eng.PoolStats(); return float64(r) })
 	m.set.NewGauge("mcpedge_workers_queued", func() float64 { _, w := eng.PoolStats(); return float64(w) })
 	m.set.NewGauge("mcpedge_event_store_bytes", func() float64 { return float64(srv.EventStoreBytes()) })
+	m.set.NewGauge("mcpedge_buffered_bytes", func() float64 { return float64(srv.BufferedBytes()) })
+	m.set.NewGauge("mcpedge_outbound_bytes", func() float64 { return float64(srv.OutboundBytes()) })
 	m.set.RegisterMetricsWriter(func(w io.Writer) {
 		metrics.WriteCounterUint64(w, "mcpedge_panics_total", eng.Panics())
 	})

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
+	"net/netip"
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 )
 
 // DefaultAddr is where the admin listener listens by default.
@@ -69,7 +71,12 @@ func (r *Readiness) Ready() bool {
 //	/debug/pprof/    the runtime's profiles, as net/http/pprof serves them
 //
 // The pprof handlers are registered on this mux only; net/http/pprof is
-// not imported (its init registers on http.DefaultServeMux).
+// not imported (its init registers on http.DefaultServeMux). There is no
+// /debug/pprof/cmdline: the command line holds secrets (-auth-client-secret,
+// credentials in a -cluster URL), and no profile needs it.
+//
+// Handler checks no Host: mount it behind a check of your own, or serve
+// it with Listen, which checks Host as the MCP listener does.
 func Handler(m *Metrics, ready *Readiness) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
@@ -97,7 +104,6 @@ func Handler(m *Metrics, ready *Readiness) http.Handler {
 		}
 	})
 	mux.HandleFunc("/debug/pprof/", pprofIndex)
-	mux.HandleFunc("/debug/pprof/cmdline", pprofCmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprofCPU)
 	mux.HandleFunc("/debug/pprof/trace", pprofTrace)
 	return mux
@@ -115,7 +121,7 @@ func pprofIndex(w http.ResponseWriter, r *http.Request) {
 		for _, p := range profiles {
 			fmt.Fprintf(w, "%d\t/debug/pprof/%s\n", p.Count(), p.Name())
 		}
-		fmt.Fprintln(w, "\t/debug/pprof/profile?seconds=N (CPU)\n\t/debug/pprof/trace?seconds=N\n\t/debug/pprof/cmdline")
+		fmt.Fprintln(w, "\t/debug/pprof/profile?seconds=N (CPU)\n\t/debug/pprof/trace?seconds=N")
 		return
 	}
 	p := pprof.Lookup(name)
@@ -134,11 +140,6 @@ func pprofIndex(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
 	}
 	_ = p.WriteTo(w, debug)
-}
-
-func pprofCmdline(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write([]byte(strings.Join(os.Args, "\x00")))
 }
 
 // seconds reads ?seconds= (default 30 for a profile, 1 for a trace).
@@ -186,30 +187,69 @@ func pprofTrace(w http.ResponseWriter, r *http.Request) {
 }
 
 // Server is the admin listener: Handler on an address of its own, never
-// an MCP port.
+// an MCP port, behind the MCP listener's Host check.
 type Server struct {
-	ln  net.Listener
-	srv *http.Server
+	ln       net.Listener
+	srv      *http.Server
+	loopback bool // bound to loopback only
+	hosts    atomic.Pointer[mcphttp.HostCheck]
 }
 
 // Listen binds addr at once (so that a bad address fails at start) and
 // returns the Server that Serve will run. The HTTP server's own errors
 // (accept back-off, bad requests) go to logger at warning level (nil:
 // the standard logger).
+//
+// Requests are checked against DNS rebinding as the MCP listener checks
+// them (mcphttp.HostCheck): bound to loopback, the listener answers only
+// requests whose Host is a loopback name or one SetAllowedHosts allows,
+// so that a web page whose name resolves to 127.0.0.1 cannot read the
+// profiles or the figures; other Hosts get 403. A Host that is an IP
+// address passes too: rebinding needs a name, and a scraper that names
+// the listener by its address must not depend on the MCP allow-list.
 func Listen(addr string, m *Metrics, ready *Readiness, logger *slog.Logger) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin: listen %s: %w", addr, err)
 	}
-	srv := &http.Server{
-		Handler:           Handler(m, ready),
+	s := &Server{ln: ln}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		s.loopback = a.IP.IsLoopback()
+	}
+	s.SetAllowedHosts(nil)
+	h := Handler(m, ready)
+	s.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !s.hosts.Load().Allowed([]byte(r.Host)) && !ipHost(r.Host) {
+				http.Error(w, "Invalid Host: "+strconv.Quote(r.Host), http.StatusForbidden)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       time.Minute,
 	}
 	if logger != nil {
-		srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
+		s.srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	}
-	return &Server{ln: ln, srv: srv}, nil
+	return s, nil
+}
+
+// ipHost reports whether a Host value is an IP address, with or without a
+// port.
+func ipHost(h string) bool {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	_, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
+	return err == nil
+}
+
+// SetAllowedHosts sets the Host values accepted besides loopback names,
+// as -allowed-hosts does for the MCP listener ("name", "name:port", "*").
+// Safe for concurrent use: a configuration reload calls it.
+func (s *Server) SetAllowedHosts(hosts []string) {
+	s.hosts.Store(mcphttp.NewHostCheck(hosts, s.loopback))
 }
 
 // Addr returns the address the admin listener listens on.

@@ -9,7 +9,10 @@
 // issuer), so requests never see half a configuration. Streamable HTTP
 // checks the Authorization header of every request (transport/http,
 // Options.Auth); TCP, stdio and 2026-07-28 requests without HTTP carry the
-// token in params._meta["io.mcpedge/token"], checked by Middleware.
+// token in params._meta["io.mcpedge/token"]. A Verifier is the engine's
+// Authorizer (engine.Options.Authorize), which decides every request of
+// every transport and revision before the engine answers it, verifying
+// on a worker, never on an event loop, what a cache lookup cannot decide.
 // Handlers read the verified identity with FromContext.
 //
 // Tokens and secrets are never logged, and no answer echoes them.
@@ -19,10 +22,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -31,6 +36,8 @@ import (
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/puzpuzpuz/xsync/v4"
+
+	"github.com/mcpedge/mcpedge/engine"
 )
 
 // MaxTokenLen bounds a bearer token; a longer one is refused (401) before
@@ -59,6 +66,8 @@ const (
 	DefaultUnknownKIDInterval = 30 * time.Second
 	DefaultCacheTTL           = time.Minute
 	DefaultCacheSize          = 10000
+	DefaultRetryInterval      = time.Second
+	DefaultMaxKeySetBytes     = 1 << 20
 )
 
 // DefaultAlgs are the JWT algorithms accepted by default: asymmetric ones
@@ -105,6 +114,15 @@ type Config struct {
 	// DefaultUnknownKIDInterval. In between, such tokens are refused at
 	// once.
 	UnknownKIDInterval time.Duration
+	// RetryInterval is the wait after a failed JWKS fetch before the next
+	// one (in the background, or for a token with an unknown kid),
+	// doubled for each failure in a row up to 8 times it; 0 means
+	// DefaultRetryInterval. Keys are picked up that soon after a key
+	// server recovers.
+	RetryInterval time.Duration
+	// MaxKeySetBytes bounds a JWKS download; a bigger one fails (the
+	// cached keys stay); 0 means DefaultMaxKeySetBytes.
+	MaxKeySetBytes int64
 
 	// TokenFile holds static tokens, one per line: the token, then
 	// optionally the scopes it grants, space-separated (none: every
@@ -153,8 +171,15 @@ type Info struct {
 	// Token is the raw token when Config.KeepToken is set.
 	Token string
 
-	anyScope bool // a static token granted without a scope list
+	anyScope bool         // a static token granted without a scope list
+	static   *staticToken // the entry of a static token (a pointer: printing an Info shows no digest)
+	gen      uint64       // the configuration (state.gen) that verified it
+	vkey     uint64       // that configuration's verification settings (state.vkey)
 }
+
+// AuthSubject returns Subject: Info is an engine.Subject, what the engine
+// binds tasks to.
+func (i *Info) AuthSubject() string { return i.Subject }
 
 // HasScope reports whether the caller was granted scope.
 func (i *Info) HasScope(scope string) bool {
@@ -177,17 +202,15 @@ func (i *Info) expired(now time.Time) bool {
 	return !i.Expiry.IsZero() && !now.Before(i.Expiry)
 }
 
-type ctxKey struct{}
-
-// NewContext returns ctx carrying info.
+// NewContext returns ctx carrying info (engine.WithCaller).
 func NewContext(ctx context.Context, info *Info) context.Context {
-	return context.WithValue(ctx, ctxKey{}, info)
+	return engine.WithCaller(ctx, info)
 }
 
 // FromContext returns the verified caller of a request, as a handler's
-// context carries it when the server authorizes requests.
+// context carries it when the server authorizes requests (engine.Caller).
 func FromContext(ctx context.Context) (*Info, bool) {
-	i, ok := ctx.Value(ctxKey{}).(*Info)
+	i, ok := engine.Caller(ctx).(*Info)
 	return i, ok && i != nil
 }
 
@@ -231,10 +254,18 @@ type Verifier struct {
 	onFail atomic.Pointer[func()]
 }
 
-// OnFailure sets fn to be called once for each token Verify refuses
-// (missing, invalid or lacking a scope): a metrics counter. fn must not
-// block. Safe for concurrent use.
+// OnFailure sets fn to be called once for each refusal: each token Verify
+// refuses (missing, invalid or lacking a scope), each request Authorize or
+// AuthorizeTool refuses (no token, a session's caller expired or revoked,
+// a tool's scope missing), and each refusal a transport reports with
+// Refused. A metrics counter: fn must not block. Safe for concurrent use.
 func (v *Verifier) OnFailure(fn func()) { v.onFail.Store(&fn) }
+
+// Refused counts (OnFailure) a refusal decided outside the Verifier's
+// methods: Streamable HTTP's for a request without an Authorization
+// header, with a malformed one, for a session of another subject, or for
+// a tool's scope.
+func (v *Verifier) Refused() { v.failed() }
 
 func (v *Verifier) failed() {
 	if fn := v.onFail.Load(); fn != nil && *fn != nil {
@@ -247,10 +278,31 @@ type cached struct {
 	exp  time.Time
 }
 
+// gens numbers the states; vkeySeed keys the hash of their verification
+// settings (state.vkey).
+var (
+	gens     atomic.Uint64
+	vkeySeed = maphash.MakeSeed()
+)
+
+// setGen marks st's static tokens as verified under st. It runs before
+// st is published.
+func (st *state) setGen() {
+	for i := range st.static {
+		in := *st.static[i].info
+		in.gen, in.static = st.gen, &st.static[i]
+		st.static[i].info = &in
+	}
+}
+
 // state is one configuration, immutable once built.
 type state struct {
 	cfg    Config
+	gen    uint64             // unique to this state: callers verified under another are rechecked
+	vkey   uint64             // the settings a JWT or an introspected token is verified under, hashed
+	ctx    context.Context    // ends with cancel
 	cancel context.CancelFunc // stops the JWKS refresh
+	keys   *keySet            // nil without JWKSURL
 	kf     keyfunc.Keyfunc    // nil without JWKSURL
 	parser *jwt.Parser
 	algs   map[string]bool
@@ -301,7 +353,9 @@ func (v *Verifier) SetTokens(lines []string) error {
 			return err
 		}
 		st := *old
+		st.gen = gens.Add(1)
 		st.static = toks
+		st.setGen()
 		if v.st.CompareAndSwap(old, &st) {
 			v.cache.Clear()
 			return nil
@@ -331,14 +385,19 @@ func (v *Verifier) Metadata() []byte { return v.st.Load().meta }
 // with Status 403, with the Info. Any other failure is an *Error with
 // Status 401.
 func (v *Verifier) Verify(ctx context.Context, token string) (*Info, error) {
-	info, err := v.verifyToken(ctx, token)
+	info, err := v.verifyToken(ctx, token, true)
 	if err != nil {
 		v.failed()
 	}
 	return info, err
 }
 
-func (v *Verifier) verifyToken(ctx context.Context, token string) (*Info, error) {
+// verifyToken verifies token. Unless block is set, it decides only what a
+// static token's digest or the cache decides, and returns
+// engine.ErrAuthWouldBlock for the rest (a JWT to verify, a key to fetch,
+// an introspection call). token may alias a message: nothing keeps it
+// (Info.Token is a copy).
+func (v *Verifier) verifyToken(ctx context.Context, token string, block bool) (*Info, error) {
 	if token == "" {
 		return nil, ErrNoToken
 	}
@@ -347,7 +406,7 @@ func (v *Verifier) verifyToken(ctx context.Context, token string) (*Info, error)
 	}
 	st := v.st.Load()
 	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(token), len(token))) // read only: no copy
-	info, err := v.verify(ctx, st, token, &sum)
+	info, err := v.verify(ctx, st, token, &sum, block)
 	if err != nil {
 		return nil, err
 	}
@@ -357,26 +416,30 @@ func (v *Verifier) verifyToken(ctx context.Context, token string) (*Info, error)
 	return info, nil
 }
 
-func (v *Verifier) verify(ctx context.Context, st *state, token string, sum *[sha256.Size]byte) (*Info, error) {
+func (v *Verifier) verify(ctx context.Context, st *state, token string, sum *[sha256.Size]byte, block bool) (*Info, error) {
 	if info := st.matchStatic(sum); info != nil {
 		if st.cfg.KeepToken {
 			c := *info
-			c.Token = token
+			c.Token = strings.Clone(token)
 			return &c, nil
 		}
 		return info, nil
 	}
 	now := time.Now()
 	if c, ok := v.cache.Load(*sum); ok {
-		if now.Before(c.exp) {
+		if now.Before(c.exp) && c.info.gen == st.gen {
 			return c.info, nil
 		}
 		v.cache.Delete(*sum)
 	}
+	isJWT := st.kf != nil && strings.Count(token, ".") == 2
+	if !block && (isJWT || st.cfg.IntrospectionURL != "") {
+		return nil, engine.ErrAuthWouldBlock
+	}
 	var info *Info
 	var err error
 	switch {
-	case st.kf != nil && strings.Count(token, ".") == 2:
+	case isJWT:
 		info, err = st.verifyJWT(token)
 	case st.cfg.IntrospectionURL != "":
 		info, err = st.introspect(ctx, token, now)
@@ -386,8 +449,9 @@ func (v *Verifier) verify(ctx context.Context, st *state, token string, sum *[sh
 	if err != nil {
 		return nil, err
 	}
+	info.gen, info.vkey = st.gen, st.vkey
 	if st.cfg.KeepToken {
-		info.Token = token
+		info.Token = strings.Clone(token)
 	}
 	if ttl := st.cfg.CacheTTL; ttl > 0 && v.cache.Size() < st.cfg.CacheSize {
 		exp := now.Add(ttl)
@@ -443,6 +507,12 @@ func build(cfg Config, log *slog.Logger) (*state, error) {
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = DefaultCacheSize
 	}
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = DefaultRetryInterval
+	}
+	if cfg.MaxKeySetBytes <= 0 {
+		cfg.MaxKeySetBytes = DefaultMaxKeySetBytes
+	}
 	if len(cfg.Algs) == 0 {
 		cfg.Algs = DefaultAlgs
 	}
@@ -452,7 +522,10 @@ func build(cfg Config, log *slog.Logger) (*state, error) {
 	if len(cfg.ScopesSupported) == 0 {
 		cfg.ScopesSupported = cfg.Scopes
 	}
-	st := &state{cfg: cfg, hc: cfg.HTTPClient, algs: map[string]bool{}}
+	st := &state{cfg: cfg, hc: cfg.HTTPClient, algs: map[string]bool{}, gen: gens.Add(1)}
+	st.vkey = maphash.String(vkeySeed, strings.Join([]string{cfg.JWKSURL, cfg.Audience, cfg.Issuer,
+		strings.Join(cfg.Algs, " "), cfg.IntrospectionURL, cfg.ClientID, cfg.ClientSecret,
+		strconv.FormatInt(int64(cfg.Skew), 10)}, "\n"))
 	for _, a := range cfg.Algs {
 		if !asymmetric(a) {
 			return nil, errors.New("auth: algorithm " + a + " not allowed: only asymmetric JWT algorithms are")
@@ -484,8 +557,9 @@ func build(cfg Config, log *slog.Logger) (*state, error) {
 		}
 		st.static = append(st.static, more...)
 	}
+	st.setGen()
 	ctx, cancel := context.WithCancel(context.Background())
-	st.cancel = cancel
+	st.ctx, st.cancel = ctx, cancel
 	if cfg.JWKSURL != "" {
 		if _, err := url.Parse(cfg.JWKSURL); err != nil {
 			cancel()

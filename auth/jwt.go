@@ -10,12 +10,10 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/MicahParks/jwkset"
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
-	"golang.org/x/time/rate"
 )
 
 // claims are the JWT claims read.
@@ -37,41 +35,18 @@ func asymmetric(alg string) bool {
 	return false
 }
 
-// initJWT sets up the JWKS (fetched now, with a bounded wait, then every
-// RefreshInterval and on unknown kids at most once per
-// UnknownKIDInterval) and the parser.
+// initJWT sets up the JWKS (fetched now, with a bounded wait, then as
+// keySet says) and the parser.
 func (st *state) initJWT(ctx context.Context, log *slog.Logger) error {
 	cfg := &st.cfg
-	u := cfg.JWKSURL
-	store, err := jwkset.NewStorageFromHTTP(u, jwkset.HTTPClientStorageOptions{
-		Client:                    st.hc,
-		Ctx:                       ctx,
-		HTTPTimeout:               cfg.FetchTimeout,
-		NoErrorReturnFirstHTTPReq: true,
-		RefreshInterval:           cfg.RefreshInterval,
-		RefreshErrorHandler: func(_ context.Context, err error) {
-			log.Warn("auth: JWKS fetch failed; cached keys stay in use", "url", u, "error", err)
-		},
-	})
-	if err != nil {
-		return errors.New("auth: JWKS: " + err.Error())
-	}
-	// The unknown-kid refetch waits at most FetchTimeout for the limiter:
-	// a token it would have to wait longer for is refused at once.
-	interval := max(cfg.UnknownKIDInterval, cfg.FetchTimeout+time.Second)
-	client, err := jwkset.NewHTTPClient(jwkset.HTTPClientOptions{
-		HTTPURLs:          map[string]jwkset.Storage{u: store},
-		RateLimitWaitMax:  cfg.FetchTimeout,
-		RefreshUnknownKID: rate.NewLimiter(rate.Every(interval), 1),
-	})
-	if err != nil {
-		return errors.New("auth: JWKS: " + err.Error())
-	}
-	kf, err := keyfunc.New(keyfunc.Options{Ctx: ctx, Storage: client})
+	st.keys = newKeySet(cfg, st.hc, log)
+	kf, err := keyfunc.New(keyfunc.Options{Ctx: ctx, Storage: st.keys.store})
 	if err != nil {
 		return errors.New("auth: JWKS: " + err.Error())
 	}
 	st.kf = kf
+	st.keys.fetch(ctx) // a failure is logged and retried, not fatal
+	go st.keys.run(ctx)
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(cfg.Algs),
 		jwt.WithLeeway(cfg.Skew),
@@ -94,6 +69,9 @@ func (st *state) key(t *jwt.Token) (any, error) {
 		return nil, errors.New("algorithm not allowed")
 	}
 	k, err := st.kf.Keyfunc(t)
+	if errors.Is(err, jwkset.ErrKeyNotFound) && st.keys.refetch(st.ctx) {
+		k, err = st.kf.Keyfunc(t) // a rotated key, maybe
+	}
 	if err != nil {
 		return nil, err
 	}

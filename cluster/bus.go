@@ -17,7 +17,9 @@ import (
 // publisher arrive in publish order.
 //
 // A message is the topic's length (uvarint), the topic, then the payload.
-// One that does not parse is dropped and counted (Stats.BadMessages).
+// One that does not parse, or whose payload is not what its topic carries
+// (busPayloadOK: subscribers splice payloads into messages to clients),
+// is dropped and counted (Stats.BadMessages).
 // Safe for concurrent use.
 type Bus struct {
 	n     *Node
@@ -61,7 +63,7 @@ func (b *Bus) Subscribe(topic string, fn func(topic string, payload []byte)) (ca
 // receive delivers a message another node published.
 func (b *Bus) receive(m *nats.Msg) {
 	topic, payload, ok := parseBusMessage(m.Data)
-	if !ok {
+	if !ok || !busPayloadOK(topic, payload) {
 		b.n.badMessage("bus", m.Data)
 		return
 	}

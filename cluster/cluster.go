@@ -19,10 +19,23 @@
 //     node the same way, so tasks/get, tasks/update and tasks/cancel reach
 //     the task's node.
 //   - Membership: with Options.Embed the Node runs a nats-server in
-//     process whose route port links it to Options.Routes (its client port
-//     is on loopback, at a port the system picks), a cluster with
+//     process whose route port links it to Options.Routes, a cluster with
 //     nothing else to install; with Options.URL it joins an existing NATS
 //     deployment.
+//
+// Who may speak on the subjects. With Embed, the node connects to its
+// server in process, and that server takes no other client: its client
+// port (which nats-server needs open before it routes) is on loopback and
+// refuses every connection, with or without credentials, so no process on
+// the host reads forwarded requests or answers them. The peers are the
+// servers that present Options.RouteSecret. With URL, the deployment's
+// own accounts and permissions decide who may publish and subscribe on
+// the cluster's subjects (docs/cluster.md says what a node trusts there).
+// Either way, what comes off the subjects is checked before it reaches a
+// client: reply frames only on an unguessable reply subject, in order,
+// with sane headers and JSON (or SSE events of JSON) bodies; bus payloads
+// only as the JSON their topic carries. Anything else is dropped, counted
+// (Stats.BadMessages) and logged at a bounded rate.
 //
 // What each node owns (sessions, their streams and event stores, tasks) is
 // lost with it; its clients get 404 and initialize again, on any node.
@@ -39,6 +52,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -46,6 +60,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpedge/mcpedge/internal/lograte"
+	"github.com/mcpedge/mcpedge/internal/redact"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -61,8 +77,9 @@ type Options struct {
 
 	// Embed, when set, runs a nats-server in this process whose cluster
 	// (route) port listens on Embed ("host:port"; port 0 picks one, see
-	// RouteAddr); its client port listens on loopback only, at a port the
-	// system picks. Routes lists its peers.
+	// RouteAddr). Routes lists its peers. The node connects to it in
+	// process; its client port, on loopback at a port the system picks,
+	// refuses every connection (see the package documentation).
 	Embed string
 	// Routes are the route URLs of the other nodes
 	// ("nats-route://host:port"), for Embed. A route to this node itself
@@ -72,8 +89,9 @@ type Options struct {
 	// RouteSecret, when set, authenticates the routes of the embedded
 	// servers: a server routes to this one only if it presents the same
 	// secret, and this one presents it to its peers. Empty: any server
-	// that reaches the route port may join (keep the port on a private
-	// network).
+	// that reaches the route port may join, and so read every forwarded
+	// request: any process on the host, and any host that reaches it off
+	// loopback. Start logs a warning then.
 	RouteSecret string
 	// Name names the NATS cluster of the embedded servers; empty means
 	// "mcpedge". Every node of a cluster gives the same name.
@@ -81,7 +99,10 @@ type Options struct {
 
 	// URL, when set instead of Embed, joins an existing NATS deployment
 	// ("nats://host:4222", several separated by commas). NATSOptions
-	// carry its credentials and TLS.
+	// carry its credentials and TLS. The node trusts every client the
+	// deployment lets publish on the cluster's subjects (Prefix): give
+	// the nodes an account, or permissions on Prefix.>, of their own.
+	// Credentials in the URL are never logged (internal/redact).
 	URL string
 	// NATSOptions are added to the connection's options: credentials
 	// (nats.UserCredentials, nats.Token, nats.UserInfo), TLS
@@ -110,7 +131,10 @@ type Options struct {
 	MaxPayload int
 
 	// Logger receives the node's log and the embedded server's; nil
-	// discards.
+	// discards. Lines that input from the cluster can cause (a message
+	// that does not parse, a client refused at the embedded server) are
+	// rate-limited: a few at once, then about one a second, each saying
+	// how many were suppressed before it.
 	Logger *slog.Logger
 }
 
@@ -139,9 +163,12 @@ type Node struct {
 
 	// Forwarding, the sending side (forward.go).
 	replyPrefix string // "<prefix>.reply.<node>."
-	nextToken   atomic.Uint64
 	pendMu      sync.Mutex
-	pending     map[uint64]*forward
+	pending     map[uint64]*forward // by reply token, random (register)
+
+	// Rate limits of the lines input from the cluster can cause: bad
+	// messages, and the embedded server's and the NATS client's own.
+	badWarns, natsWarns *lograte.Limiter
 
 	// Forwarding, the owner's side (serve.go).
 	handler     atomic.Pointer[fasthttp.RequestHandler]
@@ -284,13 +311,15 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	n := &Node{
-		opts:    opts,
-		log:     log.With("node", opts.Node),
-		name:    opts.Node,
-		prefix:  opts.Prefix,
-		pending: make(map[uint64]*forward),
-		tunnels: make(map[string]*tunnelConn),
-		jobs:    make(chan job),
+		opts:      opts,
+		log:       log.With("node", opts.Node),
+		name:      opts.Node,
+		prefix:    opts.Prefix,
+		pending:   make(map[uint64]*forward),
+		tunnels:   make(map[string]*tunnelConn),
+		jobs:      make(chan job),
+		badWarns:  lograte.New(badBurst, time.Second, 1),
+		natsWarns: lograte.New(natsBurst, time.Second, 1),
 
 		workersStop: make(chan struct{}),
 	}
@@ -309,7 +338,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			n.stats.reconnects.Add(1)
-			n.log.Info("cluster: NATS connection back", "url", nc.ConnectedUrlRedacted())
+			n.log.Info("cluster: NATS connection back", "url", redact.URLs(nc.ConnectedUrl()))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrSlowConsumer) {
@@ -319,7 +348,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 			if sub != nil {
 				subj = sub.Subject
 			}
-			n.log.Warn("cluster: NATS error", "subject", subj, "err", err)
+			n.natsWarns.Warn(n.log, netip.Addr{}, "cluster: NATS error", "subject", subj, "err", err)
 		}),
 	}
 	url := opts.URL
@@ -329,7 +358,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 			return nil, err
 		}
 		n.srv = srv
-		nopts = append(nopts, nats.InProcessServer(srv))
+		// In process, as the server's one client user; never to a TCP
+		// port a peer's INFO might name.
+		nopts = append(nopts, nats.InProcessServer(srv), nats.IgnoreDiscoveredServers())
 		url = ""
 	}
 	nopts = append(nopts, opts.NATSOptions...)
@@ -369,9 +400,16 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		n.unrouted.Store(n.srv.NumRoutes() == 0)
 		go n.watchRoutes()
 	}
-	n.log.Info("cluster: node started", "embed", opts.Embed, "routes", opts.Routes, "url", opts.URL)
+	n.log.Info("cluster: node started", "embed", opts.Embed, "routes", redact.URLs(strings.Join(opts.Routes, ",")), "url", redact.URLs(opts.URL))
 	return n, nil
 }
+
+// The rate limits of log lines that the cluster's input can cause: so many
+// at once, then one a second.
+const (
+	badBurst  = 5  // messages that do not parse
+	natsBurst = 32 // the embedded server's lines (its start takes a dozen)
+)
 
 // startEmbedded starts the in-process nats-server: the route port on
 // Options.Embed, the peers of Options.Routes, a client port on loopback.
@@ -395,7 +433,7 @@ func (n *Node) startEmbedded() (*server.Server, error) {
 			return nil, fmt.Errorf("%w: %q (want nats-route://host:port)", ErrBadRoute, r)
 		}
 		if sameAddr(u.Host, host, port) {
-			n.log.Warn("cluster: a route names this node itself; dropped", "route", r)
+			n.log.Warn("cluster: a route names this node itself; dropped", "route", redact.URLs(r))
 			continue
 		}
 		if n.opts.RouteSecret != "" && u.User == nil {
@@ -409,17 +447,26 @@ func (n *Node) startEmbedded() (*server.Server, error) {
 	}
 	so := &server.Options{
 		ServerName: n.opts.Node,
-		// The node connects in process; the client port exists because
-		// the server starts routing only once it listens for clients, and
-		// is on loopback, on a port of the system's choosing.
+		// The node connects in process. The client port exists only
+		// because the server starts routing once it listens for clients
+		// (with DontListen it never routes): it is on loopback, on a port
+		// of the system's choosing, and its one user takes in-process
+		// connections only. A client that names no user is that user
+		// (NoAuthUser), so the node's own connection needs no secret,
+		// and a TCP client is refused whatever it presents.
 		Host:       "127.0.0.1",
 		Port:       server.RANDOM_PORT,
+		Users:      []*server.User{{Username: nodeUser, AllowedConnectionTypes: map[string]struct{}{inProcess: {}}}},
+		NoAuthUser: nodeUser,
 		NoSigs:     true, // library code installs no signal handlers
 		MaxPayload: int32(n.opts.MaxPayload),
 		Cluster: server.ClusterOpts{
 			Name: n.opts.Name,
 			Host: host,
 			Port: port,
+			// Clients learn no other server's client port: there is
+			// nothing there for them.
+			NoAdvertise: true,
 		},
 		Routes: routes,
 	}
@@ -428,13 +475,15 @@ func (n *Node) startEmbedded() (*server.Server, error) {
 		// gossip) present it too.
 		so.Cluster.Username, so.Cluster.Password = routeUser, n.opts.RouteSecret
 	} else if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		n.log.Warn("cluster: the route port is open to any server that reaches it; give every node the same route secret", "embed", n.opts.Embed)
+		n.log.Warn("cluster: the route port is open to any server that reaches it, and every forwarded request with it; give every node the same route secret", "embed", n.opts.Embed)
+	} else {
+		n.log.Warn("cluster: the route port is open to every process on this host, and every forwarded request with it; give every node the same route secret", "embed", n.opts.Embed)
 	}
 	srv, err := server.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: embedded server: %w", err)
 	}
-	srv.SetLoggerV2(natsLogger{n.log}, false, false, false)
+	srv.SetLoggerV2(natsLogger{l: n.log, rate: n.natsWarns}, false, false, false)
 	go srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
@@ -445,6 +494,14 @@ func (n *Node) startEmbedded() (*server.Server, error) {
 
 // routeUser is the user name routes authenticate with.
 const routeUser = "mcpedge"
+
+// nodeUser is the embedded server's one client user, and inProcess the
+// only connection type it may use (jwt.ConnectionTypeInProcess; the
+// server checks the name at start).
+const (
+	nodeUser  = "mcpedge-node"
+	inProcess = "IN_PROCESS"
+)
 
 // sameAddr reports whether hostport names host:port, this node's route
 // listener. A wildcard host matches the loopback names.
@@ -488,8 +545,9 @@ func (n *Node) RouteAddr() net.Addr {
 }
 
 // InProcessConn connects to the embedded server in process, for tools and
-// tests: nats.Connect("", nats.InProcessServer(node)). It fails without
-// Embed.
+// tests: nats.Connect("", nats.InProcessServer(node)). Such a connection
+// may publish and subscribe on every subject, as the node does: it is
+// code of this process. It fails without Embed.
 func (n *Node) InProcessConn() (net.Conn, error) {
 	if n.srv == nil {
 		return nil, errors.New("cluster: no embedded server")
@@ -584,24 +642,34 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// natsLogger sends the embedded server's log to slog.
-type natsLogger struct{ l *slog.Logger }
+// natsLogger sends the embedded server's log to slog, at a bounded rate:
+// a client refused at its client port, or a route that presents a wrong
+// secret, is a line each time, and a local process can repeat either as
+// fast as it likes. URLs lose their credentials.
+type natsLogger struct {
+	l    *slog.Logger
+	rate *lograte.Limiter
+}
 
-func (g natsLogger) Noticef(format string, v ...any) {
-	g.l.Info("nats: " + fmt.Sprintf(format, v...))
+func (g natsLogger) log(level slog.Level, format string, v []any) {
+	if !g.l.Enabled(context.Background(), level) {
+		return
+	}
+	ok, suppressed := g.rate.Allow(netip.Addr{})
+	if !ok {
+		return
+	}
+	msg := "nats: " + redact.URLs(fmt.Sprintf(format, v...))
+	if suppressed > 0 {
+		g.l.Log(context.Background(), level, msg, "suppressed", suppressed)
+		return
+	}
+	g.l.Log(context.Background(), level, msg)
 }
-func (g natsLogger) Warnf(format string, v ...any) {
-	g.l.Warn("nats: " + fmt.Sprintf(format, v...))
-}
-func (g natsLogger) Fatalf(format string, v ...any) {
-	g.l.Error("nats: " + fmt.Sprintf(format, v...))
-}
-func (g natsLogger) Errorf(format string, v ...any) {
-	g.l.Error("nats: " + fmt.Sprintf(format, v...))
-}
-func (g natsLogger) Debugf(format string, v ...any) {
-	g.l.Debug("nats: " + fmt.Sprintf(format, v...))
-}
-func (g natsLogger) Tracef(format string, v ...any) {
-	g.l.Debug("nats: " + fmt.Sprintf(format, v...))
-}
+
+func (g natsLogger) Noticef(format string, v ...any) { g.log(slog.LevelInfo, format, v) }
+func (g natsLogger) Warnf(format string, v ...any)   { g.log(slog.LevelWarn, format, v) }
+func (g natsLogger) Fatalf(format string, v ...any)  { g.log(slog.LevelError, format, v) }
+func (g natsLogger) Errorf(format string, v ...any)  { g.log(slog.LevelError, format, v) }
+func (g natsLogger) Debugf(format string, v ...any)  { g.log(slog.LevelDebug, format, v) }
+func (g natsLogger) Tracef(format string, v ...any)  { g.log(slog.LevelDebug, format, v) }

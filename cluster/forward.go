@@ -1,9 +1,14 @@
 package cluster
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"io"
+	"log/slog"
+	"math/rand/v2"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -37,12 +42,21 @@ type forward struct {
 	n     *Node
 	token uint64
 	reply string
+	subj  []byte // reply's bytes, built in place
 	owner string
 	ch    chan []byte // a nil message: nobody answers for the owner
 	lost  atomic.Bool // a frame did not fit in ch: the answer is broken
 	next  uint64      // the seq expected next
 	hdrs  [][2][]byte
 	ended bool // the owner completed the answer
+
+	// A relayed stream's events are checked (checkEvents) before they
+	// reach the client: sse parses them; tail holds the start of an event
+	// that a frame cut, of which the first tailOff bytes were let through.
+	checkSSE bool // the stream is an identity-coded event stream
+	sse      codec.SSEParser
+	tail     []byte
+	tailOff  int
 }
 
 var forwards = sync.Pool{New: func() any { return &forward{ch: make(chan []byte, 256)} }}
@@ -114,7 +128,8 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
 	var gone chan struct{} // the client went away (watched once slow)
 	var w *connwatch.Watcher
 	heard := false
-	var body []byte // an answer too large for one frame, gathered
+	var body []byte   // an answer too large for one frame, gathered
+	var headCT []byte // and its content type
 	for {
 		select {
 		case <-probe.C:
@@ -150,6 +165,7 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
 			if !ok {
 				n.unregister(f)
 				n.cancel(f)
+				ctx.Response.Reset()
 				fail(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
 					"Bad Gateway: the answer of node "+owner+" was lost in transit; the request may have been served")
 				return true
@@ -158,6 +174,12 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
 			case frPending:
 				timer.Reset(n.opts.ForwardTimeout)
 			case frWhole:
+				if !checkBody(bodyType(&fr), fr.body) {
+					n.badMessage("answer body", fr.body)
+					n.unregister(f)
+					badAnswer(ctx, owner)
+					return true
+				}
 				setHead(ctx, &fr)
 				ctx.Response.SetBody(fr.body)
 				f.ended = true
@@ -165,6 +187,8 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
 				return true
 			case frHead:
 				setHead(ctx, &fr)
+				headCT = bodyType(&fr) // aliases m, which nothing reuses
+				f.checkSSE = bytes.EqualFold(headCT, ctSSE)
 				if fr.stream {
 					ctx.Response.ImmediateHeaderFlush = true
 					ctx.SetBodyStream(&relay{f: f, conn: ctx.Conn()}, -1)
@@ -175,6 +199,13 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
 				body = append(body, fr.body...)
 				timer.Reset(n.opts.ForwardTimeout)
 			case frEnd:
+				if !checkBody(headCT, body) {
+					n.badMessage("answer body", body)
+					n.unregister(f)
+					ctx.Response.Reset()
+					badAnswer(ctx, owner)
+					return true
+				}
 				ctx.Response.SetBodyRaw(body)
 				f.ended = true
 				n.unregister(f)
@@ -241,6 +272,12 @@ func (f *forward) frame(m []byte) (frame, bool) {
 	return fr, true
 }
 
+// badAnswer answers ctx 502 for an answer of owner that failed its checks.
+func badAnswer(ctx *fasthttp.RequestCtx, owner string) {
+	fail(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
+		"Bad Gateway: the answer of node "+owner+" did not pass the cluster's checks; the request may have been served")
+}
+
 // setHead sets the status and headers of an answer.
 func setHead(ctx *fasthttp.RequestCtx, fr *frame) {
 	ctx.SetStatusCode(fr.status)
@@ -257,17 +294,31 @@ func fail(ctx *fasthttp.RequestCtx, status, code int, msg string) {
 	ctx.SetBody(b)
 }
 
-// register makes a forward to owner and files it under a new token.
+// register makes a forward to owner and files it under a new token. The
+// token is random, not a count: an answer is taken only on its request's
+// reply subject, so a client of the NATS deployment that may publish on
+// the cluster's subjects but not read the requests cannot guess where to
+// send a forged one.
 func (n *Node) register(owner string) *forward {
 	f := forwards.Get().(*forward)
 	f.n, f.owner = n, owner
-	f.token = n.nextToken.Add(1)
-	f.reply = n.replyPrefix + strconv.FormatUint(f.token, 36)
 	f.next, f.ended = 0, false
 	f.lost.Store(false)
+	f.hdrs = f.hdrs[:0]
+	f.checkSSE = false
+	f.sse.Reset()
+	f.tail, f.tailOff = f.tail[:0], 0
 	n.pendMu.Lock()
+	for {
+		f.token = rand.Uint64()
+		if f.token != 0 && n.pending[f.token] == nil {
+			break
+		}
+	}
 	n.pending[f.token] = f
 	n.pendMu.Unlock()
+	f.subj = strconv.AppendUint(append(f.subj[:0], n.replyPrefix...), f.token, 36)
+	f.reply = string(f.subj)
 	return f
 }
 
@@ -285,6 +336,9 @@ func (n *Node) unregister(f *forward) {
 		<-f.ch
 	}
 	f.hdrs = f.hdrs[:0]
+	if cap(f.tail) > 64<<10 {
+		f.tail = nil
+	}
 	forwards.Put(f)
 }
 
@@ -340,13 +394,28 @@ func (n *Node) failPending() {
 	}
 }
 
-// badMessage counts and logs a message from NATS that did not parse.
+// badMessage counts a message from NATS that did not parse, or did not
+// pass its checks, and logs it at a bounded rate (badBurst at once, then
+// one a second, each line saying how many were suppressed before it): a
+// flood of garbage on the cluster's subjects costs a counter, not the
+// disk.
 func (n *Node) badMessage(what string, b []byte) {
 	n.stats.badMessages.Add(1)
+	if !n.log.Enabled(context.Background(), slog.LevelWarn) {
+		return
+	}
+	ok, suppressed := n.badWarns.Allow(netip.Addr{})
+	if !ok {
+		return
+	}
 	if len(b) > 64 {
 		b = b[:64]
 	}
-	n.log.Warn("cluster: dropped a message that does not parse", "what", what, "head", strconv.Quote(string(b)))
+	args := []any{"what", what, "head", strconv.Quote(string(b))}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	n.log.Warn("cluster: dropped a message that does not parse or pass its checks", args...)
 }
 
 // appendRequest appends the wire form of ctx's request.
@@ -456,7 +525,21 @@ func (r *relay) nextData() ([]byte, error) {
 			}
 			switch fr.kind {
 			case frData:
-				return fr.body, nil
+				if !f.checkSSE {
+					return fr.body, nil
+				}
+				data, ok := f.checkEvents(fr.body)
+				if !ok {
+					f.n.badMessage("relayed event", fr.body)
+					r.fail = ErrStreamLost
+					f.n.stats.streamsCut.Add(1)
+					return nil, r.fail
+				}
+				if len(data) == 0 {
+					r.timer.Reset(idle) // an event's start: the rest comes next
+					continue
+				}
+				return data, nil
 			case frEnd:
 				r.done, f.ended = true, true
 				return nil, nil

@@ -147,7 +147,8 @@ type frame struct {
 	body    []byte      // 'R', 'D', 'X'
 }
 
-// parseFrame parses a reply frame; ok is false when it does not parse.
+// parseFrame parses a reply frame; ok is false when it does not parse, or
+// names a header no client may be sent (headerOK).
 func parseFrame(b []byte, hdrs [][2][]byte) (f frame, ok bool) {
 	r := reader{b: b}
 	f.kind = r.byte()
@@ -163,6 +164,11 @@ func parseFrame(b []byte, hdrs [][2][]byte) (f frame, ok bool) {
 		}
 		f.status = int(st)
 		f.headers = r.headers(hdrs[:0], 256)
+		for _, kv := range f.headers {
+			if !headerOK(kv[0], kv[1]) {
+				return f, false
+			}
+		}
 		if f.kind == frHead {
 			f.stream = r.byte() == 1
 		} else {

@@ -131,10 +131,28 @@ func FuzzParsers(f *testing.F) {
 	req.Request.Header.Set("Mcp-Session-Id", "a.1")
 	req.Request.SetBodyString(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 	f.Add(appendRequest(nil, &req))
+	f.Add([]byte("id: a-1\ndata: {\"a\":1}\n\nevent: endpoint\ndata: /m\n\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _, _ = parseBusMessage(b)
+		if topic, payload, ok := parseBusMessage(b); ok {
+			_ = busPayloadOK(topic, payload)
+		}
 		_, _ = parseFrame(b, nil)
 		_, _ = decodeRequest(b)
+		_ = checkBody(ctJSON, b)
+		_ = checkBody(ctSSE, b)
+		// A relayed stream cut anywhere passes (or fails) as whole.
+		whole := checkBody(ctSSE, b)
+		fw := new(forward)
+		var out []byte
+		ok := true
+		for i := 0; i < len(b) && ok; i += 5 {
+			var o []byte
+			o, ok = fw.checkEvents(b[i:min(i+5, len(b))])
+			out = append(out, o...)
+		}
+		if ok && whole && string(out) != string(b) {
+			t.Fatalf("relayed %q of %q", out, b)
+		}
 		// Split at every point: a prefix of a valid message must not
 		// parse as something that reads past it.
 		for i := range b {

@@ -43,3 +43,9 @@ const copyOpts = decoder.OptionCaseSensitive | decoder.OptionValidateString | de
 
 // Marshal encodes v with the pinned configuration.
 func Marshal(v any) ([]byte, error) { return api.Marshal(v) }
+
+// Valid reports whether data is one JSON value, spaces around it aside.
+// It is sonic's validator: fast, and lenient about raw control characters
+// inside strings, which JSON forbids. A caller that splices data into a
+// framed message (a line, an SSE data field) rejects those bytes itself.
+func Valid(data []byte) bool { return validJSON(data) }

@@ -43,3 +43,14 @@ func TestUnmarshalErrors(t *testing.T) {
 	require.NoError(t, Unmarshal([]byte(`{"Name":"x","name":"y"}`), &w))
 	assert.Equal(t, "y", w.Name, "keys match case-sensitively")
 }
+
+func TestValid(t *testing.T) {
+	for in, want := range map[string]bool{
+		`{"a":[1,"x",null]}`: true, ` "x" `: true, `null`: true,
+		``: false, ` `: false, `{"a":1`: false, `"x"}},{"a":1`: false, `{} {}`: false, `"a`: false,
+	} {
+		if got := Valid([]byte(in)); got != want {
+			t.Errorf("Valid(%q) = %v", in, got)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -129,8 +130,19 @@ func (s *Server) handleMessageInner(sess *session.Session, m *codec.Message, fra
 	if s.handleNonRequest(sess, m) {
 		return out, false
 	}
+	var caller any
+	if s.authz != nil {
+		c, err := s.authorize(sess, m, false)
+		switch {
+		case err == ErrAuthWouldBlock:
+			return s.deferRequest(sess, m, frame, out, reply)
+		case err != nil:
+			return codec.AppendErrorObject(out, m.ID, codec.AsError(err)), false
+		}
+		caller = c
+	}
 	if mayBeModern(sess, m) {
-		if res, queued, ok := s.handleModern(sess, m, frame, out, reply); ok {
+		if res, queued, ok := s.handleModern(sess, m, frame, out, reply, caller); ok {
 			return res, queued
 		}
 	}
@@ -189,6 +201,9 @@ func (s *Server) admit(r *request, out []byte) ([]byte, bool) {
 		return s.refuse(r.sess, out, r.reply, id, errShutdown), false
 	}
 	r.rc.reset(r.sess.Context())
+	if s.authz != nil {
+		r.rc.caller = r.caller()
+	}
 	r.ctx = &r.rc
 	switch err := r.sess.Track(id, &r.rc, int(s.maxInflight.Load())); err {
 	case nil:
@@ -241,18 +256,22 @@ func (s *Server) handleBig(sess *session.Session, frame []byte) bool {
 	return true
 }
 
-// serveBig decodes and serves, on a worker, a frame that handleBig handed
-// over, as handleMessage would, but running a handler on this worker
-// rather than queueing it again. Every answer goes to the session's sink.
+// serveBig decodes and serves, on a worker, a frame that handleBig (or
+// deferRequest) handed over, as handleMessage would, but authorizing it
+// with leave to block and running a handler on this worker rather than
+// queueing it again. Every answer goes to r.reply: to its Final when it is
+// a Replier, which is called once, here or by whatever serves the request.
 func (s *Server) serveBig(r *request) {
 	sess, m := r.sess, &r.msg
 	b := codec.GetBuffer()
+	queued := false // the answer is another's to deliver (run, enqueue)
 	defer func() {
 		if p := recover(); p != nil {
 			s.recovered(p, "HandleFrame (big frame)", sess, m.Method)
 			b.B = s.panicAnswer(sess, m, b.B[:0])
 		}
-		sendNonEmpty(sess.Out, b)
+		s.authDone(r)
+		deliver(r.reply, b, queued)
 	}()
 	if err := s.decode(sess, r.buf, m); err != nil {
 		b.B = codec.AppendDecodeError(b.B, m, err)
@@ -261,9 +280,19 @@ func (s *Server) serveBig(r *request) {
 	if s.handleNonRequest(sess, m) {
 		return
 	}
+	var caller any
+	if s.authz != nil {
+		c, err := s.authorize(sess, m, true)
+		s.authDone(r)
+		if err != nil {
+			b.B = codec.AppendErrorObject(b.B, m.ID, codec.AsError(err))
+			return
+		}
+		caller = c
+	}
 	if mayBeModern(sess, m) {
-		if dst, _, ok := s.handleModern(sess, m, r.buf, b.B, r.reply); ok {
-			b.B = dst
+		if dst, q, ok := s.handleModern(sess, m, r.buf, b.B, r.reply, caller); ok {
+			b.B, queued = dst, q
 			return
 		}
 	}
@@ -285,7 +314,27 @@ func (s *Server) serveBig(r *request) {
 		b.B = dst
 		return
 	}
+	queued = true
 	s.run(r)
+}
+
+// deliver hands b, what serveBig answered at once, to reply: to its Final
+// when it is a Replier (nil for nothing), unless queued says that the
+// request's answer is delivered by whatever serves it; else with Send
+// when it is not empty.
+func deliver(reply session.Sink, b *codec.Buffer, queued bool) {
+	f, ok := reply.(Replier)
+	if !ok {
+		sendNonEmpty(reply, b)
+		return
+	}
+	if queued || len(b.B) == 0 {
+		codec.PutBuffer(b)
+		b = nil
+	}
+	if !queued {
+		f.Final(b)
+	}
 }
 
 // sendNonEmpty sends b to sink, or recycles it when it is empty.
@@ -398,12 +447,8 @@ func (s *Server) fastDirect(sess *session.Session, m *codec.Message, dst []byte,
 		return s.unsubscribe(sess, m, dst), true
 	case mcp.MethodToolsCall:
 		return s.inlineTool(sess, m, dst, f, nil, nil)
-	case mcp.MethodTasksGet:
-		return s.tasksGet(sess, m, dst), true
-	case mcp.MethodTasksList:
-		return s.tasksList(sess, m, dst), true
-	case mcp.MethodTasksCancel:
-		return s.tasksCancel(sess, m, dst), true
+	case mcp.MethodTasksGet, mcp.MethodTasksList, mcp.MethodTasksCancel:
+		return s.legacyTaskMethod(sess, m, dst), true
 	case mcp.MethodResourcesRead:
 		if res, ok := s.staticRead(m); ok {
 			return codec.AppendResult(dst, m.ID, res), true
@@ -465,6 +510,9 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte,
 		r.mod, r.rej = *mm, reply
 	}
 	r.ctx = sess.Context()
+	if s.authz != nil {
+		r.ctx = WithCaller(r.ctx, r.caller())
+	}
 	s.active.Add(1)
 	dst = s.serve(r, dst)
 	s.active.Add(-1)
@@ -477,7 +525,7 @@ func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte) 
 	if !ok {
 		p, err := decodeRouting(m.Params)
 		if err != nil {
-			return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: "+err.Error(), nil)
+			return codec.AppendErrorObject(dst, m.ID, paramsError(m.Method+" params", m.Params, &routing{}))
 		}
 		cursor = p.Cursor
 		defer putRouting(p)
@@ -496,7 +544,7 @@ func (s *Server) setLevel(sess *session.Session, m *codec.Message, dst []byte) [
 	}
 	i := mcp.LogLevelIndex(p.Level)
 	if i < 0 {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: unknown log level "+p.Level, nil)
+		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: level must be one of "+strings.Join(mcp.LogLevels[:], ", "), nil)
 	}
 	sess.SetLogLevel(i)
 	return codec.AppendResult(dst, m.ID, nil)
@@ -575,7 +623,7 @@ func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte)
 		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs params", nil)
 	}
 	if err := codec.Unmarshal(m.Params, &p); err != nil {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: "+err.Error(), nil)
+		return codec.AppendErrorObject(dst, m.ID, paramsError("initialize params", m.Params, &p))
 	}
 	if p.ProtocolVersion == "" {
 		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs protocolVersion", nil)
@@ -592,7 +640,7 @@ func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte)
 	}
 	body, err := codec.Marshal(&res)
 	if err != nil {
-		return codec.AppendError(dst, m.ID, codec.CodeInternalError, "internal error: "+err.Error(), nil)
+		return codec.AppendError(dst, m.ID, codec.CodeInternalError, "internal error: encoding the initialize result", nil)
 	}
 	return codec.AppendResult(dst, m.ID, body)
 }

@@ -88,15 +88,39 @@ type Options struct {
 	// kind per session per delay; <= 0 means 100 ms.
 	ListChangedDelay time.Duration
 
-	// TaskTTL is the longest a task and its result are kept (a client may
-	// ask for less); <= 0 means 10 minutes.
+	// TaskTTL is the longest a task and its result are kept (a 2025-11-25
+	// client may ask for less); <= 0 means 10 minutes.
 	TaskTTL time.Duration
-	// MaxTasks bounds the tasks one session keeps; <= 0 means 64. The
-	// tasks of 2026-07-28 (the tasks extension), which belong to no
-	// session, are bounded by it server-wide: when that many are kept, a
-	// new one evicts the oldest that has ended, and is refused when none
-	// has.
+	// MaxTasks bounds the tasks the server keeps, running or ended, of
+	// both revisions; <= 0 means 1024. When that many are kept, a new
+	// task makes room by forgetting the oldest that has ended.
 	MaxTasks int
+	// MaxTaskBytes bounds the bytes of the results the tasks kept hold;
+	// <= 0 means 64 MiB. Past it the oldest tasks that have ended are
+	// forgotten (a client asking for one is told it is unknown, as after
+	// its ttl).
+	MaxTaskBytes int64
+	// MaxTasksPerClient bounds the tasks one client keeps: one
+	// authenticated subject, else one address (every session of it), else
+	// one session; 0 means 16, < 0 no limit. Over it the client's oldest
+	// ended task is forgotten, or its 2026-07-28 task polled least
+	// recently when nobody polled it for TaskIdle is cancelled; failing
+	// both the new task is refused with CodeServerBusy and the limit
+	// "tasks".
+	MaxTasksPerClient int
+	// TaskWorkers bounds the task handlers running at once, on the worker
+	// pool: they count against Workers, and at most TaskWorkers of them
+	// run tasks, so long tasks never take the pool from requests; <= 0
+	// means a quarter of Workers (at least 1), and never more than
+	// Workers or MaxTasks. Over it a 2026-07-28 task nobody polled for
+	// TaskIdle is cancelled to make room; failing that the new task is
+	// refused with the limit "task-workers".
+	TaskWorkers int
+	// TaskIdle is how long a running 2026-07-28 task may go unpolled
+	// (tasks/get, tasks/update) before it counts as abandoned, to be
+	// cancelled when a new task needs its room; <= 0 means 1 minute. A
+	// 2025-11-25 task lives as long as its session.
+	TaskIdle time.Duration
 	// NodeID names this node of a cluster in the ids of the sessions it
 	// opens and of the tasks it creates for 2026-07-28 requests
 	// ("<NodeID>.<random>", see TaskNode and SessionNode), so that a
@@ -121,9 +145,9 @@ type Options struct {
 	// (on the worker pool, on a ServeFrame caller's goroutine, NonBlocking
 	// tools on the event loop) and those the engine answers itself (ping,
 	// initialize, list pages, static resources, ...), on every transport
-	// and protocol revision. Requests refused before dispatch (a limit,
-	// shutdown, a session not initialized, a malformed message) do not
-	// reach it. Its context is the request's (the session's for requests
+	// and protocol revision. Requests refused before dispatch
+	// (Options.Authorize, a limit, shutdown, a session not initialized, a
+	// malformed message) do not reach it. Its context is the request's (the session's for requests
 	// the engine answers itself); values a middleware adds to the context
 	// it passes on reach the handler. A middleware runs where the request
 	// is served, the event loop included: like a NonBlocking tool, it must
@@ -133,6 +157,16 @@ type Options struct {
 	// initiative (notifications, server-to-client requests; not answers):
 	// Send[0] is the outermost.
 	Send []SendMiddleware
+
+	// Authorize, if not nil, decides every request before anything else
+	// is done with it, on every transport and revision: a request it
+	// refuses gets its error and nothing else (auth.go). The caller it
+	// returns reaches handlers in their context (Caller), tools/call is
+	// checked against the tool's RequiredScopes with it, and an
+	// initialize's caller becomes its session's (session.Session.Auth).
+	// Package auth's *Verifier implements it. nil costs one nil check
+	// per request.
+	Authorize Authorizer
 
 	// StateKeys sign the requestState of 2026-07-28 multi round-trip
 	// requests (HMAC-SHA256): the first signs, any verifies, so a key
@@ -184,11 +218,11 @@ type Server struct {
 	adm    *admission
 	active atomic.Int64
 
-	listPending [4]atomic.Bool  // by handlers.ListKind
-	listChanged [4]atomic.Int64 // UnixNano of the last change, by kind
-	unsubs      []func()
-	tasks       *taskStore
-	mtasks      *modernTaskStore
+	listPending  [4]atomic.Bool  // by handlers.ListKind
+	listChanged  [4]atomic.Int64 // UnixNano of the last change, by kind
+	unsubs       []func()
+	tasks        *taskStore
+	taskHandlers atomic.Int64 // task handlers running (RunningTasks)
 
 	// The limits SetLimits changes: the hot path loads them atomically.
 	maxInflight atomic.Int64
@@ -209,8 +243,9 @@ type Server struct {
 	receiveFast MethodHandler // around fastInner
 	sender      Sender
 
-	obs   Observer  // Options.Observer; nil: none
-	epoch time.Time // New's time, with its monotonic reading (observe.go)
+	authz Authorizer // Options.Authorize; nil: none
+	obs   Observer   // Options.Observer; nil: none
+	epoch time.Time  // New's time, with its monotonic reading (observe.go)
 }
 
 // New returns a Server configured by opts.
@@ -237,7 +272,20 @@ func New(opts Options) *Server {
 		opts.TaskTTL = 10 * time.Minute
 	}
 	if opts.MaxTasks <= 0 {
-		opts.MaxTasks = 64
+		opts.MaxTasks = 1024
+	}
+	if opts.MaxTaskBytes <= 0 {
+		opts.MaxTaskBytes = 64 << 20
+	}
+	if opts.MaxTasksPerClient == 0 {
+		opts.MaxTasksPerClient = 16
+	}
+	if opts.TaskWorkers <= 0 {
+		opts.TaskWorkers = max(1, opts.Workers/4)
+	}
+	opts.TaskWorkers = min(opts.TaskWorkers, opts.Workers, opts.MaxTasks)
+	if opts.TaskIdle <= 0 {
+		opts.TaskIdle = time.Minute
 	}
 	if opts.MaxInflight == 0 {
 		opts.MaxInflight = 64
@@ -267,13 +315,13 @@ func New(opts Options) *Server {
 	s := &Server{
 		opts:     opts,
 		obs:      opts.Observer,
+		authz:    opts.Authorize,
 		epoch:    time.Now(),
 		reg:      handlers.NewRegistry(handlers.Options{PageSize: opts.PageSize}),
 		sessions: session.NewTable(),
 		bus:      opts.Bus,
 		log:      log,
 		tasks:    newTaskStore(),
-		mtasks:   newModernTaskStore(),
 		adm:      newAdmission(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -398,13 +446,16 @@ func (s *Server) ShuttingDown() bool { return s.adm.closing() }
 // connections before it): new requests are refused at once with -32000,
 // data {"limit":"shutdown"}, while connections stay open; requests in flight run to completion, and their
 // answers are written, until ctx ends (those still running are then
-// cancelled); then every session is closed and the pool released. The
+// cancelled); tasks still running are cancelled at once (their status
+// says so), and the drain waits for their handlers to return too; then
+// every session is closed and the pool released. The
 // transports are shut down after it returns (tcp.Server.Shutdown,
 // mcphttp.Server.Shutdown), not before: a transport stopped first would
 // drop the answers still in flight.
 func (s *Server) Shutdown(ctx context.Context) error {
 	done := s.adm.close()
 	s.endListeners()
+	s.endTasks()
 	var err error
 	select {
 	case <-done:

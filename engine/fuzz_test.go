@@ -71,6 +71,17 @@ func trafficSeeds(f *testing.F) [][]byte {
 		[]byte(`{"jsonrpc":"2.0","id":7,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v9"}}}`),
 		[]byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`),
 	)
+	// Tasks of both revisions: creation, and the methods on a handle.
+	const tasksMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+	seeds = append(seeds,
+		[]byte(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"slow_compute","arguments":{"seconds":0.01},`+tasksMeta+`}}`),
+		[]byte(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"test_tool_with_task","arguments":{},`+tasksMeta+`}}`),
+		[]byte(`{"jsonrpc":"2.0","id":11,"method":"tasks/update","params":{"taskId":"x.y","inputResponses":{"elicitation-1":{"action":"accept"}},`+tasksMeta+`}}`),
+		[]byte(`{"jsonrpc":"2.0","id":12,"method":"tasks/get","params":{"taskId":"x.y",`+tasksMeta+`}}`),
+		[]byte(`{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"slow_compute","arguments":{"seconds":0.01},"task":{"ttl":1000}}}`),
+		[]byte(`{"jsonrpc":"2.0","id":14,"method":"tasks/result","params":{"taskId":"x.y"}}`),
+		[]byte(`{"jsonrpc":"2.0","id":15,"method":"tasks/list","params":{"cursor":"MQ"}}`),
+	)
 	return seeds
 }
 

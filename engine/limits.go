@@ -24,6 +24,13 @@ const (
 	// LimitSubscriptions: the session's resource subscriptions and
 	// subscriptions/listen URIs (Options.MaxSubscriptions).
 	LimitSubscriptions = "subscriptions"
+	// LimitTasks: the client's share of tasks is full of running ones
+	// (Options.MaxTasksPerClient).
+	LimitTasks = "tasks"
+	// LimitTaskWorkers: every worker tasks may hold runs one
+	// (Options.TaskWorkers), or the server keeps all the tasks it may
+	// (Options.MaxTasks), none of them ended.
+	LimitTaskWorkers = "task-workers"
 )
 
 // ErrLimit is the sentinel every LimitError matches with errors.Is.
@@ -58,8 +65,24 @@ func (e *LimitError) Message() string {
 		return "server shutting down"
 	case LimitSubscriptions:
 		return "server busy: too many subscriptions on this session"
+	case LimitTasks:
+		return "server busy: too many tasks running for this client"
+	case LimitTaskWorkers:
+		return "server busy: every worker tasks may use is running one"
 	}
 	return "server busy"
+}
+
+// ClientShare reports whether the limit is the client's own share (its
+// rate, its requests in flight, its subscriptions, its tasks), which it can wait out, rather
+// than the server's capacity (a full pool, a drain): Streamable HTTP
+// answers the first with 429 and the second with 503.
+func (e *LimitError) ClientShare() bool {
+	switch e.Limit {
+	case LimitRate, LimitRateIP, LimitInflight, LimitTasks, LimitSubscriptions:
+		return true
+	}
+	return false
 }
 
 // AppendData appends the error's data object to dst.
@@ -101,10 +124,12 @@ func refuse(out []byte, reply session.Sink, id []byte, err *LimitError) []byte {
 
 // The fixed refusals, shared: they carry no per-request state.
 var (
-	errInflight = &LimitError{Limit: LimitInflight, RetryAfter: 100 * time.Millisecond}
-	errWorkers  = &LimitError{Limit: LimitWorkers, RetryAfter: 100 * time.Millisecond}
-	errShutdown = &LimitError{Limit: LimitShutdown}
-	errSubs     = &LimitError{Limit: LimitSubscriptions}
+	errInflight    = &LimitError{Limit: LimitInflight, RetryAfter: 100 * time.Millisecond}
+	errWorkers     = &LimitError{Limit: LimitWorkers, RetryAfter: 100 * time.Millisecond}
+	errShutdown    = &LimitError{Limit: LimitShutdown}
+	errTasks       = &LimitError{Limit: LimitTasks, RetryAfter: time.Second}
+	errTaskWorkers = &LimitError{Limit: LimitTaskWorkers, RetryAfter: time.Second}
+	errSubs        = &LimitError{Limit: LimitSubscriptions}
 )
 
 // ipRates holds one rate limiter per client address.

@@ -195,7 +195,8 @@ var fastRequests = sync.Pool{New: func() any { return new(Request) }}
 
 // fastThrough answers m, one of the requests fast answers itself, through
 // the receiving middleware, appending the answer to dst. The middleware's
-// context is the session's, as for the requests served by handlers.
+// context is the session's, as for the requests served by handlers, with
+// the session's caller when requests are authorized.
 func (s *Server) fastThrough(sess *session.Session, m *codec.Message, dst []byte) []byte {
 	scratch := codec.GetBuffer()
 	req := fastRequests.Get().(*Request)
@@ -205,7 +206,11 @@ func (s *Server) fastThrough(sess *session.Session, m *codec.Message, dst []byte
 		fastRequests.Put(req)
 		codec.PutBuffer(scratch)
 	}()
-	res, err := s.receiveFast(sess.Context(), req)
+	ctx := sess.Context()
+	if s.authz != nil {
+		ctx = WithCaller(ctx, sess.Auth())
+	}
+	res, err := s.receiveFast(ctx, req)
 	if err != nil {
 		return codec.AppendErrorObject(dst, m.ID, codec.AsError(err))
 	}

@@ -33,6 +33,7 @@ type modernMeta struct {
 	info    []byte // clientInfo, a raw object or nil
 	level   int8   // minimum log level index; -1: no notifications/message
 	trace   [3][]byte
+	caller  any // the request's verified caller (Options.Authorize), when authorized
 }
 
 var modernKeys = []string{
@@ -91,7 +92,7 @@ func parseMeta(meta []byte, mm *modernMeta) (found bool, e *codec.Error) {
 	}
 	var v [7][]byte
 	if err := codec.ObjectFields(meta, modernKeys, v[:]); err != nil {
-		return false, errMeta("_meta: " + err.Error())
+		return false, errMeta("_meta must be an object of well-formed members")
 	}
 	if v[0] == nil {
 		return false, errMeta("_meta." + mcp.MetaProtocolVersion + " is required")
@@ -239,8 +240,10 @@ func removedInModern(method string) bool {
 
 // handleModern serves a request that may be of the stateless revision. It
 // reports handled false when the request names no protocol version after
-// all: the caller serves it as a request of its session.
-func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued, handled bool) {
+// all: the caller serves it as a request of its session. caller is what
+// Options.Authorize returned for it (nil without authorization): the
+// request's own, kept in its modernMeta for whatever serves it.
+func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink, caller any) (res []byte, queued, handled bool) {
 	var mm modernMeta
 	var f toolFields
 	var meta []byte
@@ -258,6 +261,7 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 		reject(reply, e.Code)
 		return codec.AppendErrorObject(out, m.ID, e), false, true
 	}
+	mm.caller = caller
 	if le := s.checkRate(sess); le != nil {
 		return s.refuse(sess, out, reply, m.ID, le), false, true
 	}
@@ -276,7 +280,7 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 	case mcp.MethodSubscriptionsListen:
 		return s.listen(sess, m, &mm, frame, out, reply)
 	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
-		return s.modernTaskMethod(m, &mm, out, reply), false, true
+		return s.statelessTaskMethod(sess, m, &mm, out, reply), false, true
 	case mcp.MethodToolsCall, mcp.MethodResourcesRead, mcp.MethodPromptsGet, mcp.MethodCompletionComplete:
 	default:
 		reject(reply, codec.CodeMethodNotFound)

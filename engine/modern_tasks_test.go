@@ -434,7 +434,7 @@ func TestModernTaskAfterInputRounds(t *testing.T) {
 
 func TestModernTaskBoundsAndExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newModernTaskFixture(t, engine.Options{MaxTasks: 2, TaskTTL: time.Minute})
+		f := newModernTaskFixture(t, engine.Options{MaxTasksPerClient: 2, TaskTTL: time.Minute})
 		m := f.mclient(t, false)
 		done := m.create("quick", `{}`)
 		synctest.Wait()
@@ -449,6 +449,7 @@ func TestModernTaskBoundsAndExpiry(t *testing.T) {
 		a = m.call("work", `{}`)
 		require.NotNil(t, a.Error, "%s", a.Result)
 		require.Equal(t, codec.CodeServerBusy, a.Error.Code)
+		require.Equal(t, engine.LimitTasks, limitOf(t, a))
 		// Past its ttl a task is cancelled and forgotten.
 		time.Sleep(time.Minute + time.Second)
 		synctest.Wait()

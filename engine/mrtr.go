@@ -82,7 +82,7 @@ func (r *request) loadMRTR() *mrtrState {
 	var p mrtrParams
 	if len(r.msg.Params) > 0 {
 		if err := codec.Unmarshal(r.msg.Params, &p); err != nil {
-			st.err = codec.NewError(codec.CodeInvalidParams, "invalid params: "+err.Error())
+			st.err = paramsError(r.msg.Method+" params", r.msg.Params, &p)
 			return st
 		}
 	}
@@ -144,8 +144,8 @@ func (r *request) input(key, method string, params, result any) error {
 		key = inputKey(method, st.seq[method])
 	}
 	if raw, ok := st.answers[key]; ok {
-		if err := codec.Unmarshal(raw, result); err != nil {
-			return codec.NewError(codec.CodeInvalidParams, "invalid params: inputResponses["+strconv.Quote(key)+"]: "+err.Error())
+		if err := decodeAnswer(key, raw, result); err != nil {
+			return err
 		}
 		st.used[key] = raw
 		return nil
@@ -196,8 +196,14 @@ func (s *Server) appendInputRequired(r *request, dst []byte) []byte {
 	}
 	dst = append(dst, '}')
 	state, err := s.sealState(r.msg.Method, r.digest(), st.used)
+	if errors.Is(err, errStateTooBig) {
+		// The client's answers make the state too big to carry: its
+		// request is what is wrong.
+		return codec.AppendError(dst[:start], r.msg.ID, codec.CodeInvalidParams,
+			"invalid params: the answers in inputResponses are too large to carry in requestState (at most "+strconv.Itoa(maxStateBytes>>10)+" KiB)", nil)
+	}
 	if err != nil {
-		return codec.AppendError(dst[:start], r.msg.ID, codec.CodeInternalError, "internal error: "+err.Error(), nil)
+		return codec.AppendError(dst[:start], r.msg.ID, codec.CodeInternalError, "internal error: sealing requestState", nil)
 	}
 	dst = append(dst, `,"requestState":`...)
 	dst = codec.AppendString(dst, state)

@@ -27,6 +27,7 @@ import (
 // (context.WithoutCancel, or a fresh one).
 type reqCtx struct {
 	parent context.Context
+	caller any // the request's verified caller (Options.Authorize), or nil
 
 	mu     sync.Mutex
 	done   chan struct{}   // made on first Done; closedChan once cancelled before that
@@ -44,7 +45,7 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 // reset prepares c for a request of the session whose context is parent.
 func (c *reqCtx) reset(parent context.Context) {
-	c.parent, c.done, c.err, c.caused, c.afters = parent, nil, nil, nil, c.afters[:0]
+	c.parent, c.caller, c.done, c.err, c.caused, c.afters = parent, nil, nil, nil, nil, c.afters[:0]
 }
 
 // AfterFunc arranges for f to run in its own goroutine once the context
@@ -100,6 +101,9 @@ func (c *reqCtx) Err() error {
 }
 
 func (c *reqCtx) Value(key any) any {
+	if _, ok := key.(callerKey); ok && c.caller != nil {
+		return c.caller
+	}
 	c.mu.Lock()
 	caused := c.caused
 	c.mu.Unlock()

@@ -50,12 +50,17 @@ type request struct {
 	rej     session.Sink // an inline 2026-07-28 request's reply sink, for Reject only
 	plain   bool         // a CallToolResult without _meta: finishModern need not scan it
 
-	taskID string     // set when the request runs as a task
-	mtask  *mtask     // set when the request runs as a task of 2026-07-28
-	inMu   sync.Mutex // serializes the input requests of a stateless request
-	inline bool       // a NonBlocking tool run on the event loop: it sends nothing
-	big    bool       // buf holds a big frame, not yet decoded (HandleFrame)
-	lis    *listener  // a subscriptions/listen to open on a worker; buf holds its params
+	task    *task       // set on a task's own request (not pooled): the task its handler runs
+	refused *LimitError // the request was refused as it was to become a task
+	inMu    sync.Mutex  // serializes the input requests of a stateless request
+	inline  bool        // a NonBlocking tool run on the event loop: it sends nothing
+	big     bool        // buf holds a big frame, not yet decoded (HandleFrame)
+	lis     *listener   // a subscriptions/listen to open on a worker; buf holds its params
+	// authWait: a request deferRequest handed over, in its session's
+	// in-flight set under authID (in buf) until its authorization is
+	// decided (authDone).
+	authWait bool
+	authID   []byte
 
 	// With receiving middleware: the request as it sees it, and the
 	// answer being written, its result starting at outBody.
@@ -90,6 +95,10 @@ func (s *Server) release(r *request) {
 // work is the worker pool's function.
 func (s *Server) work(arg any) {
 	r := arg.(*request)
+	if r.task != nil { // a task's handler: its request is not pooled
+		s.runTask(r)
+		return
+	}
 	switch {
 	case r.lis != nil:
 		s.openListen(r)
@@ -128,6 +137,20 @@ func (s *Server) run(r *request) {
 		r.tracked = false
 	}
 	r.rc.finish()
+	if r.refused != nil {
+		if s.obs != nil {
+			s.obs.Refused(r.sess, r.refused.Limit)
+		}
+		if rf, ok := r.reply.(Refuser); ok {
+			// Refused before the handler sent anything: the sink answers
+			// in its transport's terms (HTTP 429 or 503).
+			b.B = b.B[:0]
+			rf.Refuse(r.msg.ID, r.refused)
+			if s.obs != nil {
+				s.obs.RequestDone(r.sess, r.msg.Method, codec.CodeServerBusy, s.monotonic()-r.obsStart)
+			}
+		}
+	}
 	if len(b.B) == 0 || r.sess.State() == session.StateClosed {
 		codec.PutBuffer(b)
 		b = nil
@@ -173,6 +196,9 @@ func (s *Server) serve(r *request, dst []byte) (out []byte) {
 	}
 	if errors.Is(r.rc.cause(), session.ErrCancelledByClient) {
 		return dst[:start]
+	}
+	if r.refused != nil {
+		return r.refused.AppendAnswer(dst[:start], id)
 	}
 	if r.mod.on {
 		return s.finishModern(r, dst, start, body, err)
@@ -302,7 +328,7 @@ func decodeParams(r *request, v any) error {
 		return codec.NewError(codec.CodeInvalidParams, "invalid params: "+r.msg.Method+" needs params")
 	}
 	if err := codec.Unmarshal(r.msg.Params, v); err != nil {
-		return &codec.Error{Code: codec.CodeInvalidParams, Message: "invalid params: " + err.Error()}
+		return paramsError(r.msg.Method+" params", r.msg.Params, v)
 	}
 	return nil
 }
@@ -320,30 +346,14 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	if p.Name == "" {
 		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: tools/call needs a name")
 	}
-	if p.Task != nil && !r.mod.on && !atLeast(r.sess.Version(), mcp.Version20251125) {
-		p.Task = nil // tasks are 2025-11-25's: an older client's call is a plain one
+	if s.authz != nil {
+		if err := s.authorizeTool(r, p.Name); err != nil {
+			return dst, err
+		}
 	}
-	if r.mod.on {
-		// 2026-07-28: the server decides (params.task is ignored).
-		if r.mtask == nil {
-			if dst, err, done := s.modernToolTask(r, p, dst); done {
-				return dst, err
-			}
-		}
-	} else if r.taskID == "" {
-		support := mcp.TaskForbidden
-		if t, ok := s.reg.Tool(p.Name); ok && t.Execution != nil && t.Execution.TaskSupport != "" {
-			support = t.Execution.TaskSupport
-		}
-		switch {
-		case p.Task != nil && support == mcp.TaskForbidden:
-			if _, ok := s.reg.Tool(p.Name); ok {
-				return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" does not support task-augmented calls")
-			}
-		case p.Task == nil && support == mcp.TaskRequired:
-			return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" must be called as a task (params.task)")
-		case p.Task != nil:
-			return s.startToolTask(r, p, dst)
+	if r.task == nil {
+		if dst, err, done := s.toolTask(r, p, dst); done {
+			return dst, err
 		}
 	}
 	r.call = handlers.CallToolRequest{Peer: r, Params: p}
@@ -565,11 +575,11 @@ func (r *request) Log(level, logger string, data any) error {
 // appendRelatedTask appends ,"_meta":{related-task} inside a params object
 // when r runs as a task.
 func (r *request) appendRelatedTask(dst []byte) []byte {
-	if r.taskID == "" {
+	if r.task == nil || r.task.sess == nil {
 		return dst
 	}
 	dst = append(dst, `,"_meta":{"`+relatedTaskKey+`":{"taskId":`...)
-	dst = codec.AppendString(dst, r.taskID)
+	dst = codec.AppendString(dst, r.task.id)
 	return append(dst, "}}"...)
 }
 
@@ -697,8 +707,8 @@ func (r *request) ListRoots(ctx context.Context) (*mcp.ListRootsResult, error) {
 // waits for the answer, ctx and the configured timeout.
 func (r *request) callClient(ctx context.Context, method string, params, result any) error {
 	if r.mod.on {
-		if r.mtask != nil {
-			return r.mtask.input(ctx, r, handlers.InputKey(ctx), method, params, result)
+		if r.task != nil {
+			return r.task.input(ctx, r, handlers.InputKey(ctx), method, params, result)
 		}
 		r.inMu.Lock()
 		defer r.inMu.Unlock()
@@ -714,21 +724,15 @@ func (r *request) callClient(ctx context.Context, method string, params, result 
 			return fmt.Errorf("engine: encoding %s params: %w", method, err)
 		}
 	}
-	if r.taskID != "" {
+	if t := r.task; t != nil {
 		// A task waiting on its client is input_required meanwhile, and
 		// its requests carry the related-task key.
 		if raw == nil {
 			raw = []byte("{}")
 		}
-		raw = withRelatedTask(raw, r.taskID)
-		if t, err := r.s.lookupTask(r.sess, r.taskID); err == nil && t.setStatus(mcp.TaskInputRequired, "waiting for "+method) {
-			r.s.notifyTaskStatus(t)
-			defer func() {
-				if t.setStatus(mcp.TaskWorking, "") {
-					r.s.notifyTaskStatus(t)
-				}
-			}()
-		}
+		raw = withRelatedTask(raw, t.id)
+		t.setStatus(mcp.TaskInputRequired, "waiting for "+method)
+		defer t.setStatus(mcp.TaskWorking, "")
 	}
 	reply, err := r.s.CallClient(ctx, r.sess, r.reply, method, codec.RawJSON(raw))
 	if err != nil {

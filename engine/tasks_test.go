@@ -198,15 +198,16 @@ func TestTaskSupportRules(t *testing.T) {
 }
 
 func TestTaskListScopeAndBounds(t *testing.T) {
-	f := newTaskFixture(t, engine.Options{MaxTasks: 3, PageSize: 2})
+	f := newTaskFixture(t, engine.Options{MaxTasksPerClient: 3, PageSize: 2})
 	a, b := f.ready(t, `{}`), f.ready(t, `{}`)
 	ids := map[string]bool{}
 	for i := 1; i <= 3; i++ {
 		ids[startTask(t, a, i, "job", 60000).TaskID] = true
 	}
-	// Over the bound: refused.
+	// Over the client's share, every task running: refused.
 	m, _ := a.send("9", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"job","arguments":{},"task":{}}}`)
 	requireError(t, m, "9", codec.CodeServerBusy)
+	require.Equal(t, engine.LimitTasks, limitOf(t, m))
 
 	// tasks/list pages through a's tasks only.
 	seen := map[string]bool{}

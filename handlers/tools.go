@@ -59,9 +59,9 @@ type ToolOptions struct {
 	DeferTask bool
 
 	// RequiredScopes are the OAuth scopes a caller must hold to call the
-	// tool. The registry only stores them: a receiving middleware (see
-	// engine.Options.Receive) enforces them, reading them with
-	// Registry.ToolOptionsOf.
+	// tool. The registry only stores them: the engine's authorization
+	// (engine.Options.Authorize, its AuthorizeTool) enforces them before
+	// the tool runs, reading them with Registry.ToolOptionsOf.
 	RequiredScopes []string
 }
 

@@ -33,7 +33,7 @@ func (a *adminAddr) Set(v string) error { a.addr, a.set = v, true; return nil }
 // adminFlags registers the admin listener's flags on fs.
 func adminFlags(fs *flag.FlagSet, c *adminConfig) {
 	c.addr.addr = admin.DefaultAddr
-	fs.Var(&c.addr, "admin", "serve /metrics, /healthz, /readyz and /debug/pprof/ on `addr`, never an MCP port (empty: off; with -stdio, off unless given)")
+	fs.Var(&c.addr, "admin", "serve /metrics, /healthz, /readyz and /debug/pprof/ on `addr`, never an MCP port, checking Host as -http does with -allowed-hosts (empty: off; with -stdio, off unless given)")
 }
 
 // adminRun is the admin listener of one run: its metrics, its readiness
@@ -71,6 +71,8 @@ func startAdmin(c *config, opts *mcpedge.Options, log *slog.Logger) (*adminRun, 
 	if err != nil {
 		return nil, err
 	}
+	// The MCP listener's Host check (DNS rebinding), with its allow-list.
+	srv.SetAllowedHosts(splitList(c.allowHosts))
 	opts.Observer = m
 	bus := opts.Bus
 	if bus == nil {
@@ -114,6 +116,15 @@ func (a *adminRun) serve(ctx context.Context, srv *mcpedge.Server) {
 	}()
 	// Not "addr=": tests and scripts read the MCP address from that key.
 	a.log.Info("serving admin endpoints", "url", "http://"+a.srv.Addr().String()+"/", "metrics", "http://"+a.srv.Addr().String()+"/metrics")
+}
+
+// reloadHook applies a changed -allowed-hosts to the admin listener, as
+// the HTTP allow-lists' hook does to the MCP listener.
+func (a *adminRun) reloadHook() reloadHook {
+	return reloadHook{name: "admin allowed hosts", keys: []string{"allowed-hosts"}, prepare: func(c *config) (func(), error) {
+		hosts := splitList(c.allowHosts)
+		return func() { a.srv.SetAllowedHosts(hosts) }, nil
+	}}
 }
 
 // markReady tells /readyz the MCP listeners are up.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -69,4 +71,32 @@ func TestSameAddr(t *testing.T) {
 	} {
 		assert.Equal(t, tc.same, sameAddr(tc.a, tc.b), "%s %s", tc.a, tc.b)
 	}
+}
+
+// TestAdminHostChecked: the admin listener refuses a Host that is neither
+// loopback nor in -allowed-hosts (DNS rebinding), as -http does.
+func TestAdminHostChecked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	adminAddr := freePort(t)
+	c := startChild(t, "-tcp= -http=127.0.0.1:0 -admin="+adminAddr+" -allowed-hosts=ops.example")
+	_, port, _ := net.SplitHostPort(adminAddr)
+	for host, want := range map[string]int{
+		"rebind.example:" + port: http.StatusForbidden,
+		"ops.example:" + port:    http.StatusOK,
+		"127.0.0.1:" + port:      http.StatusOK,
+		"localhost:" + port:      http.StatusOK,
+	} {
+		req, err := http.NewRequest(http.MethodGet, "http://"+adminAddr+"/metrics", nil)
+		require.NoError(t, err)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, want, resp.StatusCode, "Host %s", host)
+	}
+	code, _ := c.stop(syscall.SIGTERM)
+	assert.Equal(t, 0, code)
 }

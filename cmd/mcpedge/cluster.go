@@ -14,6 +14,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/mcpedge/mcpedge/cluster"
+	"github.com/mcpedge/mcpedge/internal/redact"
 	"github.com/nats-io/nats.go"
 )
 
@@ -151,7 +152,7 @@ func startCluster(c *config, log *slog.Logger) (*cluster.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	log.Info("joined the cluster", "node", n.Name(), "embed", cf.embed, "routes", cf.routes, "nats", cf.url)
+	log.Info("joined the cluster", "node", n.Name(), "embed", cf.embed, "routes", redact.URLs(cf.routes), "nats", redact.URLs(cf.url))
 	return n, nil
 }
 

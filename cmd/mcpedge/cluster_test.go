@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -91,4 +92,27 @@ func freePort(t *testing.T) string {
 	require.NoError(t, err)
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// TestClusterURLRedacted: the password of a -cluster URL never reaches the
+// log, neither where the node says it joined nor anywhere else.
+func TestClusterURLRedacted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary and a NATS server")
+	}
+	const user, pass = "mcpedge", "hunter2-cluster-pass-7c6d"
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true, Username: user, Password: pass})
+	require.NoError(t, err)
+	go ns.Start()
+	require.True(t, ns.ReadyForConnections(10*time.Second))
+	defer ns.Shutdown()
+	key := writeFile(t, strings.Repeat("ef", 32)+"\n")
+	url := "nats://" + user + ":" + pass + "@" + ns.Addr().String()
+	c := startChild(t, "-tcp= -http=127.0.0.1:0 -admin= -node=r -log-level=debug -cluster="+url+" -state-key-file="+key)
+	require.Eventually(t, func() bool { return strings.Contains(c.log.String(), "joined the cluster") }, 10*time.Second, 20*time.Millisecond)
+	code, _ := c.stop(syscall.SIGTERM)
+	assert.Equal(t, 0, code)
+	log := c.log.String()
+	assert.NotContains(t, log, pass)
+	assert.Contains(t, log, "nats://"+user+":[REDACTED]@"+ns.Addr().String())
 }

@@ -173,6 +173,7 @@ func validate(c *config) error {
 		{"max-conns", int64(c.maxConns)}, {"max-conns-per-ip", int64(c.maxConnsPerIP)},
 		{"max-inflight", int64(c.maxInflight)}, {"rate-burst", int64(c.rateBurst)},
 		{"max-sessions", int64(c.maxSessions)}, {"max-subscriptions", int64(c.maxSubscriptions)},
+		{"max-tasks-per-client", int64(c.maxTasksPerClient)}, {"task-workers", int64(c.taskWorkers)},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("-%s: %d: must not be negative", f.name, f.v)
@@ -195,6 +196,20 @@ func validate(c *config) error {
 	}
 	if c.stateTTL <= 0 {
 		return fmt.Errorf("-state-ttl: %v: must be positive", c.stateTTL)
+	}
+	if c.maxTasks <= 0 {
+		return fmt.Errorf("-max-tasks: %d: must be positive", c.maxTasks)
+	}
+	if c.maxTaskBytes <= 0 {
+		return fmt.Errorf("-max-task-bytes: %d: must be positive", c.maxTaskBytes)
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"task-ttl", c.taskTTL}, {"task-idle", c.taskIdle}} {
+		if f.v <= 0 {
+			return fmt.Errorf("-%s: %v: must be positive", f.name, f.v)
+		}
 	}
 	if err := validateCluster(c); err != nil {
 		return err

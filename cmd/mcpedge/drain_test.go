@@ -139,6 +139,25 @@ func TestSIGTERMExitsNonZeroWhenCut(t *testing.T) {
 	assert.Contains(t, c.log.String(), "drain incomplete")
 }
 
+// TestSIGTERMEndsTasks: with a 2026-07-28 task running, SIGTERM cancels
+// it and the drain ends as soon as its handler returns, exit status 0; it
+// used to wait out -drain and log "drain incomplete active=0".
+func TestSIGTERMEndsTasks(t *testing.T) {
+	c := startChild(t, "-tcp 127.0.0.1:0 -http= -handlers conformance -drain 20s")
+	nc, err := net.Dial("tcp", c.addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { nc.Close() })
+	require.NoError(t, nc.SetDeadline(time.Now().Add(wait)))
+	_, err = io.WriteString(nc, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow_compute","arguments":{"seconds":600},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`+"\n")
+	require.NoError(t, err)
+	line, err := bufio.NewReader(nc).ReadBytes('\n')
+	require.NoError(t, err)
+	require.Contains(t, string(line), `"resultType":"task"`, "the task is running")
+	code, _ := c.stop(syscall.SIGTERM)
+	assert.Equal(t, 0, code, "log:\n%s", c.log.String())
+	assert.NotContains(t, c.log.String(), "drain incomplete")
+}
+
 // TestSIGHUPDoesNotKill: SIGHUP is logged and the server serves on; a
 // later SIGTERM with nothing in flight exits 0.
 func TestSIGHUPDoesNotKill(t *testing.T) {

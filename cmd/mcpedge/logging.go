@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+
+	"github.com/mcpedge/mcpedge/internal/redact"
 )
 
 // newLogger returns the process's logger: -log-format text or json, at
-// -log-level, with secrets redacted (redact).
+// -log-level, with secrets redacted (redactAttr).
 func newLogger(w io.Writer, format string, lv slog.Leveler) (*slog.Logger, error) {
-	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: redact}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: redactAttr}
 	switch format {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
@@ -29,13 +31,15 @@ var secretKey = regexp.MustCompile(`(?i)(authorization|token|secret|password|pas
 // "key":"value" pairs whose key names a secret (access_token, api_key...).
 var secretValue = regexp.MustCompile(`(?i)(authorization"?\s*[:=]\s*"?)[^\r\n"]+|((?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]+|((?:token|secret|password|passwd|api[-_]?key)"?\s*[:=]\s*"?)[^"\s&,;}]+`)
 
-const redacted = "[REDACTED]"
+const redacted = redact.Mask
 
-// redact is the handlers' ReplaceAttr: an attribute named like a secret
+// redactAttr is the handlers' ReplaceAttr: an attribute named like a secret
 // has its value replaced, and secrets inside string values (a header
-// line, a query string, JSON params) are masked. Nothing that looks like a
-// token reaches the log, whichever layer logged it.
-func redact(_ []string, a slog.Attr) slog.Attr {
+// line, a query string, JSON params, the credentials of a URL) are
+// masked. Nothing that looks like a token reaches the log, whichever layer
+// logged it: the message itself is masked too, since the embedded NATS
+// server and the HTTP servers' error logs put everything in it.
+func redactAttr(_ []string, a slog.Attr) slog.Attr {
 	if a.Key == slog.TimeKey || a.Key == slog.LevelKey {
 		return a
 	}
@@ -63,6 +67,9 @@ func redact(_ []string, a slog.Attr) slog.Attr {
 
 // maybeSecret is a cheap pre-check before the regular expression.
 func maybeSecret(v string) bool {
+	if redact.HasCredentials(v) {
+		return true
+	}
 	l := strings.ToLower(v)
 	for _, w := range []string{"bearer", "basic", "token", "secret", "password", "passwd", "authorization", "key"} {
 		if strings.Contains(l, w) {
@@ -72,7 +79,11 @@ func maybeSecret(v string) bool {
 	return false
 }
 
+// maskSecrets masks the credentials of URLs (internal/redact, the helper
+// every layer uses where it logs a URL), then every secret secretValue
+// finds.
 func maskSecrets(v string) string {
+	v = redact.URLs(v)
 	return secretValue.ReplaceAllStringFunc(v, func(m string) string {
 		sub := secretValue.FindStringSubmatch(m)
 		return sub[1] + sub[2] + sub[3] + redacted

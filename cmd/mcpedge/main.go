@@ -59,6 +59,7 @@ type config struct {
 	idleTimeout      time.Duration
 	writeTimeout     time.Duration
 	maxBuffered      int64
+	maxOutboundTotal int64
 	maxInflight      int
 	maxSubscriptions int
 	rate             float64
@@ -67,6 +68,15 @@ type config struct {
 	sessionInit      time.Duration
 	maxSessions      int
 	maxSessionsPerIP int
+
+	// Tasks: the server's and each client's, the workers they may hold,
+	// how long they are kept, and when an unpolled one is abandoned.
+	maxTasks          int
+	maxTaskBytes      int64
+	maxTasksPerClient int
+	taskWorkers       int
+	taskTTL           time.Duration
+	taskIdle          time.Duration
 
 	// 2026-07-28: the keys requestState is signed with, and its age.
 	stateKeyFile string
@@ -135,9 +145,16 @@ func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error)
 	fs.Float64Var(&c.rate, "rate", 0, "requests per second one session may send; more get -32000 {\"limit\":\"rate\",\"retryAfterMs\":N}, HTTP 429 (0: none)")
 	fs.StringVar(&c.stateKeyFile, "state-key-file", "", "`file` of the keys that sign 2026-07-28 requestState, one per line (hex, at least 32 bytes each): the first signs, any verifies, so a key rotates by adding the new one first and removing the old later; give every node the same file (empty: a random key per process)")
 	fs.DurationVar(&c.stateTTL, "state-ttl", 10*time.Minute, "how long a 2026-07-28 requestState stays valid")
+	fs.IntVar(&c.maxTasks, "max-tasks", 1024, "tasks the server keeps, running or ended, both revisions (when full, the oldest ended is forgotten)")
+	fs.Var(newSize(&c.maxTaskBytes, 64<<20), "max-task-bytes", "`bytes` of results the tasks kept may hold; past it the oldest ended tasks are forgotten (units: KiB, MiB, GiB, KB, MB, GB)")
+	fs.IntVar(&c.maxTasksPerClient, "max-tasks-per-client", 16, "tasks one client keeps: one authenticated subject, else one address; past it its oldest ended one is forgotten, or its running one nobody polled for -task-idle cancelled, else -32000 {\"limit\":\"tasks\"}, HTTP 429 (0: none)")
+	fs.IntVar(&c.taskWorkers, "task-workers", 0, "workers of -workers that task handlers may hold at once; past it -32000 {\"limit\":\"task-workers\"}, HTTP 503 (0: a quarter of -workers)")
+	fs.DurationVar(&c.taskTTL, "task-ttl", 10*time.Minute, "the longest a task runs and its result is kept")
+	fs.DurationVar(&c.taskIdle, "task-idle", time.Minute, "a running 2026-07-28 task nobody polled for this long is abandoned: cancelled when a new task needs its room")
 	fs.IntVar(&c.rateBurst, "rate-burst", 0, "burst allowed above -rate and -rate-ip (0: the rate, rounded up)")
 	fs.Float64Var(&c.rateIP, "rate-ip", 0, "requests per second all sessions of one client address may send (0: none)")
-	fs.Var(newSize(&c.maxBuffered, tcp.DefaultMaxBuffered()), "max-buffered", "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
+	fs.Var(newSize(&c.maxBuffered, netlimit.DefaultMaxBuffered()), "max-buffered", "`bytes` of partial inbound messages held across connections: TCP messages and HTTP request bodies being received; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
+	fs.Var(newSize(&c.maxOutboundTotal, netlimit.DefaultMaxOutboundTotal()), "max-outbound-total", "`bytes` queued for clients across connections: TCP answers, SSE streams, large HTTP answers being written; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
 	registerAuthFlags(fs, &c.auth)
 	registerClusterFlags(fs, &c.cluster)
 	adminFlags(fs, &c.admin)
@@ -243,22 +260,33 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			StateKeys:        stateKeys,
 			StateTTL:         c.stateTTL,
 			Logger:           log,
+
+			MaxTasks:          c.maxTasks,
+			MaxTaskBytes:      c.maxTaskBytes,
+			MaxTasksPerClient: orNone(c.maxTasksPerClient),
+			TaskWorkers:       c.taskWorkers,
+			TaskTTL:           c.taskTTL,
+			TaskIdle:          c.taskIdle,
 		},
 		Stdio:        mcpedge.StdioOptions{Framer: framer, MaxOutbound: c.maxOutbound, DrainTimeout: c.drain, ReadTimeout: orNone(c.readTimeout)},
 		DrainTimeout: orNone(c.drain),
 		Auth:         verifier,
 		LameDuck:     c.lameDuck,
 	}
+	var buffered, outbound *netlimit.Budget
 	if !c.stdio {
-		// One connection budget for every network transport.
+		// One connection budget, and one budget of each kind of bytes
+		// clients make the server hold, for every network transport.
 		conns := netlimit.New(c.maxConns, c.maxConnsPerIP)
+		buffered, outbound = netlimit.NewBudget(orNone(c.maxBuffered)), netlimit.NewBudget(orNone(c.maxOutboundTotal))
 		if c.tcp != "" {
 			opts.TCP = &mcpedge.TCPOptions{
 				Addr: c.tcp, Loops: c.loops, Framer: framer, MaxOutbound: c.maxOutbound,
 				Conns:       conns,
 				ReadTimeout: orNone(c.readTimeout),
 				IdleTimeout: orNone(c.idleTimeout),
-				MaxBuffered: orNone(c.maxBuffered),
+				Buffered:    buffered,
+				Outbound:    outbound,
 			}
 		}
 		if c.http != "" {
@@ -279,6 +307,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				InitTimeout:      c.sessionInit,
 				MaxSessions:      c.maxSessions,
 				MaxSessionsPerIP: sessionsPerIP(c.maxSessionsPerIP),
+				Buffered:         buffered,
+				Outbound:         outbound,
 				TLS:              tlsState,
 			}
 		}
@@ -331,6 +361,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if verifier != nil {
 		reload.hooks = append(reload.hooks, authReloadHook(verifier, log))
 	}
+	if adm != nil {
+		reload.hooks = append(reload.hooks, adm.reloadHook()) // admin.go
+	}
+	if buffered != nil {
+		reload.hooks = append(reload.hooks, budgetReloadHook(buffered, outbound))
+	}
 	defer reload.watch(ctx)()
 	adm.serve(ctx, srv)
 
@@ -351,7 +387,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
 	if a := srv.TCPAddr(ctx); a != nil {
-		log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered)
+		log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered, "max_outbound_total", c.maxOutboundTotal)
 	}
 	scheme := "http"
 	if tlsState != nil {

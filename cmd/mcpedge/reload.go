@@ -16,6 +16,7 @@ import (
 	"github.com/mcpedge/mcpedge"
 	"github.com/mcpedge/mcpedge/engine"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
+	"github.com/mcpedge/mcpedge/transport/netlimit"
 )
 
 // SIGHUP reloads the configuration: the -config file and the environment
@@ -98,6 +99,18 @@ func newReloader(args []string, c *config, log *slog.Logger, level *slog.LevelVa
 	return r, nil
 }
 
+// budgetReloadHook applies -max-buffered and -max-outbound-total to the
+// budgets the transports share: a lower limit cuts the biggest holders at
+// once.
+func budgetReloadHook(buffered, outbound *netlimit.Budget) reloadHook {
+	return reloadHook{name: "byte budgets", keys: []string{"max-buffered", "max-outbound-total"}, prepare: func(c *config) (func(), error) {
+		return func() {
+			buffered.SetLimit(orNone(c.maxBuffered))
+			outbound.SetLimit(orNone(c.maxOutboundTotal))
+		}, nil
+	}}
+}
+
 // flagValues returns every flag's value in its string form.
 func flagValues(fs *flag.FlagSet) map[string]string {
 	m := map[string]string{}
@@ -133,6 +146,9 @@ func (r *reloader) reload() error {
 			continue
 		}
 		change := fmt.Sprintf("%s: %q → %q", name, old, v)
+		if secretKey.MatchString(name) && !strings.HasSuffix(name, "-file") { // -auth-client-secret: never its value (logging.go)
+			change = name + ": changed"
+		}
 		if slices.ContainsFunc(r.hooks, func(h reloadHook) bool { return slices.Contains(h.keys, name) }) {
 			applied = append(applied, change)
 		} else {

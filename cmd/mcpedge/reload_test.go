@@ -16,6 +16,7 @@ import (
 	"github.com/mcpedge/mcpedge"
 	"github.com/mcpedge/mcpedge/internal/testcert"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
+	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -237,4 +238,17 @@ func TestReloadAuthTokens(t *testing.T) {
 	require.Error(t, e.r.reload(), "turning authorization off needs a restart")
 	_, err = v.Verify(ctx, "second-token-0123456789")
 	require.NoError(t, err, "a refused reload keeps the verifier")
+}
+
+// -max-buffered and -max-outbound-total reach the budgets the transports
+// share at a reload; 0 is "none".
+func TestReloadBudgets(t *testing.T) {
+	e := newReloadEnv(t, "max-buffered = \"64MiB\"\nmax-outbound-total = \"128MiB\"\n")
+	buffered, outbound := netlimit.NewBudget(64<<20), netlimit.NewBudget(128<<20)
+	e.r.hooks = append(e.r.hooks, budgetReloadHook(buffered, outbound))
+	e.rewrite(t, "max-buffered = \"32MiB\"\nmax-outbound-total = 0\n")
+	require.NoError(t, e.r.reload())
+	assert.Equal(t, int64(32<<20), buffered.Limit())
+	assert.Equal(t, int64(-1), outbound.Limit())
+	assert.NotContains(t, e.log.String(), "need a restart")
 }

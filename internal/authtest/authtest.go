@@ -44,6 +44,27 @@ type Issuer struct {
 	// "slow" waits 10 s (or until the client goes).
 	mode    atomic.Value
 	rotated atomic.Bool
+	hold    atomic.Pointer[hold]
+}
+
+// hold is what Hold set up.
+type hold struct {
+	entered  chan struct{}
+	released chan struct{}
+	once     sync.Once
+}
+
+// Hold makes every JWKS request from now on wait, until release is
+// called (or its client goes), before being served as the mode says:
+// entered receives once for each request that waits, so that a test
+// knows a fetch is under way without sleeping.
+func (is *Issuer) Hold() (entered <-chan struct{}, release func()) {
+	h := &hold{entered: make(chan struct{}, 64), released: make(chan struct{})}
+	is.hold.Store(h)
+	return h.entered, func() {
+		h.once.Do(func() { close(h.released) })
+		is.hold.CompareAndSwap(h, nil)
+	}
 }
 
 // NewIssuer starts an Issuer; Close its Server.
@@ -66,6 +87,17 @@ func (is *Issuer) Rotate() { is.rotated.Store(true) }
 
 func (is *Issuer) serve(w http.ResponseWriter, r *http.Request) {
 	is.Fetches.Add(1)
+	if h := is.hold.Load(); h != nil {
+		select {
+		case h.entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-h.released:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	switch is.mode.Load().(string) {
 	case "fail":
 		http.Error(w, "down", http.StatusInternalServerError)

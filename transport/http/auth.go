@@ -19,7 +19,15 @@ import (
 // anything else; the RFC 9728 metadata is served at the well-known paths.
 // Failures are answered 401 or 403 with a WWW-Authenticate challenge and a
 // JSON-RPC error body (auth.CodeUnauthorized, auth.CodeForbidden); the
-// token is never echoed nor logged.
+// token is never echoed nor logged. Every refusal is counted once
+// (Verifier.OnFailure): by Verify for the tokens it refuses, by
+// refuseAuth for the rest.
+//
+// The request's caller is then recorded on the session it is served on
+// (bindAuth: a POST's stateless exchange too), where the engine's
+// authorization step (engine.Options.Authorize, the same Verifier) finds
+// it: the token is verified once, here, and the engine decides the
+// request with it.
 
 var (
 	hdrAuthorization   = []byte("Authorization")
@@ -101,7 +109,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (*auth.Info, bool) {
 	}
 	info, err := v.Verify(context.Background(), string(tok))
 	if err != nil {
-		s.refuseAuth(ctx, err)
+		s.challenge(ctx, err) // counted by Verify
 		return nil, false
 	}
 	// A request naming a session must come from its subject.
@@ -144,9 +152,16 @@ func (s *Server) authorizeMessage(ctx *fasthttp.RequestCtx, info *auth.Info, m *
 	return true
 }
 
-// refuseAuth answers err: its status, the challenge, and the JSON-RPC
-// error as the body.
+// refuseAuth counts a refusal (Verifier.Refused) and answers it
+// (challenge).
 func (s *Server) refuseAuth(ctx *fasthttp.RequestCtx, err error) {
+	s.opts.Auth.Refused()
+	s.challenge(ctx, err)
+}
+
+// challenge answers err: its status, the challenge, and the JSON-RPC
+// error as the body.
+func (s *Server) challenge(ctx *fasthttp.RequestCtx, err error) {
 	var e *auth.Error
 	if !errors.As(err, &e) {
 		e = &auth.Error{Status: fasthttp.StatusUnauthorized, Code: "invalid_token", Description: "invalid token"}

@@ -30,11 +30,36 @@ type connTable struct {
 	n atomic.Int64
 }
 
-// connInfo is a connection's state for a drain.
+// connInfo is a connection's state for a drain, and why the server cut
+// it (the reason ConnObserver is told when it closes).
 type connInfo struct {
-	state atomic.Int32 // fasthttp.ConnState, stateReading or stateClosing
-	mu    sync.Mutex   // orders poke and StateActive
-	poked bool         // poke set the read deadline in the past; under mu
+	state  atomic.Int32 // fasthttp.ConnState, stateReading or stateClosing
+	mu     sync.Mutex   // orders poke and StateActive
+	poked  bool         // poke set the read deadline in the past; under mu
+	reason atomic.Pointer[error]
+}
+
+// setConnReason records why the server cuts c, the first reason given;
+// it reports whether c is a connection of this server's.
+func (s *Server) setConnReason(c net.Conn, reason error) bool {
+	if c == nil {
+		return false
+	}
+	v, ok := s.conns.m.Load(c)
+	if ok {
+		v.(*connInfo).reason.CompareAndSwap(nil, &reason)
+	}
+	return ok
+}
+
+// connReason returns why the server cut c, or nil.
+func (s *Server) connReason(c net.Conn) error {
+	if v, ok := s.conns.m.Load(c); ok {
+		if p := v.(*connInfo).reason.Load(); p != nil {
+			return *p
+		}
+	}
+	return nil
 }
 
 // poke wakes c's goroutine, blocked reading its next request, with a read

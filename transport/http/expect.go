@@ -24,6 +24,7 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 
 func (s *Server) expectOK(ctx *fasthttp.RequestCtx) bool {
 	if n := ctx.Request.Header.ContentLength(); n > s.max {
+		s.refusedOversized(ctx) // headerReceived remembered it
 		s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, codeTransport, "Request Entity Too Large: the body exceeds "+strconv.Itoa(s.max)+" bytes")
 		return false
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -71,8 +70,9 @@ func (s *Server) httpError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	var nerr net.Error
 	switch {
-	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, codeTransport, "Request Entity Too Large: the body exceeds "+strconv.Itoa(s.max)+" bytes")
+	case s.refusedOversized(ctx) || errors.Is(err, fasthttp.ErrBodyTooLarge):
+		// Refused on its declared length (headerReceived).
+		s.tooLarge(ctx)
 	case errors.As(err, &small):
 		s.fail(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, codeTransport, "Request Header Fields Too Large")
 	case errors.As(err, &nerr) && nerr.Timeout():
@@ -100,19 +100,26 @@ func (s *Server) checkHostOrigin(ctx *fasthttp.RequestCtx) bool {
 
 func (s *Server) hostOK(host []byte) bool {
 	al := s.allow.Load()
-	if al.anyHost {
+	return hostAllowed(host, al.hosts, al.anyHost, s.loopback.Load())
+}
+
+// hostAllowed is the Host check of the MCP listener and of HostCheck:
+// hosts is the lower-cased allow-list, any its "*", loopback whether the
+// listener is bound to loopback only.
+func hostAllowed(host []byte, hosts []string, any, loopback bool) bool {
+	if any {
 		return true
 	}
 	name := hostname(host)
 	if isLoopbackName(name) {
 		return true
 	}
-	for _, h := range al.hosts {
+	for _, h := range hosts {
 		if bytes.EqualFold(host, []byte(h)) || bytes.EqualFold(name, []byte(h)) {
 			return true
 		}
 	}
-	return len(al.hosts) == 0 && !s.loopback.Load()
+	return len(hosts) == 0 && !loopback
 }
 
 func (s *Server) originOK(origin []byte) bool {

@@ -49,10 +49,12 @@
 // one used least recently, else 503), the sessions of one client address
 // (Options.MaxSessionsPerIP, a share of MaxSessions by default, 429), the
 // connections shared with other transports (Options.Conns, 503 at accept),
-// the body size (413, checked on the headers of a request that expects
-// 100 Continue, before the client sends its body), the bytes pending on a
-// stream (slow consumers are cut off) and the read, write and idle
-// timeouts. Answers over a limit carry Retry-After and a JSON-RPC error
+// the body size (413 on the declared length, before any of the body is
+// read), the memory of bodies being received (Options.MaxBuffered: a body
+// is read only once its headers passed every check, into a buffer that
+// grows with the bytes received), the bytes pending on a stream (slow
+// consumers are cut off), the memory queued for clients in all
+// (Options.MaxOutboundTotal) and the read, write and idle timeouts. Answers over a limit carry Retry-After and a JSON-RPC error
 // naming the limit. Accept errors (out of file descriptors, aborted
 // connections) are retried with back-off and never end Serve.
 //
@@ -87,6 +89,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/lograte"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/valyala/fasthttp"
@@ -159,6 +162,31 @@ type Options struct {
 	// stream; a client that lets that much pile up is disconnected as a
 	// slow consumer. <= 0 means 1 MiB. One event of any size is accepted.
 	MaxStreamBuffer int
+
+	// MaxBuffered bounds the memory of request bodies being received,
+	// across all connections: bodies are read into buffers that grow with
+	// the bytes received (never from the declared Content-Length), and
+	// past the bound the requests holding the most are cut first (503 with
+	// {"limit":"max-buffered"}, the connection closed, ErrBufferBudget)
+	// until the total fits. 0 means netlimit.DefaultMaxBuffered(); < 0
+	// means none. Ignored when Buffered is set.
+	MaxBuffered int64
+	// Buffered, when not nil, is the budget of partial inbound bytes,
+	// shared with other transports (TCP's partial messages). nil means a
+	// budget of MaxBuffered bytes for this transport alone.
+	Buffered *netlimit.Budget
+	// MaxOutboundTotal bounds the memory queued for clients across all
+	// connections: the events waiting on SSE streams and the answers of
+	// 64 KiB or more being written, counted by the capacity of their
+	// buffers. Past it, the streams and answers holding the most are cut
+	// first (ErrOutboundBudget) until the total fits. 0 means
+	// netlimit.DefaultMaxOutboundTotal(); < 0 means none. Ignored when
+	// Outbound is set.
+	MaxOutboundTotal int64
+	// Outbound, when not nil, is the budget of queued outbound bytes,
+	// shared with other transports (TCP). nil means a budget of
+	// MaxOutboundTotal bytes for this transport alone.
+	Outbound *netlimit.Budget
 	// KeepAlive is the interval of SSE comment lines on idle streams;
 	// 0 means 15 s, < 0 disables them.
 	KeepAlive time.Duration
@@ -248,6 +276,16 @@ type Server struct {
 
 	cobs engine.ConnObserver // nil: none (metrics.go)
 
+	// The byte budgets (budget.go) and their holders on this server, and
+	// the requests refused on their declared length (headerReceived).
+	oversized sync.Map // *fasthttp.RequestHeader -> struct{}
+	inb, outb *netlimit.Budget
+	bodies    holders[*bodyRead]
+	answers   holders[*answer]
+	streams   holders[*streamHolder]
+	detach    [3]func()
+	warns     *lograte.Limiter // bad-input warnings, per client address
+
 	srv      *fasthttp.Server
 	mu       sync.Mutex
 	ln       net.Listener
@@ -314,6 +352,12 @@ func New(eng *engine.Server, opts Options) *Server {
 	if opts.LegacyMessagePath == "" {
 		opts.LegacyMessagePath = "/message"
 	}
+	if opts.MaxBuffered == 0 {
+		opts.MaxBuffered = netlimit.DefaultMaxBuffered()
+	}
+	if opts.MaxOutboundTotal == 0 {
+		opts.MaxOutboundTotal = netlimit.DefaultMaxOutboundTotal()
+	}
 	opts.ReadTimeout = timeoutOr(opts.ReadTimeout, 30*time.Second)
 	opts.WriteTimeout = timeoutOr(opts.WriteTimeout, 30*time.Second)
 	opts.IdleTimeout = timeoutOr(opts.IdleTimeout, 2*time.Minute)
@@ -328,7 +372,18 @@ func New(eng *engine.Server, opts Options) *Server {
 		msgPath: []byte(opts.LegacyMessagePath),
 		ready:   make(chan struct{}),
 		stop:    make(chan struct{}),
+		inb:     opts.Buffered,
+		outb:    opts.Outbound,
+		warns:   lograte.New(0, 0, 0),
 	}
+	if s.inb == nil {
+		s.inb = netlimit.NewBudget(opts.MaxBuffered)
+	}
+	if s.outb == nil {
+		s.outb = netlimit.NewBudget(opts.MaxOutboundTotal)
+	}
+	s.detach = [3]func(){s.inb.Attach(&s.bodies), s.outb.Attach(&s.answers), s.outb.Attach(&s.streams)}
+	limitBodyPools()
 	s.SetAllowed(opts.AllowedHosts, opts.AllowedOrigins)
 	s.loopback.Store(loopbackAddr(opts.Addr))
 	s.calls.New = func() any { return &call{s: s, wake: make(chan struct{}, 1)} }
@@ -336,6 +391,7 @@ func New(eng *engine.Server, opts Options) *Server {
 		Handler:                      s.Handler(),
 		ErrorHandler:                 s.httpError,
 		ExpectHandler:                s.expect,
+		HeaderReceived:               s.headerReceived, // budget.go
 		Name:                         "mcpedge",
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
@@ -343,6 +399,7 @@ func New(eng *engine.Server, opts Options) *Server {
 		WriteTimeout:                 opts.WriteTimeout,
 		IdleTimeout:                  opts.IdleTimeout,
 		MaxRequestBodySize:           s.max,
+		StreamRequestBody:            true, // bodies are read by readBody, under the budget
 		DisablePreParseMultipartForm: true,
 		CloseOnShutdown:              true,
 		SecureErrorLogMessage:        true, // fasthttp's error logs never quote a request (headers, tokens)
@@ -351,6 +408,8 @@ func New(eng *engine.Server, opts Options) *Server {
 	}
 	s.srv.ConnState = s.connState
 	s.observe() // metrics.go
+	s.reaperWG.Add(1)
+	go s.enforce() // budget.go
 	if !opts.Stateless {
 		s.reaperWG.Add(1)
 		go s.reap()
@@ -383,9 +442,11 @@ func (s *Server) Options() Options {
 
 // Handler returns the transport's fasthttp request handler, for mounting on
 // a fasthttp server of your own. Give that server a MaxRequestBodySize of
-// the engine's MaxMessage and timeouts as Options describes, and leave
-// DisableHeaderNamesNormalizing off: headers are looked up by their
-// normalized names.
+// the engine's MaxMessage, StreamRequestBody (so that request bodies are
+// read by the handler, under MaxBuffered, once their headers are checked;
+// without it fasthttp allocates each body from its declared length) and
+// timeouts as Options describes, and leave DisableHeaderNamesNormalizing
+// off: headers are looked up by their normalized names.
 func (s *Server) Handler() fasthttp.RequestHandler { return s.serveHTTP }
 
 // serveHTTP is the fasthttp handler: handle, with a panic in the
@@ -407,10 +468,23 @@ func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 		// is about to close under it.
 		ctx.SetConnectionClose()
 	}
+	streamed := ctx.Request.IsBodyStream()
+	if streamed && ctx.Request.Header.ContentLength() > s.max {
+		// Refused on its declared length, before a byte of it is read
+		// (headerReceived).
+		s.refusedOversized(ctx)
+		ctx.SetConnectionClose()
+		s.tooLarge(ctx)
+		return
+	}
 	s.handle(ctx)
+	if streamed && ctx.Request.IsBodyStream() {
+		s.dropBody(ctx) // budget.go
+	}
 	if s.cobs != nil {
 		s.countBytes(ctx) // metrics.go
 	}
+	s.holdAnswer(ctx) // budget.go
 }
 
 // ListenAndServe listens on Options.Addr and serves until Shutdown, when it
@@ -494,6 +568,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOne.Do(func() { close(s.stop) })
 	s.reaperWG.Wait()
 	s.drainWG.Wait()
+	for _, d := range s.detach {
+		d()
+	}
 	s.settle(ctx)
 	s.eng.Sessions().Range(func(sess *session.Session) bool {
 		if s.owns(sess) {

@@ -1,6 +1,8 @@
 package http
 
 import (
+	"fmt"
+
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/valyala/fasthttp"
@@ -70,7 +72,13 @@ func (s *Server) legacyGet(ctx *fasthttp.RequestCtx) {
 		s.releaseSession(ip)
 		st.end(false)
 	})
-	st.onEnd = func() { s.eng.Conn(l.sess).Close(ErrStreamEnded) }
+	st.onEnd = func(gone error) {
+		cause := ErrStreamEnded
+		if cutFor(gone) { // cut for a limit: the session closes for it
+			cause = fmt.Errorf("%w: %w", ErrStreamEnded, gone)
+		}
+		s.eng.Conn(l.sess).Close(cause)
+	}
 
 	b := codec.GetBuffer()
 	b.B = append(b.B, "event: endpoint\ndata: "...)
@@ -83,17 +91,25 @@ func (s *Server) legacyGet(ctx *fasthttp.RequestCtx) {
 	s.respondSSE(ctx, st)
 }
 
-// legacyPost takes one message for a legacy session: 202 at once, the
-// answer on the session's stream.
-func (s *Server) legacyPost(ctx *fasthttp.RequestCtx) {
+// legacyPostHeaders checks the method and content type of a request to
+// the legacy message endpoint, before its body is read. It answers 405 or
+// 415 and reports false when one fails.
+func (s *Server) legacyPostHeaders(ctx *fasthttp.RequestCtx) bool {
 	if !ctx.IsPost() {
 		s.notAllowed(ctx, allowPost)
-		return
+		return false
 	}
 	if !mediaTypeIs(ctx.Request.Header.ContentType(), ctJSON) {
 		s.fail(ctx, fasthttp.StatusUnsupportedMediaType, codeTransport, "Unsupported Media Type: Content-Type must be application/json")
-		return
+		return false
 	}
+	return true
+}
+
+// legacyPost takes one message for a legacy session, its headers checked
+// by legacyPostHeaders and its body read: 202 at once, the answer on the
+// session's stream.
+func (s *Server) legacyPost(ctx *fasthttp.RequestCtx) {
 	sid := ctx.QueryArgs().Peek("sessionId")
 	if len(sid) == 0 {
 		s.fail(ctx, fasthttp.StatusBadRequest, codeTransport, "Bad Request: sessionId query parameter is required")

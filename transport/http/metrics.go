@@ -8,8 +8,10 @@ import (
 )
 
 // observe hooks the engine's ConnObserver, when it has one, into the
-// fasthttp server: connections opened and closed. fasthttp gives no reason
-// for a close; the sessions' typed reasons (ErrSessionIdle, ErrDeleted,
+// fasthttp server: connections opened and closed. A connection the server
+// cut for a limit closes with its typed reason (ErrSlowConsumer,
+// ErrBufferBudget, ErrOutboundBudget); fasthttp gives none for the
+// others, and the sessions' typed reasons (ErrSessionIdle, ErrDeleted,
 // ...) reach the engine's Observer.
 func (s *Server) observe() {
 	s.cobs = s.eng.ConnObserver()
@@ -18,6 +20,10 @@ func (s *Server) observe() {
 	}
 	prev := s.srv.ConnState // the drain's bookkeeping (drain.go)
 	s.srv.ConnState = func(c net.Conn, st fasthttp.ConnState) {
+		var reason error
+		if st == fasthttp.StateClosed {
+			reason = s.connReason(c) // before prev forgets c
+		}
 		if prev != nil {
 			prev(c, st)
 		}
@@ -25,16 +31,20 @@ func (s *Server) observe() {
 		case fasthttp.StateNew:
 			s.cobs.ConnOpened("http")
 		case fasthttp.StateClosed, fasthttp.StateHijacked:
-			s.cobs.ConnClosed("http", nil)
+			s.cobs.ConnClosed("http", reason)
 		}
 	}
 }
 
 // countBytes tells the ConnObserver the bytes of one exchange: the
-// request's headers and body, and the response's body when it was
-// buffered (an SSE stream's events are not counted).
+// request's headers and body (none when it was left unread), and the
+// response's body when it was buffered (an SSE stream's events are not
+// counted).
 func (s *Server) countBytes(ctx *fasthttp.RequestCtx) {
-	in := len(ctx.Request.Header.RawHeaders()) + len(ctx.Request.Body())
+	in := len(ctx.Request.Header.RawHeaders())
+	if !ctx.Request.IsBodyStream() { // Body would read it
+		in += len(ctx.Request.Body())
+	}
 	out := 0
 	if !ctx.Response.IsBodyStream() {
 		out = len(ctx.Response.Body())

@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -23,7 +24,9 @@ import (
 // watching the connection for the client going away.
 const watchAfter = 20 * time.Millisecond
 
-// handle routes a request.
+// handle routes a request. Everything its headers tell is checked before
+// its body is read (readBody): the path, Host and Origin, the credentials,
+// and for a POST the method, content type, Accept and protocol version.
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
 	if s.opts.Auth != nil && s.serveMetadata(ctx, path) {
@@ -36,6 +39,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 		ai, ok := s.authenticate(ctx)
 		if !ok {
+			return
+		}
+		if ctx.IsPost() && (!s.postHeaders(ctx) || !s.readBody(ctx)) {
 			return
 		}
 		if s.opts.Route != nil {
@@ -64,6 +70,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	case !s.opts.NoLegacySSE && bytes.Equal(path, s.msgPath):
 		if s.checkHostOrigin(ctx) {
 			if _, ok := s.authenticate(ctx); ok {
+				if !s.legacyPostHeaders(ctx) || !s.readBody(ctx) {
+					return
+				}
 				if s.opts.Route != nil {
 					if id := ctx.QueryArgs().Peek("sessionId"); len(id) > 0 && s.opts.Route(ctx, id) {
 						return
@@ -151,7 +160,13 @@ func (s *Server) putCall(c *call) {
 		if c.tracked {
 			s.live.remove(c.sess)
 		}
-		s.eng.Conn(c.sess).Close(errStateless)
+		cause := errStateless
+		if c.st != nil {
+			if cut := c.st.cutCause(); cut != nil { // its stream was cut for a limit
+				cause = fmt.Errorf("%w: %w", errStateless, cut)
+			}
+		}
+		s.eng.Conn(c.sess).Close(cause)
 	}
 	if c.answer != nil {
 		codec.PutBuffer(c.answer)
@@ -236,11 +251,15 @@ func (c *call) Final(b *codec.Buffer) {
 }
 
 // Refuse implements engine.Refuser: a request the engine refused for a
-// limit is answered 429 (its session's or address's request rate, its
-// session's requests in flight or subscriptions) or 503 (the worker pool is full, or the
-// server is draining) with Retry-After, rather than 200 with the JSON-RPC
-// error, which is still the body. The engine refuses before it queues a
-// request, so the handler is still there to answer.
+// limit is answered 429 when the limit is the client's own share
+// (LimitError.ClientShare: its rate, its requests in flight, its
+// subscriptions, its tasks)
+// or 503 (the worker pool is full, so are the workers tasks may use, or
+// the server is draining) with Retry-After, rather than 200 with the
+// JSON-RPC error, which is still the body. The engine refuses before it
+// queues a request, or, for a tools/call refused as it was to become a
+// task, before its Final and before anything was sent: the handler is
+// still there to answer.
 func (c *call) Refuse(id []byte, err *engine.LimitError) {
 	b := codec.GetBuffer()
 	b.B = err.AppendAnswer(b.B, id)
@@ -338,21 +357,29 @@ func (c *call) wait(conn net.Conn) {
 	w.Stop()
 }
 
-// post serves POST on the MCP endpoint: one JSON-RPC message.
-func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
+// postHeaders checks the headers of a POST on the MCP endpoint, before its
+// body is read: content type, Accept, protocol version. It answers 415,
+// 406 or 400 and reports false when one fails.
+func (s *Server) postHeaders(ctx *fasthttp.RequestCtx) bool {
 	if ct := ctx.Request.Header.ContentType(); !mediaTypeIs(ct, ctJSON) {
 		s.fail(ctx, fasthttp.StatusUnsupportedMediaType, codeTransport, "Unsupported Media Type: Content-Type must be application/json")
-		return
+		return false
 	}
 	if json, sse := accepts(ctx.Request.Header.PeekCanonical(hdrAccept)); !json || !sse {
 		s.fail(ctx, fasthttp.StatusNotAcceptable, codeTransport, "Not Acceptable: Accept must admit both application/json and text/event-stream")
-		return
+		return false
 	}
-	version, vk := versionOf(ctx.Request.Header.PeekCanonical(hdrVersion))
-	if vk == verBad {
+	if _, vk := versionOf(ctx.Request.Header.PeekCanonical(hdrVersion)); vk == verBad {
 		s.badVersion(ctx)
-		return
+		return false
 	}
+	return true
+}
+
+// post serves POST on the MCP endpoint: one JSON-RPC message, its headers
+// checked by postHeaders and its body read.
+func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
+	version, vk := versionOf(ctx.Request.Header.PeekCanonical(hdrVersion)) // not verBad: postHeaders
 	c := s.getCall()
 	body, ok := s.requestBody(ctx, c)
 	if !ok {
@@ -384,6 +411,7 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 		}
 		c.sess = s.eng.OpenStateless(discard{}).Session()
 		c.sess.Transport = "http"
+		c.sess.SetRemote(addrIP(ctx.RemoteAddr())) // its tasks' owner and share, per-address limits
 	case s.opts.Stateless:
 		c.sess = s.eng.Open(discard{}).Session()
 		c.sess.Transport = "http"
@@ -468,8 +496,7 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, kind codec.Kind, crea
 			s.eng.Conn(c.sess).Close(session.ErrNotInitialized)
 		}
 		status := fasthttp.StatusServiceUnavailable
-		switch c.refused.Limit {
-		case engine.LimitRate, engine.LimitRateIP, engine.LimitInflight, engine.LimitSubscriptions:
+		if c.refused.ClientShare() {
 			status = fasthttp.StatusTooManyRequests
 		}
 		secs := int64(1)

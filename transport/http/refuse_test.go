@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/handlers"
+	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/stretchr/testify/require"
 )
 
@@ -110,4 +113,56 @@ func TestWorkerPoolBoundsHTTP(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the blocked call was not cancelled")
 	}
+}
+
+// Task hoarders over HTTP: a task refused for the client's share is 429
+// with Retry-After, one refused because every worker tasks may use runs
+// one is 503, in both revisions; never 200.
+func TestTaskLimitsAnswer429(t *testing.T) {
+	const tasksMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+	addLong := func(t *testing.T, e *env) {
+		require.NoError(t, e.eng.Registry().AddToolWith(&mcp.Tool{Name: "long"}, func(ctx context.Context, _ *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		}, handlers.ToolOptions{TaskSupport: mcp.TaskOptional}))
+	}
+	stateless := func(id int) req {
+		return modernReq("tools/call", "long", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"long","arguments":{},%s}}`, id, tasksMeta), nil)
+	}
+	legacy := func(sid string, id int) req {
+		return req{sid: sid, body: fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"long","arguments":{},"task":{"ttl":60000}}}`, id)}
+	}
+	refused := func(t *testing.T, e *env, r req, status int, limit string) {
+		t.Helper()
+		resp := e.do(t, r)
+		b := body(t, resp)
+		require.Equal(t, status, resp.StatusCode, b)
+		require.Equal(t, limit, limitOf(t, b))
+		require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	}
+	t.Run("client share", func(t *testing.T) {
+		e := newEnv(t, envOpts{loopback: true, eng: engine.Options{MaxTasksPerClient: 2}})
+		addLong(t, e)
+		for id := 1; id <= 2; id++ {
+			resp := e.do(t, stateless(id))
+			b := body(t, resp)
+			require.Equal(t, http.StatusOK, resp.StatusCode, b)
+			require.Contains(t, b, `"resultType":"task"`)
+		}
+		refused(t, e, stateless(3), http.StatusTooManyRequests, engine.LimitTasks)
+		// A session of the same address shares the share.
+		sid := e.initialize()
+		refused(t, e, legacy(sid, 4), http.StatusTooManyRequests, engine.LimitTasks)
+	})
+	t.Run("task workers", func(t *testing.T) {
+		e := newEnv(t, envOpts{loopback: true, eng: engine.Options{TaskWorkers: 1}})
+		addLong(t, e)
+		sid := e.initialize()
+		resp := e.do(t, legacy(sid, 1))
+		b := body(t, resp)
+		require.Equal(t, http.StatusOK, resp.StatusCode, b)
+		require.Contains(t, b, `"task":{`)
+		refused(t, e, legacy(sid, 2), http.StatusServiceUnavailable, engine.LimitTaskWorkers)
+		refused(t, e, stateless(3), http.StatusServiceUnavailable, engine.LimitTaskWorkers)
+	})
 }

@@ -339,8 +339,9 @@ func (h *hsession) closeStream(rec *streamRec) {
 }
 
 // detach is called when a stream's response is over; abnormal means the
-// client went away before its end, which cancels the request it carried.
-func (h *hsession) detach(st *stream, abnormal bool) {
+// client went away before its end (gone says why: ErrClientGone, or the
+// limit that cut it), which cancels the request it carried.
+func (h *hsession) detach(st *stream, abnormal bool, gone error) {
 	h.mu.Lock()
 	rec := st.rec
 	h.live--
@@ -357,7 +358,7 @@ func (h *hsession) detach(st *stream, abnormal bool) {
 	h.mu.Unlock()
 	h.sess.Touch()
 	if cancel != nil {
-		cancel(ErrClientGone)
+		cancel(gone)
 	}
 }
 

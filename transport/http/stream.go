@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -31,7 +32,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 //
 // Outbound bytes are bounded: when Options.MaxStreamBuffer bytes pile up
 // while a write to the client is in progress, the client is cut off as a
-// slow consumer at the next event. A single event of any size passes. A stream
+// slow consumer at the next event. A single event of any size passes. From
+// attach to Close, what its buffers retain (their capacities) counts in
+// the outbound budget (Options.MaxOutboundTotal), which may cut it too. A stream
 // ends normally (end: what is pending is written, then the response
 // completes and the connection is kept alive) or fails (fail: the client
 // is gone; fasthttp closes the connection).
@@ -40,7 +43,7 @@ type stream struct {
 	h      *hsession               // the session whose record holds it (stateful streams)
 	rec    *streamRec              // its record in h
 	cancel context.CancelCauseFunc // stateless POST stream: its request
-	onEnd  func()                  // called when the response is over (legacy: ends the session)
+	onEnd  func(cause error)       // called when the response is over (legacy: ends the session)
 
 	mu     sync.Mutex
 	pend   []byte // formatted events not yet taken by the writer
@@ -50,6 +53,10 @@ type stream struct {
 	conn   net.Conn
 	enc    encoding
 	wake   chan struct{}
+	counts bool // attached: its buffers count in the outbound budget
+
+	count     atomic.Int64 // what counts in the budget: cap(pend)+cap(spare), updated under mu
+	cutBudget atomic.Bool  // the budget cut it (streamHolder)
 
 	// Writer side, used only on the connection's goroutine.
 	spare     []byte
@@ -70,9 +77,25 @@ func (s *Server) newStream() *stream {
 // attach binds the stream to the connection it will be written on and to
 // its content coding, before fasthttp writes it.
 func (st *stream) attach(conn net.Conn, enc encoding) {
+	st.s.streams.add((*streamHolder)(st))
 	st.mu.Lock()
-	st.conn, st.enc = conn, enc
+	st.conn, st.enc, st.counts = conn, enc, true
+	st.accountLocked()
 	st.mu.Unlock()
+}
+
+// accountLocked brings what the stream counts in the outbound budget up
+// to what its buffers retain: the events queued, and the batch being
+// written. st.mu is held.
+func (st *stream) accountLocked() {
+	if !st.counts {
+		return
+	}
+	n := int64(cap(st.pend) + cap(st.spare))
+	if old := st.count.Load(); n != old {
+		st.count.Store(n)
+		st.s.outb.Add(n - old) // over the budget, it wakes the enforcer
+	}
 }
 
 func (st *stream) signal() {
@@ -121,6 +144,7 @@ func (st *stream) prime(sid, seq uint64) {
 	st.pend = append(st.pend, "\nretry: "...)
 	st.pend = strconv.AppendInt(st.pend, st.s.opts.Retry.Milliseconds(), 10)
 	st.pend = append(st.pend, "\ndata: \n\n"...)
+	st.accountLocked()
 	st.mu.Unlock()
 }
 
@@ -143,7 +167,10 @@ func (st *stream) push(withID bool, sid, seq uint64, data []byte, bounded bool) 
 	if bounded && st.busy && len(st.pend) >= st.s.opts.MaxStreamBuffer {
 		conn := st.failLocked(ErrSlowConsumer)
 		st.mu.Unlock()
-		if st.s.cobs != nil {
+		// The connection closes with the reason, which counts the slow
+		// consumer (ConnClosed); a tunnel of a cluster is no connection of
+		// this server's.
+		if !st.s.setConnReason(conn, ErrSlowConsumer) && st.s.cobs != nil {
 			st.s.cobs.SlowConsumer("http")
 		}
 		st.s.log.Warn("closing slow SSE consumer", "cause", ErrSlowConsumer, "limit", st.s.opts.MaxStreamBuffer)
@@ -157,6 +184,7 @@ func (st *stream) push(withID bool, sid, seq uint64, data []byte, bounded bool) 
 		st.pend = append(st.pend, '\n')
 	}
 	st.pend = codec.AppendSSEEvent(st.pend, "", "", data)
+	st.accountLocked()
 	st.mu.Unlock()
 	st.signal()
 	return true
@@ -165,6 +193,7 @@ func (st *stream) push(withID bool, sid, seq uint64, data []byte, bounded bool) 
 func (st *stream) pushRaw(b []byte) {
 	st.mu.Lock()
 	st.pend = append(st.pend, b...)
+	st.accountLocked()
 	st.mu.Unlock()
 	st.signal()
 }
@@ -178,16 +207,22 @@ func (st *stream) end(retry bool) {
 			st.pend = codec.AppendSSERetry(st.pend, int(st.s.opts.Retry.Milliseconds()))
 		}
 		st.ending = true
+		st.accountLocked()
 	}
 	st.mu.Unlock()
 	st.signal()
 }
 
 // fail stops the stream at once with cause err, aborting a blocked write.
+// A cut for a limit (ErrSlowConsumer, ErrOutboundBudget) is the reason
+// its connection closes.
 func (st *stream) fail(err error) {
 	st.mu.Lock()
 	conn := st.failLocked(err)
 	st.mu.Unlock()
+	if cutFor(err) {
+		st.s.setConnReason(conn, err)
+	}
 	abortWrite(conn)
 	st.signal()
 }
@@ -197,8 +232,21 @@ func (st *stream) failLocked(err error) net.Conn {
 		return nil
 	}
 	st.failed = err
-	st.pend = st.pend[:0]
+	st.pend = nil
+	st.accountLocked()
 	return st.conn
+}
+
+// cutFor reports whether err is the cut of a stream for a limit.
+func cutFor(err error) bool { return err == ErrSlowConsumer || err == ErrOutboundBudget }
+
+// goneCause is why the client of a stream that did not deliver its end is
+// gone: the limit that cut it, or ErrClientGone.
+func goneCause(failed error) error {
+	if cutFor(failed) {
+		return failed
+	}
+	return ErrClientGone
 }
 
 func abortWrite(conn net.Conn) {
@@ -222,6 +270,7 @@ func (st *stream) next() (b []byte, last bool, err error) {
 			}
 			b, st.pend, st.spare = st.pend, st.spare[:0], st.pend
 			last, st.busy = st.ending, true
+			st.accountLocked()
 		case st.ending:
 			last = true
 		default:
@@ -357,11 +406,15 @@ func (st *stream) Close() error {
 	st.watch.Stop()
 	st.mu.Lock()
 	abnormal := !st.eof
+	gone := goneCause(st.failed)
 	if st.failed == nil {
 		st.failed = errStreamClosed
 	}
 	st.pend, st.spare, st.rbuf, st.conn = nil, nil, nil, nil
+	st.accountLocked()
+	st.counts = false
 	st.mu.Unlock()
+	st.s.streams.remove((*streamHolder)(st))
 	if st.timer != nil {
 		st.timer.Stop()
 	}
@@ -371,12 +424,23 @@ func (st *stream) Close() error {
 	}
 	switch {
 	case st.h != nil:
-		st.h.detach(st, abnormal)
+		st.h.detach(st, abnormal, gone)
 	case st.cancel != nil && abnormal:
-		st.cancel(ErrClientGone)
+		st.cancel(gone)
 	}
 	if st.onEnd != nil {
-		st.onEnd()
+		st.onEnd(gone)
+	}
+	return nil
+}
+
+// cutCause returns the limit that cut the stream (ErrSlowConsumer,
+// ErrOutboundBudget), or nil.
+func (st *stream) cutCause() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if cutFor(st.failed) {
+		return st.failed
 	}
 	return nil
 }

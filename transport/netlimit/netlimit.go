@@ -1,14 +1,19 @@
-// Package netlimit holds the connection limits the network transports
-// share: one process-wide count of open connections, bounded in total and
-// per client address, with a default derived from the process's file
-// descriptor limit.
+// Package netlimit holds the limits the network transports share: one
+// process-wide count of open connections, bounded in total and per client
+// address, with a default derived from the process's file descriptor
+// limit (Limiter); and budgets of the bytes clients make the server hold,
+// partial inbound messages and queued outbound bytes, which cut the
+// biggest holders of all the transports first (Budget), with defaults
+// derived from the machine's memory.
 //
-// Give one Limiter to every transport that should count against the same
-// budget, as tcp.Options.Conns and the Conns option of transport/http:
+// Give one Limiter, and one Budget of each kind, to every transport that
+// should count against the same limit, as tcp.Options.Conns and the Conns
+// option of transport/http:
 //
 //	conns := netlimit.New(netlimit.DefaultMaxConns(), 0)
-//	t := tcp.New(srv, tcp.Options{Conns: conns})
-//	h := mcphttp.New(srv, mcphttp.Options{Conns: conns})
+//	buffered := netlimit.NewBudget(netlimit.DefaultMaxBuffered())
+//	t := tcp.New(srv, tcp.Options{Conns: conns, Buffered: buffered})
+//	h := mcphttp.New(srv, mcphttp.Options{Conns: conns, Buffered: buffered})
 package netlimit
 
 import (

@@ -83,13 +83,11 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	a := ln.Addr()
 	s.addr.Store(&a)
 	s.tickClock()
-	if s.opts.ReadTimeout > 0 || s.opts.IdleTimeout > 0 || s.opts.MaxBuffered > 0 {
-		s.bg.Add(1)
-		go func() {
-			defer s.bg.Done()
-			s.sweep(s.quit)
-		}()
-	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.sweep(s.quit)
+	}()
 	s.readyOnce.Do(func() { close(s.ready) })
 	s.acceptLoop(ln)
 	close(s.acceptDone)
@@ -199,6 +197,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopping = true
 	started, ln, cli, draining := s.started, s.ln, s.cli, s.draining
 	s.mu.Unlock()
+	if first {
+		defer s.detachBudgets()
+	}
 	if !started {
 		s.readyOnce.Do(func() { close(s.ready) }) // release Addr waiters
 		return nil
@@ -221,6 +222,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// detachBudgets takes the server's connections out of the byte budgets,
+// which other transports may go on sharing.
+func (s *Server) detachBudgets() {
+	for _, d := range s.detach {
+		d()
 	}
 }
 

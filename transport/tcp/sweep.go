@@ -1,17 +1,17 @@
 package tcp
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/panjf2000/gnet/v2"
 )
 
 // The sweeper is the one goroutine that enforces the read timeout, the
-// idle timeout and the buffer budget. Event loops publish each
+// idle timeout and the byte budgets (MaxBuffered, MaxOutboundTotal). Event loops publish each
 // connection's state in atomics as they serve it (conn.track); the sweeper
 // scans the connection table every tick and closes connections with
 // gnet.Conn.Close, which is safe from any goroutine. No connection has a
@@ -90,13 +90,15 @@ func (s *Server) sweep(quit <-chan struct{}) {
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	var idle []*conn
-	var holders []holder
 	for {
 		select {
 		case <-quit:
 			return
-		case <-s.kick:
-			holders = s.enforceBudget(holders[:0])
+		case <-s.inb.Wake():
+			s.inb.Enforce()
+			continue
+		case <-s.outb.Wake():
+			s.outb.Enforce()
 			continue
 		case <-t.C:
 		}
@@ -123,7 +125,8 @@ func (s *Server) sweep(quit <-chan struct{}) {
 		for _, k := range idle {
 			k.confirmIdle()
 		}
-		holders = s.enforceBudget(holders[:0])
+		s.inb.Enforce()
+		s.outb.Enforce()
 	}
 }
 
@@ -147,60 +150,90 @@ func (k *conn) confirmIdle() {
 	}))
 }
 
-// holder is a connection and the partial-message bytes it held when the
-// sweeper looked.
-type holder struct {
-	k *conn
-	n int64
-}
+// bufferSource lists the connections holding partial messages for the
+// budget of MaxBuffered; bufferHolder and outboundHolder are a connection
+// as a holder of either budget's bytes.
+type (
+	bufferSource   struct{ s *Server }
+	outboundSource struct{ s *Server }
+	bufferHolder   conn
+	outboundHolder conn
+)
 
-// enforceBudget closes the connections holding the most bytes of partial
-// messages until the total is within MaxBuffered. holders is scratch.
-func (s *Server) enforceBudget(holders []holder) []holder {
-	if s.opts.MaxBuffered <= 0 {
-		return holders
-	}
-	total := s.buffered.Load()
-	if total <= s.opts.MaxBuffered {
-		return holders
-	}
-	s.table.each(func(k *conn) {
+func (h *bufferHolder) Cut()   { (*conn)(h).closeWith(ErrBufferBudget) }
+func (h *outboundHolder) Cut() { (*conn)(h).closeWith(ErrOutboundBudget) }
+
+// AppendHeld implements netlimit.Source. What each connection holds is
+// published by its event loop after every read.
+func (src bufferSource) AppendHeld(dst []netlimit.Held) ([]netlimit.Held, int64) {
+	var cutting int64
+	src.s.table.each(func(k *conn) {
 		switch p := k.partial.Load(); {
 		case p == 0:
 		case k.closed.Load():
-			total -= p // on its way out: its bytes are freed at OnClose
+			cutting += p // on its way out: its bytes are freed at OnClose
 		default:
-			holders = append(holders, holder{k, p})
+			dst = append(dst, netlimit.Held{N: p, Holder: (*bufferHolder)(k)})
 		}
 	})
-	slices.SortFunc(holders, func(a, b holder) int { return cmp.Compare(b.n, a.n) })
-	for _, h := range holders {
-		if total <= s.opts.MaxBuffered {
-			break
+	return dst, cutting
+}
+
+// refreshWait bounds how long listing the outbound holders waits for the
+// event loops to report what gnet's buffers hold now.
+const refreshWait = 100 * time.Millisecond
+
+// AppendHeld implements netlimit.Source. gnet empties its outbound buffer
+// as the socket takes it without telling the transport, so what a
+// connection last reported may be stale: each one that reported bytes in
+// gnet's buffer is asked again on its event loop first (briefly waited
+// for), so that a client that has read everything since is not cut.
+func (src outboundSource) AppendHeld(dst []netlimit.Held) ([]netlimit.Held, int64) {
+	s := src.s
+	var left atomic.Int64
+	done := make(chan struct{})
+	left.Add(1)
+	s.table.each(func(k *conn) {
+		if k.gout.Load() == 0 || k.closed.Load() {
+			return
 		}
-		total -= h.n
-		h.k.closeWith(ErrBufferBudget)
+		left.Add(1)
+		err := k.c.EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			if !k.closed.Load() {
+				k.syncOut(k.c.OutboundBuffered())
+			}
+			if left.Add(-1) == 0 {
+				close(done)
+			}
+			return nil
+		}))
+		if err != nil && left.Add(-1) == 0 {
+			close(done)
+		}
+	})
+	if left.Add(-1) == 0 {
+		close(done)
 	}
-	clear(holders)
-	return holders
-}
-
-// kickSweeper asks the sweeper to enforce the buffer budget now.
-func (s *Server) kickSweeper() {
+	t := time.NewTimer(refreshWait)
 	select {
-	case s.kick <- struct{}{}:
-	default:
+	case <-done:
+	case <-t.C:
 	}
+	t.Stop()
+	var cutting int64
+	s.table.each(func(k *conn) {
+		switch n := k.held.Load(); {
+		case n <= 0:
+		case k.closed.Load():
+			cutting += n
+		default:
+			dst = append(dst, netlimit.Held{N: n, Holder: (*outboundHolder)(k)})
+		}
+	})
+	return dst, cutting
 }
 
-// DefaultMaxBuffered is the default of Options.MaxBuffered: an eighth of
-// the machine's memory, between 64 MiB and 1 GiB (1 GiB where the memory
-// size is unknown).
-func DefaultMaxBuffered() int64 {
-	const lo, hi = 64 << 20, 1 << 30
-	mem := totalMemory()
-	if mem <= 0 {
-		return hi
-	}
-	return min(max(mem/8, lo), hi)
-}
+// DefaultMaxBuffered is the default of Options.MaxBuffered
+// (netlimit.DefaultMaxBuffered): an eighth of the machine's memory,
+// between 64 MiB and 1 GiB (1 GiB where the memory size is unknown).
+func DefaultMaxBuffered() int64 { return netlimit.DefaultMaxBuffered() }

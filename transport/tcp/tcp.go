@@ -16,13 +16,16 @@
 //
 // No byte, client or load pattern holds resources for long: a message
 // must arrive whole within ReadTimeout, an idle connection is closed after
-// IdleTimeout, and MaxBuffered bounds the bytes of partial messages held
-// across connections. One sweeper goroutine enforces all three from
+// IdleTimeout, MaxBuffered bounds the bytes of partial messages held
+// across connections and MaxOutboundTotal the bytes queued for clients
+// (the biggest holders are cut first; both budgets may be shared with the
+// HTTP transport). One sweeper goroutine enforces them all from
 // per-connection atomics the event loops keep; no connection has a timer
 // or goroutine of its own, and the hot path gains only a few atomic loads.
 // Every connection the server closes is logged with one sentinel cause
 // (ErrSlowConsumer, ErrTooLarge, ErrFraming, ErrReadTimeout,
-// ErrIdleTimeout, ErrBufferBudget, ErrTooManyConns); over a limit, the
+// ErrIdleTimeout, ErrBufferBudget, ErrOutboundBudget, ErrTooManyConns);
+// over a limit, the
 // client first gets a JSON-RPC -32000 error whose data names it, as
 // {"limit":"read-timeout"}.
 package tcp
@@ -88,11 +91,29 @@ type Options struct {
 	// MaxBuffered bounds the bytes of partial messages (received, not yet
 	// complete) held across all connections. Past it, the connections
 	// holding the most are closed first, with ErrBufferBudget, until the
-	// total is back within it. It counts message bytes: the memory behind
-	// them is some multiple (gnet's inbound ring buffer rounds up to a power
-	// of two, and framing a partial message copies it). 0 means
-	// DefaultMaxBuffered(); < 0 means none.
+	// total is back within it. It counts the memory held: the bytes left in
+	// gnet's inbound buffer, or the capacity of the buffer a big message is
+	// assembled in. 0 means DefaultMaxBuffered(); < 0 means none. Ignored
+	// when Buffered is set.
 	MaxBuffered int64
+	// Buffered, when not nil, is the budget of partial inbound bytes,
+	// shared with other transports (the HTTP transport's request bodies
+	// being read): the biggest holders of all are cut first. nil means a
+	// budget of MaxBuffered bytes for this transport alone.
+	Buffered *netlimit.Budget
+	// MaxOutboundTotal bounds the bytes queued for clients across all
+	// connections, counted as retained: the capacity of the answers queued
+	// and the bytes in gnet's outbound buffers. Past it, the connections
+	// holding the most are closed first, with ErrOutboundBudget, until the
+	// total is back within it (MaxOutbound bounds each connection). 0 means
+	// netlimit.DefaultMaxOutboundTotal(); < 0 means none. Ignored when
+	// Outbound is set.
+	MaxOutboundTotal int64
+	// Outbound, when not nil, is the budget of queued outbound bytes,
+	// shared with other transports (the HTTP transport's SSE streams and
+	// answers being written). nil means a budget of MaxOutboundTotal bytes
+	// for this transport alone.
+	Outbound *netlimit.Budget
 }
 
 // DefaultAddr is where the TCP transport listens by default.
@@ -112,8 +133,13 @@ var (
 	ErrTooManyConns = errors.New("tcp: connection limit reached")
 	ErrReadTimeout  = errors.New("tcp: read timeout: message incomplete")
 	ErrIdleTimeout  = errors.New("tcp: idle timeout")
-	ErrBufferBudget = errors.New("tcp: buffered partial messages over the budget")
 	ErrPanic        = errors.New("tcp: panic while reading the connection")
+
+	// ErrBufferBudget and ErrOutboundBudget wrap netlimit.ErrBufferBudget
+	// and netlimit.ErrOutboundBudget: the connection held the most of
+	// MaxBuffered or MaxOutboundTotal when the total went over it.
+	ErrBufferBudget   = fmt.Errorf("tcp: buffered partial messages over the budget: %w", netlimit.ErrBufferBudget)
+	ErrOutboundBudget = fmt.Errorf("tcp: queued outbound bytes over the budget: %w", netlimit.ErrOutboundBudget)
 )
 
 // limitOf names the limit behind a cause in the -32000 error sent before
@@ -126,6 +152,8 @@ func limitOf(cause error) (limit, msg string) {
 		return "idle-timeout", "idle timeout"
 	case ErrBufferBudget:
 		return "max-buffered", "server buffer budget exceeded"
+	case ErrOutboundBudget:
+		return "max-outbound-total", "server outbound budget exceeded"
 	}
 	return "", ""
 }
@@ -160,13 +188,14 @@ type Server struct {
 	refuseLogs logLimit
 	warns      *lograte.Limiter // bad-input warnings, per client address
 
-	conns    atomic.Int64
-	ids      atomic.Uint64
-	table    table
-	epoch    time.Time
-	clock    atomic.Int64 // see now
-	buffered atomic.Int64 // partial-message bytes of every connection
-	kick     chan struct{}
+	conns  atomic.Int64
+	ids    atomic.Uint64
+	table  table
+	epoch  time.Time
+	clock  atomic.Int64     // see now
+	inb    *netlimit.Budget // partial-message bytes (MaxBuffered), maybe shared
+	outb   *netlimit.Budget // queued outbound bytes (MaxOutboundTotal), maybe shared
+	detach [2]func()        // the sources attached to inb and outb
 }
 
 // New returns a TCP transport serving eng.
@@ -189,6 +218,16 @@ func New(eng *engine.Server, opts Options) *Server {
 	if opts.MaxBuffered == 0 {
 		opts.MaxBuffered = DefaultMaxBuffered()
 	}
+	if opts.MaxOutboundTotal == 0 {
+		opts.MaxOutboundTotal = netlimit.DefaultMaxOutboundTotal()
+	}
+	inb, outb := opts.Buffered, opts.Outbound
+	if inb == nil {
+		inb = netlimit.NewBudget(opts.MaxBuffered)
+	}
+	if outb == nil {
+		outb = netlimit.NewBudget(opts.MaxOutboundTotal)
+	}
 	limit := opts.Conns
 	if limit == nil && opts.MaxConns > 0 {
 		limit = netlimit.New(opts.MaxConns, 0)
@@ -197,12 +236,14 @@ func New(eng *engine.Server, opts Options) *Server {
 	if f == nil {
 		f = codec.NewlineFramer{MaxSize: eng.Options().MaxMessage}
 	}
-	return &Server{
+	s := &Server{
 		eng: eng, opts: opts, framer: f, log: eng.Logger(), limit: limit, cobs: eng.ConnObserver(),
 		ready: make(chan struct{}), quit: make(chan struct{}), acceptDone: make(chan struct{}),
-		stopped: make(chan struct{}), kick: make(chan struct{}, 1), epoch: time.Now(),
+		stopped: make(chan struct{}), epoch: time.Now(), inb: inb, outb: outb,
 		enrolling: make(chan struct{}, 4*opts.Loops), warns: lograte.New(0, 0, 0),
 	}
+	s.detach = [2]func(){inb.Attach(bufferSource{s}), outb.Attach(outboundSource{s})}
+	return s
 }
 
 // Addr waits until the server listens and returns its address (useful with
@@ -222,8 +263,18 @@ func (s *Server) Addr(ctx context.Context) net.Addr {
 // Conns returns the number of open connections.
 func (s *Server) Conns() int64 { return s.conns.Load() }
 
-// Buffered returns the bytes of partial messages held across connections.
-func (s *Server) Buffered() int64 { return s.buffered.Load() }
+// Buffered returns the bytes of partial messages held across connections
+// (of every transport sharing Options.Buffered).
+func (s *Server) Buffered() int64 { return s.inb.Total() }
+
+// Outbound returns the bytes queued for clients across connections (of
+// every transport sharing Options.Outbound).
+func (s *Server) Outbound() int64 { return s.outb.Total() }
+
+// Budgets returns the budgets of partial inbound bytes and of queued
+// outbound bytes the server counts in (Options.Buffered and Outbound, or
+// its own).
+func (s *Server) Budgets() (buffered, outbound *netlimit.Budget) { return s.inb, s.outb }
 
 // conn is one connection's state: the session, its Sink, and what the
 // sweeper reads. The atomics are written on the connection's event loop
@@ -241,7 +292,9 @@ type conn struct {
 	closed   atomic.Bool           // closing or closed: Send refuses, the sweeper skips
 	reason   atomic.Pointer[error] // why the server closed it
 	pending  atomic.Int64          // bytes queued by Send, not yet handed to the socket
-	partial  atomic.Int64          // bytes of an incomplete message left in gnet's inbound buffer
+	partial  atomic.Int64          // memory held by an incomplete message: in gnet's inbound buffer, or acc's capacity
+	held     atomic.Int64          // outbound memory: the capacity of buffers queued by Send, and gout
+	gout     atomic.Int64          // gnet's outbound buffer as last read on the event loop (syncOut)
 	since    atomic.Int64          // s.now() when the awaited message began; 0: none awaited
 	lastSeen atomic.Int64          // s.now() at the last traffic
 
@@ -266,7 +319,7 @@ func (k *conn) markClosing(cause error) bool {
 	}
 	k.reason.Store(&cause)
 	switch cause {
-	case ErrTooLarge, ErrFraming, ErrReadTimeout, ErrSlowConsumer, ErrBufferBudget, ErrPanic:
+	case ErrTooLarge, ErrFraming, ErrReadTimeout, ErrSlowConsumer, ErrBufferBudget, ErrOutboundBudget, ErrPanic:
 		// Bad input or a bad client: a warning, rate-limited per address so
 		// that a flood of garbage does not become a flood of logs.
 		k.s.warns.Warn(k.s.log, k.ip, "closing connection", "remote", k.remote, "session", k.sess.ID(), "cause", cause)
@@ -336,9 +389,16 @@ func (s *Server) onClose(c gnet.Conn, err error) gnet.Action {
 	}
 	s.conns.Add(-1)
 	s.table.remove(k)
-	s.buffered.Add(-k.partial.Swap(0))
-	s.limit.Release(k.ip)
+	s.inb.Add(-k.partial.Swap(0))
 	k.closed.Store(true)
+	// gnet frees its outbound buffer with the connection; the buffers
+	// Send queued are released by their callbacks, which gnet calls
+	// (with an error) for every write still queued.
+	if g := k.gout.Swap(0); g != 0 {
+		k.held.Add(-g)
+		s.outb.Add(-g)
+	}
+	s.limit.Release(k.ip)
 	cause := err
 	if r := k.reason.Load(); r != nil {
 		cause = *r
@@ -393,6 +453,9 @@ func (s *Server) onTraffic(c gnet.Conn) (action gnet.Action) {
 			consumed = len(buf)
 		}
 	}
+	if k.acc != nil {
+		rest = cap(k.acc) // what it holds is what it retains
+	}
 	if consumed > 0 {
 		// Discard(0) would drop everything buffered: a partial frame must
 		// stay for the next read.
@@ -403,13 +466,58 @@ func (s *Server) onTraffic(c gnet.Conn) (action gnet.Action) {
 		s.cobs.Bytes("tcp", consumed, len(out.B))
 	}
 	if len(out.B) > 0 {
-		_, _ = c.Write(out.B) // gnet copies what the socket does not take
+		k.write(out.B)
 	}
-	if action == gnet.None && c.OutboundBuffered() > s.opts.MaxOutbound {
+	ob := c.OutboundBuffered()
+	if ob != 0 || k.gout.Load() != 0 {
+		k.syncOut(ob)
+	}
+	if action == gnet.None && ob > s.opts.MaxOutbound {
 		k.markClosing(ErrSlowConsumer)
 		return gnet.Close
 	}
 	return action
+}
+
+// writeChunk is the most handed to gnet in one write. gnet copies what the
+// socket does not take into its outbound buffer: a ring that grows to fit
+// one write, and is pooled at that size when the connection closes, then
+// pieces rounded up to a power of two. Handed 64 KiB at a time, it holds
+// little more than what is queued, whatever the size of the answers.
+const writeChunk = 64 << 10
+
+// write writes b to k, on k's event loop, in pieces of writeChunk. A
+// write that fails closes the connection (OnClose marks k closed): gnet
+// would write the next piece to its descriptor all the same.
+func (k *conn) write(b []byte) {
+	for len(b) > writeChunk {
+		_, _ = k.c.Write(b[:writeChunk])
+		if k.closed.Load() {
+			return
+		}
+		b = b[writeChunk:]
+	}
+	_, _ = k.c.Write(b)
+}
+
+// chunks splits b into pieces of writeChunk for AsyncWritev.
+func chunks(b []byte) [][]byte {
+	bs := make([][]byte, 0, (len(b)+writeChunk-1)/writeChunk)
+	for len(b) > writeChunk {
+		bs = append(bs, b[:writeChunk])
+		b = b[writeChunk:]
+	}
+	return append(bs, b)
+}
+
+// syncOut records, on k's event loop, that gnet's outbound buffer holds ob
+// bytes, in the connection's outbound bytes and the budget.
+func (k *conn) syncOut(ob int) {
+	n := int64(ob)
+	if d := n - k.gout.Swap(n); d != 0 {
+		k.held.Add(d)
+		k.s.outb.Add(d)
+	}
 }
 
 // serveFrames serves every complete frame at the start of buf, appending
@@ -488,9 +596,7 @@ func (k *conn) track(rest int, framed bool) {
 	r := int64(rest)
 	if old := k.partial.Load(); r != old {
 		k.partial.Store(r)
-		if t := s.buffered.Add(r - old); r > old && s.opts.MaxBuffered > 0 && t > s.opts.MaxBuffered {
-			s.kickSweeper()
-		}
+		s.inb.Add(r - old) // over the budget, it wakes the sweeper
 	}
 	switch {
 	case r > 0 && (framed || k.since.Load() == 0):
@@ -531,7 +637,7 @@ func (k *conn) Send(b *codec.Buffer) error {
 		codec.PutBuffer(b)
 		b = f
 	}
-	n := int64(len(b.B))
+	n, size := int64(len(b.B)), int64(cap(b.B))
 	if k.pending.Add(n) > int64(k.s.opts.MaxOutbound) {
 		k.pending.Add(-n)
 		codec.PutBuffer(b)
@@ -541,16 +647,32 @@ func (k *conn) Send(b *codec.Buffer) error {
 	if now := k.s.now(); k.lastSeen.Load() != now {
 		k.lastSeen.Store(now) // outbound traffic keeps a connection from idling out
 	}
-	err := k.c.AsyncWrite(b.B, func(c gnet.Conn, err error) error {
+	k.held.Add(size)
+	k.s.outb.Add(size) // over the budget, it wakes the sweeper
+	done := func(c gnet.Conn, err error) error {
 		k.pending.Add(-n)
+		k.held.Add(-size)
+		k.s.outb.Add(-size)
 		codec.PutBuffer(b)
-		if err == nil && c != nil && c.OutboundBuffered() > k.s.opts.MaxOutbound {
-			k.closeWith(ErrSlowConsumer)
+		if err == nil && c != nil {
+			ob := c.OutboundBuffered()
+			k.syncOut(ob)
+			if ob > k.s.opts.MaxOutbound {
+				k.closeWith(ErrSlowConsumer)
+			}
 		}
 		return nil
-	})
+	}
+	var err error
+	if len(b.B) > writeChunk {
+		err = k.c.AsyncWritev(chunks(b.B), done)
+	} else {
+		err = k.c.AsyncWrite(b.B, done)
+	}
 	if err != nil {
 		k.pending.Add(-n)
+		k.held.Add(-size)
+		k.s.outb.Add(-size)
 		codec.PutBuffer(b)
 		return fmt.Errorf("tcp: write: %w", err)
 	}

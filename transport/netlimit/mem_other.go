@@ -1,6 +1,6 @@
 //go:build !linux
 
-package tcp
+package netlimit
 
 // totalMemory returns the machine's memory in bytes, or 0 if unknown.
 func totalMemory() int64 { return 0 }

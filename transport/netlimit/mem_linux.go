@@ -1,4 +1,4 @@
-package tcp
+package netlimit
 
 import "golang.org/x/sys/unix"
 
