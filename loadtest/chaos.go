@@ -48,7 +48,9 @@ const (
 	// ChaosOversized initializes, then sends one message of
 	// ChaosExpect.MaxMessage plus 64 KiB. Expected: a -32700 error, then
 	// the connection closed (outcome "size_error+closed"); the close alone
-	// ("closed", when the error was lost to the reset) is accepted. HTTP:
+	// ("closed", when the error was lost to the reset) is accepted, and so
+	// is -32000 {"limit":"max-buffered"} before the close (the budget of
+	// partial messages cut it first: "budget_error+closed"). HTTP:
 	// 413, or the connection closed.
 	ChaosOversized ChaosKind = "oversized"
 	// ChaosHalfSent initializes, sends a prefix of a message (64 KiB or
@@ -58,11 +60,14 @@ const (
 	// run ends first. HTTP: on a connection of its own, the headers of a
 	// POST on the session with a Content-Length of 32 KiB (or MaxMessage,
 	// whichever is less) and half that body; expected: the connection
-	// closed within the same bound, after a 408 ("status_408+closed") or
-	// without one ("closed"). Any other answer is unexpected.
+	// closed within the same bound, after a 408 ("status_408+closed"), a
+	// 503 (the budget of bodies being received, -max-buffered, cut it
+	// first) or without one ("closed"). Any other answer is unexpected.
 	ChaosHalfSent ChaosKind = "half_sent"
 	// ChaosNoRead initializes, then sends echo calls with 16 KiB texts
-	// and never reads an answer. Expected: the server closes it as a slow
+	// and never reads an answer; its connection's receive buffer is a few
+	// KiB (SO_RCVBUF), so that what the server sends stays in the
+	// server's queues rather than in the kernel's. Expected: the server closes it as a slow
 	// consumer (a write fails) before ChaosExpect.SlowConsumerBytes of
 	// answers are due; "stalled" (a write blocked for AnswerWithin: the
 	// server stopped reading but kept the connection) is unexpected.
@@ -315,13 +320,18 @@ type Chaos struct {
 	// Duration bounds the run; default 10 s.
 	Duration time.Duration
 	// Clients is how many clients of each hostile kind run; nil means
-	// DefaultChaosClients. A kind without an HTTP variant (none, now)
-	// would be skipped on an HTTP target and listed as skipped.
+	// DefaultChaosClients. A kind that cannot run here (one of a single
+	// transport, or one that needs ChaosExpect to name something: a task
+	// tool, a token requirement, a NATS port) is listed as skipped.
 	Clients map[ChaosKind]int
 	// Good is the well-behaved load, run by Run for the chaos run's
-	// length (Target, Duration, Warmup and PID are set from the chaos
-	// run). A zero Good means 4 connections at 200 requests per second in
-	// all of echo=4,add=1, every answer verified.
+	// length (Duration, Warmup and PID are set from the chaos run; Target
+	// and Targets too unless Good names its own: the HTTP endpoint, say,
+	// with a Bearer token, of a server whose TCP port the hostile clients
+	// attack without one). A zero Good means 4 connections at 200
+	// requests per second in all of echo=4,add=1, every answer verified.
+	// The server is alive after the run when a fresh well-behaved session
+	// can ping it.
 	Good    Config
 	Expect  ChaosExpect
 	Timeout time.Duration // per request and set-up; default 10 s
@@ -366,8 +376,7 @@ type ChaosKindResult struct {
 	Kind    ChaosKind `json:"kind"`
 	Clients int       `json:"clients"`
 	Expect  string    `json:"expect"` // the expected outcome, in words
-	// Skipped says why the kind did not run (no HTTP variant; every kind
-	// has one now, so it is empty).
+	// Skipped says why the kind did not run (see Chaos.Clients).
 	Skipped string `json:"skipped,omitempty"`
 	// Episodes is the number of hostile acts (a connection each, but for
 	// flood: a burst of calls).
@@ -618,7 +627,7 @@ func (k *kindRec) answer(kind string, n int64) {
 var chaosExpectText = map[ChaosKind]string{
 	ChaosGarbage:   "a -32700 parse error or the connection closed, never silence",
 	ChaosBadUTF8:   "every request answered (result or error) and a ping after them; the connection stays",
-	ChaosOversized: "a -32700 size error then the connection closed, or the close alone",
+	ChaosOversized: "a -32700 size error (or -32000 max-buffered) then the connection closed, or the close alone",
 	ChaosHalfSent:  "the connection closed within the read timeout",
 	ChaosNoRead:    "closed as a slow consumer before the answer budget is spent",
 	ChaosFlood:     "some calls refused with -32000 (busy, a limit), or the connection closed",
@@ -639,7 +648,7 @@ var chaosExpectHTTP = map[ChaosKind]string{
 	ChaosGarbage:   "a 4xx answer, never silence",
 	ChaosBadUTF8:   "every POST answered 200 (result or JSON-RPC error) and a ping after them; the session keeps working",
 	ChaosOversized: "413, or the connection closed",
-	ChaosHalfSent:  "the connection closed within the read timeout (with or without a 408)",
+	ChaosHalfSent:  "the connection closed within the read timeout (with or without a 408, or 503 for -max-buffered)",
 	ChaosNoRead:    "the connection closed (stream bound or write timeout) before a client write blocks past the write timeout",
 	ChaosFlood:     "some POSTs refused 429 or 503 with Retry-After, every other one answered 200",
 	ChaosAbandon:   "reaped eventually (not waited for)",
@@ -764,7 +773,13 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 	}
 	cfg.Expect.defaults()
 	good := cfg.Good
-	good.Target, good.Targets, good.Duration, good.Warmup, good.PID, good.PIDs, good.Requests = cfg.Target, cfg.Targets, cfg.Duration, 0, 0, nil, 0
+	goodTargets := cfg.Targets
+	if good.Target.Transport != "" || len(good.Targets) > 0 {
+		if goodTargets, err = targetsOf(good.Target, good.Targets); err != nil {
+			return nil, err
+		}
+	}
+	good.Target, good.Targets, good.Duration, good.Warmup, good.PID, good.PIDs, good.Requests = goodTargets[0], goodTargets, cfg.Duration, 0, 0, nil, 0
 	if good.Connections == 0 && good.Rate == 0 {
 		good.Connections, good.Rate = 4, 200
 	}
@@ -899,10 +914,10 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 	actx, acancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer acancel()
 	out.ServerAlive = true
-	for _, t := range cfg.Targets {
-		if err := alive(actx, t, cfg.Timeout); err != nil {
+	for _, t := range goodTargets {
+		if err := alive(actx, t, cfg.Timeout, good.Bearer); err != nil {
 			out.AliveError = err.Error()
-			if len(cfg.Targets) > 1 {
+			if len(goodTargets) > 1 {
 				out.AliveError = t.String() + ": " + out.AliveError
 			}
 			out.ServerAlive = false
@@ -1004,8 +1019,8 @@ func mergeResults(parts []*Result) *Result {
 }
 
 // alive opens a fresh session and pings it.
-func alive(ctx context.Context, t Target, timeout time.Duration) error {
-	opts := &sessionOpts{timeout: timeout, maxFrame: 16 << 20}
+func alive(ctx context.Context, t Target, timeout time.Duration, bearer []string) error {
+	opts := &sessionOpts{timeout: timeout, maxFrame: 16 << 20, bearer: bearerHeaders(bearer)}
 	d, err := newDialer([]Target{t}, 1, 1, opts, io.Discard)
 	if err != nil {
 		return err
@@ -1062,7 +1077,10 @@ type rawConn struct {
 }
 
 func (cr *chaosRun) dialRaw(ctx context.Context) (*rawConn, error) {
-	var d net.Dialer
+	return cr.dialRawWith(ctx, &net.Dialer{})
+}
+
+func (cr *chaosRun) dialRawWith(ctx context.Context, d *net.Dialer) (*rawConn, error) {
 	dctx, cancel := context.WithTimeout(ctx, cr.timeout)
 	defer cancel()
 	c, err := d.DialContext(dctx, "tcp", cr.cfg.Target.Addr)
@@ -1071,6 +1089,20 @@ func (cr *chaosRun) dialRaw(ctx context.Context) (*rawConn, error) {
 	}
 	return &rawConn{c: c, r: bufio.NewReaderSize(c, 64<<10)}, nil
 }
+
+// deafDialer dials the connections of clients that never read with a
+// receive buffer of a few KiB, as such a client would: what the server
+// sends them then stays in its own queues (-max-outbound), not in the
+// kernel's buffers (up to tens of MiB on loopback, tcp_rmem).
+var deafDialer = &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10)
+	}); err != nil {
+		return err
+	}
+	return serr
+}}
 
 // deadline is now+d, but not past the run's end.
 func (cr *chaosRun) deadline(d time.Duration) time.Time {
@@ -1179,7 +1211,11 @@ func garbageLine(rng *rand64, n int) []byte {
 }
 
 func (cr *chaosRun) tcpEpisode(ctx context.Context, k ChaosKind, client, n int, rec *kindRec) {
-	rc, err := cr.dialRaw(ctx)
+	d := &net.Dialer{}
+	if k == ChaosNoRead {
+		d = deafDialer
+	}
+	rc, err := cr.dialRawWith(ctx, d)
 	if err != nil {
 		if ctx.Err() != nil || cr.ended() {
 			return
@@ -1308,9 +1344,12 @@ func (cr *chaosRun) oversized(rc *rawConn, rec *kindRec) {
 	// Read while writing: the server may answer and close mid-way.
 	type answer struct {
 		sizeErr bool
-		other   string
-		err     error
-		at      time.Time
+		// budgetErr: -32000 {"limit":"max-buffered"}, the message cut by
+		// the budget of partial messages before it reached the limit.
+		budgetErr bool
+		other     string
+		err       error
+		at        time.Time
 	}
 	ans := make(chan answer, 1)
 	sent := time.Now()
@@ -1324,9 +1363,12 @@ func (cr *chaosRun) oversized(rc *rawConn, rec *kindRec) {
 				ans <- a
 				return
 			}
-			if m.Kind == codec.KindError && errorCode(&m) == codec.CodeParseError {
+			switch {
+			case m.Kind == codec.KindError && errorCode(&m) == codec.CodeParseError:
 				a.sizeErr = true
-			} else if a.other == "" {
+			case m.Kind == codec.KindError && errorCode(&m) == codec.CodeServerBusy && limitName(m.Error) == "max-buffered":
+				a.budgetErr = true
+			case a.other == "":
 				a.other = answerName(&m)
 			}
 		}
@@ -1351,6 +1393,8 @@ func (cr *chaosRun) oversized(rc *rawConn, rec *kindRec) {
 		rec.record("answered_"+a.other, unexpected, 0, "the oversized message was served")
 	case a.sizeErr && closed:
 		rec.record("size_error+closed", asExpected, a.at.Sub(sent), "")
+	case a.budgetErr && closed:
+		rec.record("budget_error+closed", asExpected, a.at.Sub(sent), "")
 	case closed:
 		rec.record("closed", asExpected, a.at.Sub(sent), "")
 	case isTimeout(a.err) && cr.ended():

@@ -5,9 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,49 +19,77 @@ import (
 // (queued answers, -max-outbound-total).
 
 // sessionFlood is a session_flood episode: initialize and ping, over and
-// over, until refused; then every session opened is deleted.
+// over (a few at once), until refused; then every session opened is
+// deleted.
 func (cr *chaosRun) sessionFlood(ctx context.Context, _, _ int, rec *kindRec) {
+	ectx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
 	var sids []string
+	var refusal, bad string // the first refusal; the first unexpected answer
+	var failed error
 	defer func() { cr.deleteAll(sids) }()
 	sent := time.Now()
 	ping := []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-	for len(sids) < cr.e.SessionFloodMax {
-		ectx, cancel := context.WithDeadline(ctx, cr.deadline(cr.timeout))
-		sid, err := cr.httpInit(ectx, cr.kc)
+	// one opens a session and pings it; false once the flood is over.
+	one := func() bool {
+		rctx, rcancel := context.WithDeadline(ectx, cr.deadline(cr.timeout))
+		defer rcancel()
+		sid, err := cr.httpInit(rctx, cr.kc)
 		if err == nil && sid == "" {
 			err = errors.New("initialize answered without " + hSession)
 		}
+		var a httpAnswer
+		if err == nil {
+			mu.Lock()
+			sids = append(sids, sid)
+			mu.Unlock()
+			a, err = cr.httpCallWith(rctx, cr.kc, sid, ping, "1")
+		}
+		mu.Lock()
+		defer mu.Unlock()
 		var r *initRefused
 		switch {
+		case refusal != "" || bad != "" || failed != nil:
+		case err == nil && (a.status != http.StatusOK || a.answer != "result"):
+			bad = fmt.Sprintf("ping_status_%d: the ping of a new session: %s", a.status, clip(a.body))
 		case err == nil:
+			if len(sids) < cr.e.SessionFloodMax {
+				return true
+			}
 		case errors.As(err, &r) && r.limited():
-			cancel()
+			refusal = "refused_" + strconv.Itoa(r.status)
 			rec.tookTime(time.Since(sent))
-			rec.answer("sessions_before_refusal", int64(len(sids)))
-			rec.record("refused_"+strconv.Itoa(r.status), asExpected, 0, "")
-			return
 		case errors.As(err, &r):
-			cancel()
-			rec.record("status_"+strconv.Itoa(r.status), unexpected, 0, fmt.Sprintf("after %d sessions: %v (a refusal needs 429 or 503 and Retry-After)", len(sids), err))
-			return
+			bad = fmt.Sprintf("status_%d: %v (a refusal needs 429 or 503 and Retry-After)", r.status, err)
 		default:
-			cancel()
-			cr.httpFailed(ctx, rec, err)
-			return
+			failed = err
 		}
-		sids = append(sids, sid)
-		a, err := cr.httpCallWith(ectx, cr.kc, sid, ping, "1")
 		cancel()
-		switch {
-		case err != nil:
-			cr.httpFailed(ctx, rec, err)
-			return
-		case a.status != http.StatusOK || a.answer != "result":
-			rec.record(fmt.Sprintf("ping_status_%d", a.status), unexpected, 0, fmt.Sprintf("the ping of a new session: %s", clip(a.body)))
-			return
-		}
+		return false
 	}
-	rec.record("no_limit", unexpected, 0, fmt.Sprintf("%d sessions from one address, none refused", len(sids)))
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for one() {
+			}
+		}()
+	}
+	wg.Wait()
+	rec.answer("sessions_opened", int64(len(sids)))
+	switch {
+	case refusal != "":
+		rec.record(refusal, asExpected, 0, "")
+	case bad != "":
+		outcome, detail, _ := strings.Cut(bad, ": ")
+		rec.record(outcome, unexpected, 0, detail)
+	case failed != nil:
+		cr.httpFailed(ctx, rec, failed)
+	default:
+		rec.record("no_limit", unexpected, 0, fmt.Sprintf("%d sessions from one address, none refused", len(sids)))
+	}
 }
 
 // deleteAll deletes sessions, a few at a time, even once the run ended.
@@ -138,12 +166,6 @@ func (cr *chaosRun) noReadMany(ctx context.Context, client, n int, rec *kindRec)
 		}()
 	}
 	wg.Wait()
-}
-
-// drainAnswer reads and discards an answer's body (at most 1 MiB).
-func drainAnswer(resp *http.Response) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	resp.Body.Close()
 }
 
 // jsonAnswerOf returns the JSON-RPC message of an answer's body: the body

@@ -221,11 +221,14 @@ func (cr *chaosRun) httpBadUTF8(ctx, runCtx context.Context, sid string, rec *ki
 
 // dialHTTP opens a connection of its own to the HTTP target.
 func (cr *chaosRun) dialHTTP(ctx context.Context) (net.Conn, error) {
+	return cr.dialHTTPWith(ctx, &net.Dialer{})
+}
+
+func (cr *chaosRun) dialHTTPWith(ctx context.Context, d *net.Dialer) (net.Conn, error) {
 	host := cr.url.Host
 	if cr.url.Port() == "" {
 		host = net.JoinHostPort(cr.url.Hostname(), "80")
 	}
-	var d net.Dialer
 	dctx, cancel := context.WithTimeout(ctx, cr.timeout)
 	defer cancel()
 	return d.DialContext(dctx, "tcp", host)
@@ -270,7 +273,11 @@ func (cr *chaosRun) httpHalfSent(ctx, runCtx context.Context, sid string, rec *k
 		cr.writeFailed(rec, err)
 		return
 	}
-	cr.awaitClose(c, time.Now(), rec, "the half body", func(code int) bool { return code == http.StatusRequestTimeout })
+	// 408 at the read timeout; 503 when the budget of bodies being
+	// received (-max-buffered) cut it first.
+	cr.awaitClose(c, time.Now(), rec, "the half body", func(code int) bool {
+		return code == http.StatusRequestTimeout || code == http.StatusServiceUnavailable
+	})
 }
 
 // awaitClose waits, up to ReadTimeout and a second after sent, for the
@@ -320,7 +327,7 @@ const noReadAnswer = 100 * 120
 // and reads nothing, until the server closes it or a write blocks past the
 // write timeout.
 func (cr *chaosRun) httpNoRead(ctx, runCtx context.Context, sid string, rec *kindRec) {
-	c, err := cr.dialHTTP(ctx)
+	c, err := cr.dialHTTPWith(ctx, deafDialer)
 	if err != nil {
 		cr.httpFailed(runCtx, rec, err)
 		return

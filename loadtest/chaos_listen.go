@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -137,20 +137,19 @@ func dupVerdict(rec *kindRec, uris []string, dupURI, endURI string, heard int) {
 // or an SSE stream's event, by deadline.
 type lineReader func(deadline time.Time, msg *codec.Message) error
 
-// readListen reads msgs from next until the listen's acknowledgement (or
-// its refusal, an error answer with the listen's id "L"), then writes the
-// repeated URI's board entry, then the other's, and counts how many times
-// the first was heard before the second. write sends a board_write of
-// name with id and waits for its answer where the answer is not on the
-// same stream (HTTP).
-func (cr *chaosRun) readListen(client int, rec *kindRec, next lineReader, write func(id, name string) error, sent time.Time) {
+// readListen reads messages with next until the listen's acknowledgement
+// (or its refusal, an error answer with the listen's id "L"), writes the
+// repeated URI's board entry and then the other's, and counts how many
+// times the first was heard before the second. write sends a board_write
+// of name with id; on HTTP it returns once the write is answered, on TCP
+// (onStream) its answer comes on the stream and is waited for there.
+func (cr *chaosRun) readListen(client int, rec *kindRec, next lineReader, write func(id, name string) error, onStream bool, sent time.Time) {
 	dup, end := cr.boardName("dup", client), cr.boardName("end", client)
 	dupURI, endURI := "mem://board/"+dup, "mem://board/"+end
 	var msg codec.Message
 	var uris []string
 	for uris == nil {
-		err := next(cr.deadline(cr.e.AnswerWithin), &msg)
-		if err != nil {
+		if err := next(cr.deadline(cr.e.AnswerWithin), &msg); err != nil {
 			cr.readFailed(rec, err, "the listen's acknowledgement")
 			return
 		}
@@ -172,39 +171,61 @@ func (cr *chaosRun) readListen(client int, rec *kindRec, next lineReader, write 
 			return
 		}
 	}
-	heard := 0
-	// The writes go one after the other, each once the last is answered:
-	// the repeated URI's notifications are all queued before the second
-	// write's.
-	for i, name := range []string{dup, end} {
-		id := strconv.Itoa(i + 1)
-		if err := write(id, name); err != nil {
-			cr.readFailed(rec, err, "board_write")
-			return
-		}
+	heard, endHeard := 0, false
+	// readUntil reads the stream until done says so, counting the
+	// repeated URI's notifications and noting the other's; false when the
+	// episode is over.
+	readUntil := func(what string, done func() bool) bool {
 		for {
 			if err := next(cr.deadline(cr.e.AnswerWithin), &msg); err != nil {
-				cr.readFailed(rec, err, "the notifications")
-				return
-			}
-			if msg.Kind == codec.KindError && string(msg.ID) == id {
-				rec.record("write_failed_"+answerName(&msg), undecided, 0, "")
-				return
-			}
-			if msg.Kind == codec.KindResponse && string(msg.ID) == id && bytes.Contains(msg.Result, []byte(`"isError":true`)) {
-				rec.record("board_full", undecided, 0, "")
-				return
+				cr.readFailed(rec, err, what)
+				return false
 			}
 			switch updatedURI(&msg) {
 			case dupURI:
 				heard++
-				continue
 			case endURI:
-			default:
-				continue
+				endHeard = true
 			}
-			break
+			if done() {
+				return true
+			}
 		}
+	}
+	// The writes go one after the other, the second once the first is
+	// answered: by then every notification of the first is queued on the
+	// stream, before any of the second's.
+	for i, name := range []string{dup, end} {
+		id := strconv.Itoa(i + 1)
+		if err := write(id, name); err != nil {
+			if errors.Is(err, errBoardFull) {
+				rec.record("board_full", undecided, 0, "")
+				return
+			}
+			cr.readFailed(rec, err, "board_write's answer")
+			return
+		}
+		if !onStream {
+			continue
+		}
+		answered := func() bool {
+			return (msg.Kind == codec.KindResponse || msg.Kind == codec.KindError) && string(msg.ID) == id
+		}
+		if !readUntil("board_write's answer", answered) {
+			return
+		}
+		if msg.Kind == codec.KindError {
+			rec.record("write_failed_"+answerName(&msg), undecided, 0, "")
+			return
+		}
+		if bytes.Contains(msg.Result, []byte(`"isError":true`)) {
+			rec.record("board_full", undecided, 0, "")
+			return
+		}
+	}
+	// On TCP the second write's notification came before its answer.
+	if !endHeard && !readUntil("the second write's notification", func() bool { return endHeard }) {
+		return
 	}
 	dupVerdict(rec, uris, dupURI, endURI, heard)
 }
@@ -250,7 +271,7 @@ func (cr *chaosRun) dupListen(ctx context.Context, client, _ int, rec *kindRec) 
 	write := func(id, name string) error {
 		return rc.write(append(boardWrite(id, name), '\n'), cr.deadline(cr.e.AnswerWithin))
 	}
-	cr.readListen(client, rec, next, write, sent)
+	cr.readListen(client, rec, next, write, true, sent)
 }
 
 // dialFailed records a connection that could not be opened.
@@ -330,15 +351,23 @@ func (cr *chaosRun) httpDupListen(ctx context.Context, client int, frame []byte,
 		if err != nil {
 			return err
 		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
+		b, err := readBody(resp, 1<<20)
+		switch {
+		case err != nil:
+			return err
+		case resp.StatusCode != http.StatusOK:
 			return fmt.Errorf("board_write answered %s", resp.Status)
+		case bytes.Contains(b, []byte(`"isError":true`)):
+			return errBoardFull
 		}
 		return nil
 	}
-	cr.readListen(client, rec, next, write, sent)
+	cr.readListen(client, rec, next, write, false, sent)
 }
+
+// errBoardFull is a board_write refused by the board's limits (other
+// clients filled it): the episode is undecided.
+var errBoardFull = errors.New("the board is full")
 
 // errTimeout is a read that passed its deadline.
 var errTimeout error = timeoutError{}
@@ -437,9 +466,9 @@ func limitName(errObj []byte) string {
 	return "busy"
 }
 
-// httpSubFlood subscribes on one session, POST after POST on a few
-// keep-alive connections, then asks for a stateless listen of one URI more
-// than the limit.
+// httpSubFlood subscribes on one session, POST after POST on a keep-alive
+// connection, then asks for a stateless listen of one URI more than the
+// limit.
 func (cr *chaosRun) httpSubFlood(ctx context.Context, client, n int, rec *kindRec) {
 	ectx, cancel := context.WithDeadline(ctx, cr.deadline(cr.timeout))
 	defer cancel()
@@ -450,69 +479,56 @@ func (cr *chaosRun) httpSubFlood(ctx context.Context, client, n int, rec *kindRe
 	}
 	defer cr.httpDelete(sid)
 	calls := cr.e.SubFloodCalls
-	var next atomic.Int64
-	var ok, refused, noRetry, other, failed atomic.Int64
-	var firstMu sync.Mutex
+	var ok, refused, noRetry, other, failed int
 	var first string
 	note := func(s string) {
-		firstMu.Lock()
 		if first == "" {
 			first = s
 		}
-		firstMu.Unlock()
 	}
 	sent := time.Now()
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ectx.Err() == nil {
-				i := next.Add(1)
-				if i > int64(calls) {
-					return
-				}
-				body := codec.AppendRequest(nil, strconv.AppendInt(nil, i, 10), mcp.MethodResourcesSubscribe,
-					fmt.Appendf(nil, `{"uri":"mem://chaos/%s/%d/%d/%d"}`, cr.tag, client, n, i))
-				a, err := cr.httpCallWith(ectx, cr.kc, sid, body, strconv.FormatInt(i, 10))
-				switch {
-				case err != nil:
-					failed.Add(1)
-					note(err.Error())
-				case a.status == http.StatusOK && a.answer == "result":
-					ok.Add(1)
-				case a.status == http.StatusTooManyRequests && a.answer == "error_-32000":
-					refused.Add(1)
-					if a.retryAfter == "" {
-						noRetry.Add(1)
-					}
-				default:
-					other.Add(1)
-					note(fmt.Sprintf("status %d: %s", a.status, clip(a.body)))
-				}
+	for i := 1; i <= calls && ectx.Err() == nil; i++ {
+		body := codec.AppendRequest(nil, strconv.AppendInt(nil, int64(i), 10), mcp.MethodResourcesSubscribe,
+			fmt.Appendf(nil, `{"uri":"mem://chaos/%s/%d/%d/%d"}`, cr.tag, client, n, i))
+		a, err := cr.httpCallWith(ectx, cr.kc, sid, body, strconv.Itoa(i))
+		switch {
+		case err != nil:
+			failed++
+			note(err.Error())
+		case a.status == http.StatusOK && a.answer == "result":
+			ok++
+		case a.status == http.StatusTooManyRequests && a.answer == "error_-32000":
+			refused++
+			if a.retryAfter == "" {
+				noRetry++
 			}
-		}()
+		default:
+			other++
+			note(fmt.Sprintf("status %d: %s", a.status, clip(a.body)))
+		}
+		if err != nil {
+			break
+		}
 	}
-	wg.Wait()
-	rec.answer("subscribed", ok.Load())
-	rec.answer("status_429", refused.Load())
+	rec.answer("subscribed", int64(ok))
+	rec.answer("status_429", int64(refused))
 	listen := ""
-	if failed.Load() == 0 && other.Load() == 0 {
+	if failed == 0 && other == 0 {
 		listen = cr.httpListenOverLimit(ectx, client, n)
 	}
 	switch {
-	case ok.Load() > int64(cr.e.MaxSubscriptions):
-		rec.record("over_limit", unexpected, 0, fmt.Sprintf("%d subscriptions in one session, more than %d", ok.Load(), cr.e.MaxSubscriptions))
-	case failed.Load() > 0 && (ctx.Err() != nil || cr.ended()):
+	case ok > cr.e.MaxSubscriptions:
+		rec.record("over_limit", unexpected, 0, fmt.Sprintf("%d subscriptions in one session, more than %d", ok, cr.e.MaxSubscriptions))
+	case (failed > 0 || ok+refused+other < calls) && (ctx.Err() != nil || cr.ended()):
 		rec.record("run_ended", undecided, 0, "")
-	case failed.Load() > 0:
-		rec.record("failed", unexpected, 0, fmt.Sprintf("%d calls failed, the first: %s", failed.Load(), first))
-	case other.Load() > 0:
-		rec.record("bad_answer", unexpected, 0, fmt.Sprintf("%d answers neither 200 nor 429 -32000, the first %s", other.Load(), first))
-	case noRetry.Load() > 0:
-		rec.record("refused_without_retry_after", unexpected, 0, fmt.Sprintf("%d of %d refusals", noRetry.Load(), refused.Load()))
-	case refused.Load() == 0:
-		rec.record("none_refused", unexpected, 0, fmt.Sprintf("%d subscriptions, none refused", ok.Load()))
+	case failed > 0:
+		rec.record("failed", unexpected, 0, fmt.Sprintf("%d calls failed, the first: %s", failed, first))
+	case other > 0:
+		rec.record("bad_answer", unexpected, 0, fmt.Sprintf("%d answers neither 200 nor 429 -32000, the first %s", other, first))
+	case noRetry > 0:
+		rec.record("refused_without_retry_after", unexpected, 0, fmt.Sprintf("%d of %d refusals", noRetry, refused))
+	case refused == 0:
+		rec.record("none_refused", unexpected, 0, fmt.Sprintf("%d subscriptions, none refused", ok))
 	case listen == "run_ended":
 		rec.record("run_ended", undecided, 0, "")
 	case listen != "":
