@@ -337,7 +337,9 @@ type Chaos struct {
 	Timeout time.Duration // per request and set-up; default 10 s
 	// PID, if set, is the server process read through /proc before and
 	// after the run, and whose resident memory is sampled during it
-	// (ChaosResult.RSS).
+	// (ChaosResult.RSS). Its baseline is read once well-behaved clients
+	// alone have warmed the server up: for RSSWarmup before the run, or
+	// with PerKind in its first phase.
 	PID int
 	// PerKind runs the hostile kinds one at a time, each for Duration
 	// beside well-behaved clients of their own, after a phase of Duration
@@ -405,6 +407,9 @@ type ChaosKindResult struct {
 // ChaosResult is a chaos run's outcome. Good is the well-behaved clients'
 // result; Hostile has one entry per kind, in ChaosKinds order.
 type ChaosResult struct {
+	// Target is the hostile clients' target (the well-behaved clients'
+	// is the Result's, which may differ: Chaos.Good).
+	Target    string            `json:"target"`
 	DurationS float64           `json:"duration_s"`
 	Hostile   []ChaosKindResult `json:"hostile"`
 	// AllAsExpected is true when no hostile episode was unexpected.
@@ -477,6 +482,9 @@ func (c *ChaosResult) Result() *Result {
 
 func (c *ChaosResult) writeText(b *strings.Builder) {
 	g := c.Good
+	if c.Target != g.Target {
+		fmt.Fprintf(b, "hostile    %s\n", c.Target)
+	}
 	fmt.Fprintf(b, "duration   %.2fs\n", c.DurationS)
 	fmt.Fprintf(b, "well-behaved  %d connections: %d requests, %d ok, %d errors (%.3f%%), %.0f req/s\n",
 		g.Connections, g.Requests, g.OK, g.Errors, 100*g.ErrorRate, g.Throughput)
@@ -814,14 +822,29 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 	cr.kc = &http.Client{Transport: ktr, Timeout: cfg.Timeout}
 	defer ktr.CloseIdleConnections()
 
-	out := &ChaosResult{}
+	out := &ChaosResult{Target: cfg.Target.String()}
 	var watch *rssWatch
+	// baseline reads the server's memory once well-behaved clients alone
+	// have warmed it up (pools filled, code paths run).
+	baseline := func() {
+		if base, anon, err := readRSS(cfg.PID, cfg.Settle); err == nil {
+			out.RSS.BaselineBytes, out.RSS.BaselineAnonBytes = base, anon
+		}
+	}
 	if cfg.PID > 0 {
 		if st, err := ReadProc(cfg.PID); err == nil {
 			out.ServerBefore = &st
 		}
-		if base, err := readRSS(cfg.PID, cfg.Settle); err == nil {
-			out.RSS = &ChaosRSS{BaselineBytes: base, BudgetBytes: cfg.RSSBudget}
+		if _, err := ProcRSS(cfg.PID); err == nil {
+			out.RSS = &ChaosRSS{BudgetBytes: cfg.RSSBudget}
+			if !cfg.PerKind {
+				warm := good
+				warm.Duration = RSSWarmup
+				if _, err := Run(ctx, warm); err != nil {
+					return nil, fmt.Errorf("loadtest: the well-behaved clients: %w", err)
+				}
+				baseline()
+			}
 			watch = startRSSWatch(cfg.PID, cfg.RSSEvery)
 		}
 	}
@@ -882,6 +905,9 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 			}
 			if watch != nil {
 				ph.RSSPeakBytes = watch.endPhase()
+				if i == 0 {
+					baseline()
+				}
 			}
 			out.Phases = append(out.Phases, ph)
 		}

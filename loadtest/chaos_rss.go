@@ -1,7 +1,10 @@
 package loadtest
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,10 +15,17 @@ import (
 const RSSTolerance = 0.10
 
 // ChaosRSS is the server's resident memory over a chaos run (Chaos.PID),
-// sampled every Chaos.RSSEvery from /proc.
+// sampled every Chaos.RSSEvery from /proc: VmRSS, and for the return to
+// baseline RssAnon, the anonymous part, which is what the server
+// allocated (the file-backed rest is mostly its program's code, whose
+// pages stay resident once a path has run, and are not held for anyone).
 type ChaosRSS struct {
-	// BaselineBytes is the reading before the run (after Chaos.Settle).
-	BaselineBytes int64 `json:"baseline_bytes"`
+	// BaselineBytes is the reading once the server has served
+	// well-behaved clients alone (the first phase with Chaos.PerKind,
+	// else a warm-up of RSSWarmup), after Chaos.Settle;
+	// BaselineAnonBytes its anonymous part.
+	BaselineBytes     int64 `json:"baseline_bytes"`
+	BaselineAnonBytes int64 `json:"baseline_anon_bytes"`
 	// PeakBytes is the highest sample during the run, PeakAtS when it
 	// came (seconds after the run began); Samples counts them.
 	PeakBytes int64   `json:"peak_bytes"`
@@ -25,12 +35,39 @@ type ChaosRSS struct {
 	// whether every sample stayed at or under it.
 	BudgetBytes  int64 `json:"budget_bytes,omitempty"`
 	WithinBudget bool  `json:"within_budget"`
-	// AfterBytes is the last reading after the run; Settled reports
-	// whether it came within RSSTolerance of the baseline, SettleS how
-	// long after the run that reading was taken (at most Chaos.RSSSettle).
-	AfterBytes int64   `json:"after_bytes"`
-	Settled    bool    `json:"settled"`
-	SettleS    float64 `json:"settle_s"`
+	// AfterBytes is the last reading after the run, AfterAnonBytes its
+	// anonymous part; Settled reports whether that came within
+	// RSSTolerance of the baseline's, SettleS how long after the run that
+	// reading was taken (at most Chaos.RSSSettle).
+	AfterBytes     int64   `json:"after_bytes"`
+	AfterAnonBytes int64   `json:"after_anon_bytes"`
+	Settled        bool    `json:"settled"`
+	SettleS        float64 `json:"settle_s"`
+}
+
+// RSSWarmup is how long a chaos run measuring the server's memory lets
+// well-behaved clients alone warm it up before its baseline (with
+// Chaos.PerKind, the first phase does).
+const RSSWarmup = 2 * time.Second
+
+// procAnonRSS returns the anonymous resident memory of process pid, the
+// RssAnon line of /proc/PID/status.
+func procAnonRSS(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, fmt.Errorf("loadtest: rss of pid %d: %w", pid, err)
+	}
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("RssAnon:")); ok {
+			if f := bytes.Fields(v); len(f) > 0 {
+				if kb, err := strconv.ParseInt(string(f[0]), 10, 64); err == nil {
+					return kb << 10, nil
+				}
+			}
+			break
+		}
+	}
+	return 0, fmt.Errorf("loadtest: rss of pid %d: no RssAnon", pid)
 }
 
 // settledBound is the most RSS that counts as back to baseline.
@@ -49,12 +86,12 @@ func (r *ChaosRSS) writeText(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, ", %s its budget of %s", verdict, mib(r.BudgetBytes))
 	}
-	fmt.Fprintf(b, "; after %s", mib(r.AfterBytes))
-	if r.Settled {
-		fmt.Fprintf(b, ", within %.0f%% of the baseline %.1fs after the run\n", 100*RSSTolerance, r.SettleS)
-	} else {
-		fmt.Fprintf(b, ", NOT within %.0f%% of the baseline %.1fs after the run\n", 100*RSSTolerance, r.SettleS)
+	fmt.Fprintf(b, "; after %s; anonymous %s -> %s", mib(r.AfterBytes), mib(r.BaselineAnonBytes), mib(r.AfterAnonBytes))
+	verdict := "within"
+	if !r.Settled {
+		verdict = "NOT within"
 	}
+	fmt.Fprintf(b, ", %s %.0f%% of the baseline %.1fs after the run\n", verdict, 100*RSSTolerance, r.SettleS)
 }
 
 // rssWatch samples a process's resident memory until closed, keeping the
@@ -130,12 +167,17 @@ func (w *rssWatch) close(r *ChaosRSS) {
 	r.WithinBudget = r.BudgetBytes <= 0 || w.peak <= r.BudgetBytes
 }
 
-// readRSS reads pid's RSS after calling settle, if set.
-func readRSS(pid int, settle func()) (int64, error) {
+// readRSS reads pid's RSS and its anonymous part after calling settle,
+// if set.
+func readRSS(pid int, settle func()) (rss, anon int64, err error) {
 	if settle != nil {
 		settle()
 	}
-	return ProcRSS(pid)
+	if rss, err = ProcRSS(pid); err != nil {
+		return 0, 0, err
+	}
+	anon, err = procAnonRSS(pid)
+	return rss, anon, err
 }
 
 // settleRSS reads pid's RSS until it is within RSSTolerance of r's
@@ -144,14 +186,14 @@ func readRSS(pid int, settle func()) (int64, error) {
 // collection, then the scavenger), and records the last reading.
 func settleRSS(r *ChaosRSS, pid int, settle func(), wait, poll time.Duration) {
 	start := time.Now()
-	bound := settledBound(r.BaselineBytes)
+	bound := settledBound(r.BaselineAnonBytes)
 	for {
-		n, err := readRSS(pid, settle)
+		n, anon, err := readRSS(pid, settle)
 		if err == nil {
-			r.AfterBytes = n
+			r.AfterBytes, r.AfterAnonBytes = n, anon
 		}
 		r.SettleS = time.Since(start).Seconds()
-		if err == nil && n <= bound {
+		if err == nil && anon <= bound {
 			r.Settled = true
 			return
 		}
