@@ -13,7 +13,8 @@ declare -A T H P
 for v in old new; do
 	bin=$old; [ $v = new ] && bin=$new
 	T[$v]=$(port) H[$v]=$(port)
-	"$bin" -handlers bench -log-level warn -tcp 127.0.0.1:${T[$v]} -http 127.0.0.1:${H[$v]} &
+	# -admin "": both binaries alike (the second cannot have the default port)
+	"$bin" -handlers bench -log-level warn -tcp 127.0.0.1:${T[$v]} -http 127.0.0.1:${H[$v]} -admin "" &
 	P[$v]=$!
 done
 trap 'kill ${P[old]} ${P[new]} 2>/dev/null || true' EXIT

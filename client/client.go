@@ -7,7 +7,10 @@
 //
 // It speaks the stateless revision 2026-07-28 too (see Options.Era): by
 // default it sends server/discover first and falls back to initialize
-// when the server answers as one of the session revisions. In 2026-07-28
+// when the server answers as one of the session revisions. What the
+// server says about itself is read the same way in both:
+// Client.ServerInfo, ServerCapabilities, ProtocolVersion and Instructions
+// (InitializeResult and DiscoverResult are each one era's). In 2026-07-28
 // every request carries the client's _meta (and, over HTTP, the
 // Mcp-Method, Mcp-Name and Mcp-Param-* headers), results asking for input
 // are fulfilled with the handlers below and retried (Options.MaxInputRounds),
@@ -192,14 +195,16 @@ type Client struct {
 	tools    atomic.Pointer[toolSet]
 
 	// 2026-07-28: the era chosen (EraAuto until the first handshake), the
-	// _meta of modern requests, the discover result, the per-request log
-	// level and the x-mcp-header parameters of the tools listed.
-	era           atomic.Int32
-	modern        atomic.Pointer[modernState]
-	discovered    atomic.Pointer[mcp.DiscoverResult]
-	logLevel      atomic.Pointer[string]
-	legacyVersion string
-	hdrTools      *xsync.Map[string, []mcp.HeaderParam]
+	// _meta of modern requests, the discover result and the server's
+	// identity from its _meta, the per-request log level and the
+	// x-mcp-header parameters of the tools listed.
+	era            atomic.Int32
+	modern         atomic.Pointer[modernState]
+	discovered     atomic.Pointer[mcp.DiscoverResult]
+	discoveredInfo atomic.Pointer[mcp.Implementation]
+	logLevel       atomic.Pointer[string]
+	legacyVersion  string
+	hdrTools       *xsync.Map[string, []mcp.HeaderParam]
 
 	mu       sync.Mutex
 	subs     map[string][]func(uri string)
@@ -394,22 +399,6 @@ func (c *Client) setState(s State) { c.state.Store(int32(s)) }
 
 // State returns the client's current state.
 func (c *Client) State() State { return State(c.state.Load()) }
-
-// InitializeResult returns the server's answer to the latest initialize,
-// or nil before the first. The result is shared: do not modify it.
-func (c *Client) InitializeResult() *mcp.InitializeResult { return c.initRes.Load() }
-
-// ProtocolVersion returns the negotiated protocol revision ("" before
-// initialization): 2026-07-28 when the client speaks it.
-func (c *Client) ProtocolVersion() string {
-	if ms := c.modern.Load(); ms != nil && Era(c.era.Load()) == EraModern {
-		return ms.version
-	}
-	if r := c.initRes.Load(); r != nil {
-		return r.ProtocolVersion
-	}
-	return ""
-}
 
 // InFlight returns the number of calls waiting for an answer.
 func (c *Client) InFlight() int64 { return c.inflight.Load() }

@@ -74,24 +74,24 @@ func serveExampleHTTP(set string) *exampleServer {
 	}}
 }
 
-// A client connects to a server, initializes, lists the tools and calls
-// one.
+// A client connects to a server, learns its name, lists the tools and
+// calls one.
 func Example() {
 	srv := serveExampleTCP("bench")
 	defer srv.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	// Dial connects and performs the initialize handshake.
+	// Dial connects and performs the handshake: server/discover with a
+	// server that speaks 2026-07-28 (mcpedge does), else initialize.
 	c, err := client.Dial(ctx, &client.TCPTransport{Addr: srv.addr}, client.Options{
-		Era:        client.EraLegacy,
 		ClientInfo: mcp.Implementation{Name: "example", Version: "1.0"},
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Println("server:", c.InitializeResult().ServerInfo.Name, c.ProtocolVersion())
+	fmt.Println("server:", c.ServerInfo().Name, c.ProtocolVersion())
 
 	tools, err := c.AllTools(ctx)
 	if err != nil {
@@ -110,9 +110,33 @@ func Example() {
 	}
 	fmt.Println("add:", res.Content[0].Text)
 	// Output:
-	// server: mcpedge 2025-11-25
+	// server: mcpedge 2026-07-28
 	// tools: [add echo]
 	// add: 5
+}
+
+// ServerInfo, ServerCapabilities, ProtocolVersion and Instructions answer
+// in both eras: with the default Options (2026-07-28, where the name comes
+// from server/discover's _meta) and in a session revision (from
+// initialize, whose result InitializeResult returns; it is nil in
+// 2026-07-28).
+func ExampleClient_ServerInfo() {
+	srv := serveExampleHTTP("bench")
+	defer srv.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	for _, opts := range []client.Options{{}, {Era: client.EraLegacy}} {
+		c, err := client.Dial(ctx, &client.HTTPTransport{URL: srv.addr}, opts)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(c.ServerInfo().Name, c.ProtocolVersion(), c.ServerCapabilities().Tools != nil, c.InitializeResult() != nil)
+		c.Close()
+	}
+	// Output:
+	// mcpedge 2026-07-28 true false
+	// mcpedge 2025-11-25 true true
 }
 
 // A Pool spreads calls over several connections to one server, replacing
@@ -125,7 +149,7 @@ func ExampleNewPool() {
 
 	tr := &client.TCPTransport{Addr: srv.addr}
 	pool, err := client.NewPool(ctx, func(ctx context.Context) (*client.Client, error) {
-		return client.Dial(ctx, tr, client.Options{Era: client.EraLegacy})
+		return client.Dial(ctx, tr, client.Options{})
 	}, client.PoolOptions{Size: 3, Strategy: client.LeastBusy})
 	if err != nil {
 		log.Fatal(err)
@@ -175,7 +199,7 @@ func ExampleFederation() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		if err := fed.Add(ctx, name, t, client.Options{Era: client.EraLegacy}); err != nil {
+		if err := fed.Add(ctx, name, t, client.Options{}); err != nil {
 			log.Fatal(err)
 		}
 	}

@@ -107,23 +107,6 @@ func (c *Client) newModernState(version string) (*modernState, error) {
 // Modern reports whether the client speaks 2026-07-28 with its server.
 func (c *Client) Modern() bool { return Era(c.era.Load()) == EraModern && c.modern.Load() != nil }
 
-// DiscoverResult returns the server's answer to the latest
-// server/discover, or nil (a session revision, or before Connect). The
-// result is shared: do not modify it.
-func (c *Client) DiscoverResult() *mcp.DiscoverResult { return c.discovered.Load() }
-
-// ServerCapabilities returns what the server declared, by initialize or
-// server/discover, or nil before either.
-func (c *Client) ServerCapabilities() *mcp.ServerCapabilities {
-	if d := c.discovered.Load(); d != nil && c.Modern() {
-		return &d.Capabilities
-	}
-	if r := c.initRes.Load(); r != nil {
-		return &r.Capabilities
-	}
-	return nil
-}
-
 // modernParams returns params with the client's _meta members (and the
 // log level, and progressToken id when token) merged into params._meta.
 func (c *Client) modernParams(ms *modernState, params []byte, id int64, token bool) ([]byte, error) {
@@ -255,6 +238,7 @@ func (c *Client) discoverFirst(ctx context.Context, l *link, force bool) (legacy
 				return "", fmt.Errorf("%w: server/discover result: %w", ErrProtocol, err)
 			}
 			c.discovered.Store(&res)
+			c.discoveredInfo.Store(metaServerInfo(res.Meta))
 			c.tools.Store(nil)
 			return "", nil
 		}

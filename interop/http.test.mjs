@@ -28,7 +28,8 @@ const TEST = { timeout: 15000 }; // per-test bound (node:test)
 // is read from its log) and resolves to {url, base, stop, log}.
 function startServer(extraArgs = []) {
   return new Promise((resolve, reject) => {
-    const child = spawn(serverBin, ['-tcp', '', '-http', '127.0.0.1:0', '-log-level', 'info', ...extraArgs], {
+    // -admin '': a default admin port taken (another server) stops mcpedge.
+    const child = spawn(serverBin, ['-tcp', '', '-http', '127.0.0.1:0', '-admin', '', '-log-level', 'info', ...extraArgs], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let log = '';

@@ -47,8 +47,7 @@ type adminRun struct {
 
 // startAdmin checks -admin against the MCP addresses, binds it, and
 // installs its metrics in opts (the engine's Observer, a counting bus).
-// It returns nil when -admin is off, and when the default address (not
-// one given) cannot be bound.
+// It returns nil when -admin is off.
 func startAdmin(c *config, opts *mcpedge.Options, log *slog.Logger) (*adminRun, error) {
 	addr := c.admin.addr.addr
 	if addr == "" || (c.stdio && !c.admin.addr.set) {
@@ -62,14 +61,9 @@ func startAdmin(c *config, opts *mcpedge.Options, log *slog.Logger) (*adminRun, 
 	m := admin.NewMetrics()
 	ready := new(admin.Readiness)
 	srv, err := admin.Listen(addr, m, ready, log)
-	if err != nil && !c.admin.addr.set {
-		// The default address taken (another mcpedge on this host): serve
-		// MCP without the admin listener rather than not at all.
-		log.Warn("admin listener off: its default address is taken; give -admin ADDR (or -admin '' to silence this)", "err", err)
-		return nil, nil
-	}
 	if err != nil {
-		return nil, err
+		// Given or default, a port taken stops the node (listeners.go).
+		return nil, fmt.Errorf("-admin %s: %w", addr, err)
 	}
 	// The MCP listener's Host check (DNS rebinding), with its allow-list.
 	srv.SetAllowedHosts(splitList(c.allowHosts))

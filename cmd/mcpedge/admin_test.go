@@ -37,15 +37,17 @@ func TestAdminRefusesMCPPorts(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer taken.Close()
+	a, b := freePort(t), freePort(t)
+	_, aPort, _ := net.SplitHostPort(a)
 	for _, tc := range []struct {
 		name   string
 		args   []string
 		stderr string
 	}{
-		{"tcp", []string{"-tcp", "127.0.0.1:17400", "-http", "", "-admin", "127.0.0.1:17400"}, "the same address as -tcp"},
-		{"http", []string{"-tcp", "", "-http", "127.0.0.1:17401", "-admin", "127.0.0.1:17401"}, "the same address as -http"},
-		{"wildcard", []string{"-tcp", ":17400", "-http", "", "-admin", "127.0.0.1:17400"}, "the same address as -tcp"},
-		{"taken", []string{"-tcp", "127.0.0.1:0", "-http", "", "-admin", taken.Addr().String()}, "admin: listen"},
+		{"tcp", []string{"-tcp", a, "-http", "", "-admin", a}, "the same address as -tcp"},
+		{"http", []string{"-tcp", "", "-http", b, "-admin", b}, "the same address as -http"},
+		{"wildcard", []string{"-tcp", ":" + aPort, "-http", "", "-admin", a}, "the same address as -tcp"},
+		{"taken", []string{"-tcp", "127.0.0.1:0", "-http", "", "-admin", taken.Addr().String()}, "-admin " + taken.Addr().String() + ": address already in use"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer

@@ -37,13 +37,21 @@ var notInFile = map[string]bool{"config": true, "version": true}
 
 // applySources parses args into fs and fills the flags not given there
 // from the environment and then the config file (-config, or
-// MCPEDGE_CONFIG). Every error names the flag, the variable or the key.
+// MCPEDGE_CONFIG). Every error names the flag, the variable or the key,
+// and what would do (usage.go); an MCPEDGE_ variable that is no flag's
+// twin is refused as an unknown key is.
 func applySources(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return flagError(fs, err)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return fmt.Errorf("unexpected arguments: %q (every setting is a flag: -name value)", fs.Args())
+	}
+	if err := checkEnv(fs, os.Environ()); err != nil {
+		return err
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -70,7 +78,7 @@ func applySources(fs *flag.FlagSet, args []string) error {
 				continue
 			}
 			if err := fs.Set(kv.name, kv.value); err != nil {
-				return fmt.Errorf("config %s: key %q: invalid value %q: %w", path, kv.name, kv.value, unwrapFlagErr(err))
+				return valueError(fmt.Sprintf("config %s: key %q: invalid value %q", path, kv.name, kv.value), fs.Lookup(kv.name), kv.value, err)
 			}
 		}
 	}
@@ -82,7 +90,7 @@ func applySources(fs *flag.FlagSet, args []string) error {
 		key := envName(f.Name)
 		if v, ok := os.LookupEnv(key); ok {
 			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", key, v, err)
+				envErr = valueError(fmt.Sprintf("%s=%q", key, v), f, v, err)
 			}
 		}
 	})
@@ -116,8 +124,17 @@ func readConfigFile(path string, fs *flag.FlagSet) ([]keyValue, error) {
 	}
 	out := make([]keyValue, 0, len(raw))
 	for name, v := range raw {
-		if fs.Lookup(name) == nil || notInFile[name] {
-			return nil, fmt.Errorf("config %s: unknown key %q", path, name)
+		if notInFile[name] {
+			return nil, fmt.Errorf("config %s: unknown key %q (-%s is for the command line)", path, name, name)
+		}
+		if fs.Lookup(name) == nil {
+			var keys []string
+			fs.VisitAll(func(f *flag.Flag) {
+				if !notInFile[f.Name] {
+					keys = append(keys, f.Name)
+				}
+			})
+			return nil, fmt.Errorf("config %s: unknown key %q%s", path, name, didYouMean(name, keys, "", "the keys are the flags' names"))
 		}
 		s, err := tomlString(v)
 		if err != nil {
@@ -160,7 +177,10 @@ func tomlString(v any) (string, error) {
 }
 
 // validate checks values the flag types accept but the server cannot
-// use; each error names its flag.
+// use; each error names its flag. A count, size or duration whose 0 would
+// only mean its default is refused at 0 (the minimums below); every other
+// one's 0 means what its usage says ("0: none"), which TestZeroValues
+// holds every numeric flag to.
 func validate(c *config) error {
 	if c.httpPath == "" || c.httpPath[0] != '/' {
 		return fmt.Errorf("-http-path: %q must start with /", c.httpPath)
@@ -168,47 +188,39 @@ func validate(c *config) error {
 	for _, f := range []struct {
 		name string
 		v    int64
+		min  int64
 	}{
-		{"loops", int64(c.loops)}, {"workers", int64(c.workers)}, {"page-size", int64(c.pageSize)},
-		{"max-conns", int64(c.maxConns)}, {"max-conns-per-ip", int64(c.maxConnsPerIP)},
-		{"max-inflight", int64(c.maxInflight)}, {"rate-burst", int64(c.rateBurst)},
-		{"max-sessions", int64(c.maxSessions)}, {"max-subscriptions", int64(c.maxSubscriptions)},
-		{"max-tasks-per-client", int64(c.maxTasksPerClient)}, {"task-workers", int64(c.taskWorkers)},
+		{"loops", int64(c.loops), 1}, {"workers", int64(c.workers), 1}, {"page-size", int64(c.pageSize), 1},
+		{"max-sessions", int64(c.maxSessions), 1},
+		{"max-message", int64(c.maxMessage), 1}, {"max-outbound", int64(c.maxOutbound), 1},
+		{"event-store-bytes", int64(c.eventStore), 1},
+		{"max-tasks", int64(c.maxTasks), 1}, {"max-task-bytes", c.maxTaskBytes, 1},
+		{"max-conns", int64(c.maxConns), 0}, {"max-conns-per-ip", int64(c.maxConnsPerIP), 0},
+		{"max-inflight", int64(c.maxInflight), 0}, {"rate-burst", int64(c.rateBurst), 0},
+		{"max-subscriptions", int64(c.maxSubscriptions), 0},
+		{"max-tasks-per-client", int64(c.maxTasksPerClient), 0}, {"task-workers", int64(c.taskWorkers), 0},
 	} {
-		if f.v < 0 {
-			return fmt.Errorf("-%s: %d: must not be negative", f.name, f.v)
+		if err := atLeast(f.name, f.v, f.min, strconv.FormatInt(f.v, 10)); err != nil {
+			return err
 		}
 	}
 	if c.maxSessionsPerIP < -1 {
-		return fmt.Errorf("-max-sessions-per-ip: %d: must be -1 (the default share), 0 (none) or positive", c.maxSessionsPerIP)
+		return fmt.Errorf("-max-sessions-per-ip %d: must be -1 (the default share), 0 (none) or positive", c.maxSessionsPerIP)
 	}
 	for _, f := range []struct {
 		name string
 		v    time.Duration
+		min  time.Duration
 	}{
-		{"session-idle", c.sessionIdle}, {"session-init-timeout", c.sessionInit},
-		{"read-timeout", c.readTimeout}, {"write-timeout", c.writeTimeout},
-		{"idle-timeout", c.idleTimeout}, {"drain", c.drain},
+		{"session-idle", c.sessionIdle, 1}, {"session-init-timeout", c.sessionInit, 1},
+		{"state-ttl", c.stateTTL, 1}, {"cluster-forward-timeout", c.cluster.forwardTimeout, 1},
+		{"read-timeout", c.readTimeout, 0}, {"write-timeout", c.writeTimeout, 0},
+		{"idle-timeout", c.idleTimeout, 0}, {"drain", c.drain, 0},
+		{"sse-keepalive", c.sseKeep, 0}, {"lame-duck", c.lameDuck, 0},
+		{"task-ttl", c.taskTTL, 1}, {"task-idle", c.taskIdle, 1},
 	} {
-		if f.v < 0 {
-			return fmt.Errorf("-%s: %v: must not be negative", f.name, f.v)
-		}
-	}
-	if c.stateTTL <= 0 {
-		return fmt.Errorf("-state-ttl: %v: must be positive", c.stateTTL)
-	}
-	if c.maxTasks <= 0 {
-		return fmt.Errorf("-max-tasks: %d: must be positive", c.maxTasks)
-	}
-	if c.maxTaskBytes <= 0 {
-		return fmt.Errorf("-max-task-bytes: %d: must be positive", c.maxTaskBytes)
-	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"task-ttl", c.taskTTL}, {"task-idle", c.taskIdle}} {
-		if f.v <= 0 {
-			return fmt.Errorf("-%s: %v: must be positive", f.name, f.v)
+		if err := atLeast(f.name, int64(f.v), int64(f.min), f.v.String()); err != nil {
+			return err
 		}
 	}
 	if err := validateCluster(c); err != nil {
@@ -221,9 +233,6 @@ func validate(c *config) error {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("-%s: %v: must be a non-negative number", f.name, f.v)
 		}
-	}
-	if c.maxMessage == 0 {
-		return errors.New("-max-message: must be positive")
 	}
 	if _, err := parseLevel(c.logLevel); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
@@ -241,6 +250,21 @@ func validate(c *config) error {
 		return errors.New("-tls-client-ca: needs -tls-cert and -tls-key")
 	}
 	return nil
+}
+
+// atLeast refuses v (printed as shown) below min: 0 is "must not be
+// negative", 1 "must be positive", which for a zero says that 0 is not
+// the default.
+func atLeast(name string, v, min int64, shown string) error {
+	switch {
+	case v >= min:
+		return nil
+	case min == 0:
+		return fmt.Errorf("-%s %s: must not be negative", name, shown)
+	case v == 0:
+		return fmt.Errorf("-%s %s: must be positive (0 is not the default: leave -%s out for that)", name, shown, name)
+	}
+	return fmt.Errorf("-%s %s: must be positive", name, shown)
 }
 
 // addOpsFlags registers -config and the TLS flags.

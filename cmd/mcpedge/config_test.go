@@ -92,7 +92,11 @@ func TestConfigRefused(t *testing.T) {
 		{"[http]\naddr = \"x\"", `key "http": a table`},
 		{"allowed-hosts = [1, 2]", `key "allowed-hosts"`},
 		{"max-inflight = ", `mcpedge.toml`},
-		{"loops = -1", `-loops: -1: must not be negative`},
+		{"loops = -1", `-loops -1: must be positive`},
+		{"max-conns = -1", `-max-conns -1: must not be negative`},
+		{"drain = 5", `key "drain": invalid value "5": a duration needs a unit: add one, e.g. 5s`},
+		{"max-inflite = 3", `unknown key "max-inflite"; did you mean max-inflight?`},
+		{"version = true", `unknown key "version" (-version is for the command line)`},
 		{"http-path = \"mcp\"", `-http-path: "mcp" must start with /`},
 	} {
 		_, err := parse([]string{"-config", writeConfig(t, tc.text)}, io.Discard)

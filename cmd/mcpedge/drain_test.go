@@ -52,7 +52,9 @@ func startChild(t *testing.T, args string) *child {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1", "MCPEDGE_TEST_ARGS="+args)
+	// The admin listener off unless args name one: its default port may
+	// be another test's (a port taken stops the node).
+	cmd.Env = append(os.Environ(), childEnv+"=1", "MCPEDGE_TEST_ARGS="+args, "MCPEDGE_ADMIN=")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

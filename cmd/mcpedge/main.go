@@ -97,17 +97,39 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func parse(args []string, stderr io.Writer) (*config, error) {
-	c, _, err := parseFlags(args, stderr)
+// parse returns the configuration of args, the environment and the
+// -config file. With -h it writes the usage to usage and returns
+// flag.ErrHelp.
+func parse(args []string, usage io.Writer) (*config, error) {
+	c, _, err := parseFlags(args, usage)
 	return c, err
 }
 
 // parseFlags returns the configuration of args, the environment and the
 // -config file, and the FlagSet it was parsed with.
-func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error) {
+func parseFlags(args []string, usage io.Writer) (*config, *flag.FlagSet, error) {
 	c := &config{}
+	fs := newFlagSet(c)
+	if err := applySources(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(usage, fs)
+		}
+		return nil, nil, err
+	}
+	if err := validate(c); err != nil {
+		return nil, nil, err
+	}
+	return c, fs, nil
+}
+
+// newFlagSet registers every flag of the command on a new FlagSet, with
+// c holding their values. The FlagSet prints nothing itself: parse errors
+// are reworded by flagError, and -h is printUsage's (usage.go); each flag
+// needs a row in flagGroups (groups.go).
+func newFlagSet(c *config) *flag.FlagSet {
 	fs := flag.NewFlagSet("mcpedge", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&c.tcp, "tcp", tcp.DefaultAddr, "serve MCP over TCP on `addr` (empty: off)")
 	fs.StringVar(&c.http, "http", mcphttp.DefaultAddr, "serve MCP over Streamable HTTP on `addr` (empty: off)")
 	fs.StringVar(&c.httpPath, "http-path", "/mcp", "the Streamable HTTP endpoint's `path`")
@@ -115,7 +137,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error)
 	fs.StringVar(&c.allowHosts, "allowed-hosts", "", "comma-separated Host values accepted besides loopback ones (host or host:port, * for any)")
 	fs.StringVar(&c.allowOrigin, "allowed-origins", "", "comma-separated Origin values accepted besides loopback ones (* for any)")
 	fs.DurationVar(&c.sessionIdle, "session-idle", 30*time.Minute, "close HTTP sessions unused for this long")
-	fs.DurationVar(&c.sseKeep, "sse-keepalive", 15*time.Second, "interval of keep-alive comments on idle SSE streams (negative: none)")
+	fs.DurationVar(&c.sseKeep, "sse-keepalive", 15*time.Second, "interval of keep-alive comments on idle SSE streams (0: none)")
 	fs.Var(newSize(&c.eventStore, 1<<20), "event-store-bytes", "SSE events kept per HTTP session for resumption, in `bytes` (units: KiB, MiB, GiB, KB, MB, GB)")
 	// HTTP survival: timeouts and session limits.
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 30*time.Second, "how long writing one HTTP response, or one write on an SSE stream, may take (streams live on; 0: none)")
@@ -125,12 +147,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error)
 	fs.BoolVar(&c.stdio, "stdio", false, "serve MCP on stdin/stdout only (logs go to stderr)")
 	fs.StringVar(&c.handlers, "handlers", "demo", "handler set to serve: "+strings.Join(builtin.Names(), ", "))
 	fs.StringVar(&c.framing, "framing", "newline", "TCP and stdio framing: newline or content-length")
-	fs.IntVar(&c.loops, "loops", runtime.NumCPU(), "TCP event loops")
-	fs.IntVar(&c.workers, "workers", 256*runtime.NumCPU(), "handlers running at once")
+	fs.IntVar(&c.loops, "loops", runtime.NumCPU(), "TCP event loops (default: one per CPU)")
+	fs.IntVar(&c.workers, "workers", 256*runtime.NumCPU(), "handlers running at once, on every transport (default: 256 per CPU)")
 	fs.Var(newSize(&c.maxMessage, codec.DefaultMaxMessage), "max-message", "largest inbound message in `bytes` (units: KiB, MiB, GiB, KB, MB, GB)")
 	fs.Var(newSize(&c.maxOutbound, 8<<20), "max-outbound", "`bytes` queued per connection before it is closed as a slow consumer (units: KiB, MiB, GiB, KB, MB, GB)")
 	fs.IntVar(&c.pageSize, "page-size", 100, "items per list page")
-	fs.DurationVar(&c.drain, "drain", 10*time.Second, "how long shutdown waits for in-flight requests")
+	fs.DurationVar(&c.drain, "drain", 10*time.Second, "how long shutdown (SIGINT, SIGTERM) waits for in-flight requests (0: no wait: they are cancelled at once)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log line format: text or json")
 	fs.DurationVar(&c.lameDuck, "lame-duck", 0, "at shutdown, spread the closing of idle connections over this long before the drain proper, within -drain (0: close them at once)")
@@ -158,22 +180,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error)
 	registerAuthFlags(fs, &c.auth)
 	registerClusterFlags(fs, &c.cluster)
 	adminFlags(fs, &c.admin)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: mcpedge [flags]\n\nServes MCP with a built-in handler set. Each flag has an environment twin,\nMCPEDGE_<FLAG> in upper case with '-' as '_', and a key in the -config\nfile named as the flag; a flag given wins over its twin, which wins over\nthe file.\n\n")
-		fs.PrintDefaults()
-	}
 	addOpsFlags(fs, c)
-	if err := applySources(fs, args); err != nil {
-		return nil, nil, err
-	}
-	if err := validate(c); err != nil {
-		return nil, nil, err
-	}
-	return c, fs, nil
+	return fs
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c, err := parse(args, stderr)
+	c, err := parse(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -233,6 +245,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		tlsState = mcphttp.NewTLS(cfg)
 	} else if c.tlsCert != "" {
 		log.Warn("-tls-cert ignored: TLS is for the HTTP transport, which is off")
+	}
+
+	// Every listener the node was asked for must bind, before anything
+	// is served or a cluster joined (listeners.go).
+	if err := checkListeners(listeners(c)); err != nil {
+		fmt.Fprintln(stderr, "mcpedge:", err)
+		return 2
 	}
 
 	verifier, err := c.auth.newVerifier(c.http, c.httpPath, log)
@@ -297,7 +316,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				AllowedHosts:    splitList(c.allowHosts),
 				AllowedOrigins:  splitList(c.allowOrigin),
 				SessionIdle:     c.sessionIdle,
-				KeepAlive:       c.sseKeep,
+				KeepAlive:       orNone(c.sseKeep),
 				EventStoreBytes: c.eventStore,
 				// Edge limits: connections, timeouts, sessions.
 				Conns:            conns,
@@ -368,9 +387,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		reload.hooks = append(reload.hooks, budgetReloadHook(buffered, outbound))
 	}
 	defer reload.watch(ctx)()
-	adm.serve(ctx, srv)
 
 	if c.stdio {
+		adm.serve(ctx, srv)
 		log.Info("serving MCP on stdio", "handlers", c.handlers, "framing", framer.Name())
 		adm.markReady()
 		// A drain that ran out of time (a request cut) exits 1, as does a
@@ -386,16 +405,36 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
-	if a := srv.TCPAddr(ctx); a != nil {
-		log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered, "max_outbound_total", c.maxOutboundTotal)
+	tcpAddr, httpAddr := srv.TCPAddr(ctx), srv.HTTPAddr(ctx)
+	if (opts.TCP != nil && tcpAddr == nil) || (opts.HTTP != nil && httpAddr == nil) {
+		// A listener lost its port since checkListeners (or ctx ended):
+		// Serve has stopped the rest; nothing was ready.
+		err := <-served
+		if ctx.Err() != nil {
+			return 0
+		}
+		var te *mcpedge.TransportError
+		if errors.As(err, &te) {
+			for _, l := range listeners(c) {
+				if l.flag == te.Transport {
+					err = bindError(l, te.Err)
+				}
+			}
+		}
+		fmt.Fprintln(stderr, "mcpedge:", err)
+		return 2
+	}
+	if tcpAddr != nil {
+		log.Info("serving MCP over TCP", "addr", tcpAddr.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered, "max_outbound_total", c.maxOutboundTotal)
 	}
 	scheme := "http"
 	if tlsState != nil {
 		scheme = "https"
 	}
-	if a := srv.HTTPAddr(ctx); a != nil {
-		log.Info("serving MCP over Streamable HTTP", "addr", a.String(), "url", scheme+"://"+a.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
+	if httpAddr != nil {
+		log.Info("serving MCP over Streamable HTTP", "addr", httpAddr.String(), "url", scheme+"://"+httpAddr.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
 	}
+	adm.serve(ctx, srv)
 	adm.markReady()
 	code := 0
 	// A listener that failed is logged by the server; so is a drain that

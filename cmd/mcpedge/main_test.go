@@ -134,8 +134,8 @@ func TestParseErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"unknown flag", []string{"-nope"}, nil, "flag provided but not defined"},
-		{"bad number", []string{"-loops", "many"}, nil, "invalid value"},
+		{"unknown flag", []string{"-nope"}, nil, "-nope: unknown flag"},
+		{"bad number", []string{"-loops", "many"}, nil, `-loops "many": not a whole number`},
 		{"extra argument", []string{"serve"}, nil, "unexpected arguments"},
 		{"bad env twin", nil, map[string]string{"MCPEDGE_MAX_CONNS": "lots"}, "MCPEDGE_MAX_CONNS"},
 	} {
@@ -159,10 +159,10 @@ func TestRunExitCodes(t *testing.T) {
 		stderr string
 	}{
 		{"version", []string{"-version"}, 0, "mcpedge " + engine.Version, ""},
-		{"help", []string{"-h"}, 0, "", "Usage: mcpedge"},
-		{"help long", []string{"--help"}, 0, "", "MCPEDGE_"},
+		{"help", []string{"-h"}, 0, "Usage: mcpedge", ""},
+		{"help long", []string{"--help"}, 0, "MCPEDGE_", ""},
 		{"unknown handler set", []string{"-stdio", "-handlers", "nope"}, 2, "", "unknown handler set"},
-		{"unknown flag", []string{"-bogus"}, 2, "", "flag provided but not defined"},
+		{"unknown flag", []string{"-bogus"}, 2, "", "-bogus: unknown flag"},
 		{"unknown framing", []string{"-stdio", "-framing", "xml"}, 2, "", "unknown framing"},
 		{"bad log level", []string{"-stdio", "-log-level", "chatty"}, 2, "", "-log-level"},
 		{"nothing to serve", []string{"-tcp", "", "-http", ""}, 2, "", "nothing to serve"},
@@ -357,7 +357,7 @@ func TestSIGTERMDrains(t *testing.T) {
 	build.Stderr = os.Stderr
 	require.NoError(t, build.Run())
 
-	cmd := exec.CommandContext(ctx, bin, "-tcp", "127.0.0.1:0", "-http", "", "-handlers", "demo", "-drain", "5s")
+	cmd := exec.CommandContext(ctx, bin, "-tcp", "127.0.0.1:0", "-http", "", "-admin", "", "-handlers", "demo", "-drain", "5s")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -428,10 +428,14 @@ func TestSIGTERMDrains(t *testing.T) {
 
 // childEnv makes the test binary run mcpedge itself (see TestMain) with
 // the arguments of MCPEDGE_TEST_ARGS, under a soft RLIMIT_NOFILE of
-// MCPEDGE_TEST_NOFILE.
+// MCPEDGE_TEST_NOFILE; set to "argv", with its own arguments, as a
+// script calls the binary (TestClusterDocExample).
 const childEnv = "MCPEDGE_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "argv" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	if os.Getenv(childEnv) != "" {
 		if n, err := strconv.ParseUint(os.Getenv("MCPEDGE_TEST_NOFILE"), 10, 64); err == nil {
 			var rl syscall.Rlimit
@@ -460,7 +464,7 @@ func TestHTTPSurvivesDescriptorExhaustion(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1", "MCPEDGE_TEST_NOFILE=64",
+	cmd.Env = append(os.Environ(), childEnv+"=1", "MCPEDGE_TEST_NOFILE=64", "MCPEDGE_ADMIN=",
 		"MCPEDGE_TEST_ARGS=-tcp= -http 127.0.0.1:0 -max-conns 0 -log-level info")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)

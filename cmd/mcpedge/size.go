@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -30,6 +29,13 @@ var sizeUnits = []struct {
 	{"b", 1},
 }
 
+// The errors of a size; the caller names the flag and the value.
+var (
+	errNotSize      = errors.New("not a size: bytes, or a number and a unit (64KiB, 4MiB, 1GiB, 1GB)")
+	errNegativeSize = errors.New("must not be negative")
+	errSizeRange    = errors.New("too large")
+)
+
 // parseSize parses a size as sizeValue describes.
 func parseSize(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
@@ -41,27 +47,27 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	if t == "" {
-		return 0, fmt.Errorf("%q: not a size (bytes, or a number with KiB, MiB, GiB, KB, MB, GB)", s)
+		return 0, errNotSize
 	}
 	if n, err := strconv.ParseInt(t, 10, 64); err == nil {
 		if n < 0 {
-			return 0, fmt.Errorf("%q: must not be negative", s)
+			return 0, errNegativeSize
 		}
 		if n > math.MaxInt64/mult {
-			return 0, fmt.Errorf("%q: too large", s)
+			return 0, errSizeRange
 		}
 		return n * mult, nil
 	}
 	f, err := strconv.ParseFloat(t, 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%q: not a size (bytes, or a number with KiB, MiB, GiB, KB, MB, GB)", s)
+		return 0, errNotSize
 	}
 	if f < 0 {
-		return 0, fmt.Errorf("%q: must not be negative", s)
+		return 0, errNegativeSize
 	}
 	v := f * float64(mult)
 	if v >= math.MaxInt64 {
-		return 0, fmt.Errorf("%q: too large", s)
+		return 0, errSizeRange
 	}
 	return int64(v), nil
 }
@@ -72,7 +78,7 @@ func (v *sizeValue[T]) Set(s string) error {
 		return err
 	}
 	if int64(T(n)) != n {
-		return errors.New("too large")
+		return errSizeRange
 	}
 	*v.p = T(n)
 	return nil

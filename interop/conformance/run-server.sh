@@ -43,8 +43,8 @@ run_suite() {
 	fi
 	local dir="$out/$label" port status
 	mkdir -p "$dir"
-	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-	"$bin" -handlers conformance -tcp "" -http "127.0.0.1:$port" -log-level warn 2>"$dir/server.log" &
+	port=$("$node" -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
+	"$bin" -handlers conformance -tcp "" -http "127.0.0.1:$port" -admin "" -log-level warn 2>"$dir/server.log" &
 	pid=$!
 	for _ in $(seq 1 100); do
 		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi

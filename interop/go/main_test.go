@@ -115,7 +115,8 @@ var serveLine = regexp.MustCompile(`serving MCP over Streamable HTTP"? addr=(\S+
 // (SIGTERM, then SIGKILL) when the test ends.
 func startHTTP(t *testing.T, hs string) string {
 	t.Helper()
-	cmd := exec.Command(mcpedgeBin, "-tcp", "", "-http", "127.0.0.1:0", "-handlers", hs, "-log-level", "info", "-drain", "1s")
+	// -admin "": a default admin port taken (another server) stops mcpedge.
+	cmd := exec.Command(mcpedgeBin, "-tcp", "", "-http", "127.0.0.1:0", "-admin", "", "-handlers", hs, "-log-level", "info", "-drain", "1s")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
