@@ -297,12 +297,6 @@ func TestChaosSurvival(t *testing.T) {
 				all[k] = clients
 			}
 		}
-		if only := os.Getenv("CHAOS_ONLY"); only != "" { // XXX experiment
-			all = map[ChaosKind]int{}
-			for _, k := range strings.Split(only, ",") {
-				all[ChaosKind(k)] = clients
-			}
-		}
 		return []Chaos{
 			{Target: tcpTarget, Duration: d, Timeout: 5 * time.Second, Clients: all, Expect: expect, Good: good},
 			{Target: httpTarget, Duration: d, Timeout: 5 * time.Second, Clients: all, Expect: expect, Good: good},
