@@ -41,6 +41,7 @@ test: ## Run every test: go test ./..., the entry-point fuzzers briefly, the Typ
 	$(MAKE) --no-print-directory interop
 	$(MAKE) --no-print-directory interop-go
 	$(MAKE) --no-print-directory conformance
+	$(MAKE) --no-print-directory conformance-gateway
 	$(MAKE) --no-print-directory conformance-client
 
 race: ## Run the Go tests under the race detector
@@ -124,6 +125,15 @@ $(INTEROP_DEPS): $(INTEROP)/package.json $(INTEROP)/package-lock.json
 
 conformance: build $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the official MCP conformance suite (all server scenarios; releases 0.1.16 and 0.2.0-alpha.12) against bin/mcpedge
 	MCPEDGE_BIN=$(CURDIR)/$(MCPEDGE) $(CONFORMANCE)/run-server.sh
+
+.PHONY: conformance-gateway
+# The upstream transports the gateway is checked over.
+GATEWAY_UPSTREAMS ?= stdio tcp
+
+conformance-gateway: build $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suites (0.1.16 and 0.2.0-alpha.12, --suite all) through bin/mcpedge as a gateway fronting mcpedge -handlers conformance, over each of GATEWAY_UPSTREAMS
+	@for u in $(GATEWAY_UPSTREAMS); do \
+		MCPEDGE_GATEWAY=$$u MCPEDGE_BIN=$(CURDIR)/$(MCPEDGE) $(CONFORMANCE)/run-server.sh 0.1.16 next || exit 1; \
+	done
 
 $(CONFORMANCE_DEPS): $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.json
 	cd $(CONFORMANCE) && npm ci --no-audit --no-fund

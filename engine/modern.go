@@ -276,7 +276,9 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 	case mcp.MethodSubscriptionsListen:
 		return s.listen(sess, m, &mm, frame, out, reply)
 	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
-		return s.modernTaskMethod(m, &mm, out, reply), false, true
+		if !hasTasksExt(mm.caps) || !s.foreignTask(m) {
+			return s.modernTaskMethod(m, &mm, out, reply), false, true
+		}
 	case mcp.MethodToolsCall, mcp.MethodResourcesRead, mcp.MethodPromptsGet, mcp.MethodCompletionComplete:
 	default:
 		reject(reply, codec.CodeMethodNotFound)

@@ -69,6 +69,12 @@ func applySources(fs *flag.FlagSet, args []string) error {
 			if given[kv.name] {
 				continue
 			}
+			if tv, ok := fs.Lookup(kv.name).Value.(tomlValue); ok {
+				if err := tv.SetTOML(kv.raw); err != nil {
+					return fmt.Errorf("config %s: %w", path, err)
+				}
+				continue
+			}
 			if err := fs.Set(kv.name, kv.value); err != nil {
 				return fmt.Errorf("config %s: key %q: invalid value %q: %w", path, kv.name, kv.value, unwrapFlagErr(err))
 			}
@@ -99,7 +105,18 @@ func unwrapFlagErr(err error) error {
 	return err
 }
 
-type keyValue struct{ name, value string }
+type keyValue struct {
+	name, value string
+	raw         any // the TOML value, for a tomlValue flag
+}
+
+// tomlValue is a flag whose config key takes TOML values of its own
+// (arrays of strings item by item, tables) rather than one string: it
+// reports its errors naming the key (and the sub-keys of its tables).
+type tomlValue interface {
+	flag.Value
+	SetTOML(v any) error
+}
 
 // readConfigFile reads a TOML file whose keys are flag names and returns
 // each key with its value in the string form its flag parses, sorted by
@@ -116,14 +133,19 @@ func readConfigFile(path string, fs *flag.FlagSet) ([]keyValue, error) {
 	}
 	out := make([]keyValue, 0, len(raw))
 	for name, v := range raw {
-		if fs.Lookup(name) == nil || notInFile[name] {
+		f := fs.Lookup(name)
+		if f == nil || notInFile[name] {
 			return nil, fmt.Errorf("config %s: unknown key %q", path, name)
+		}
+		if _, ok := f.Value.(tomlValue); ok {
+			out = append(out, keyValue{name: name, raw: v})
+			continue
 		}
 		s, err := tomlString(v)
 		if err != nil {
 			return nil, fmt.Errorf("config %s: key %q: %w", path, name, err)
 		}
-		out = append(out, keyValue{name, s})
+		out = append(out, keyValue{name: name, value: s})
 	}
 	slices.SortFunc(out, func(a, b keyValue) int { return strings.Compare(a.name, b.name) })
 	return out, nil
@@ -194,6 +216,9 @@ func validate(c *config) error {
 		return fmt.Errorf("-state-ttl: %v: must be positive", c.stateTTL)
 	}
 	if err := validateCluster(c); err != nil {
+		return err
+	}
+	if err := validateGateway(c); err != nil {
 		return err
 	}
 	for _, f := range []struct {

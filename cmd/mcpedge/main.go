@@ -80,6 +80,9 @@ type config struct {
 	auth    authFlags    // auth.go
 	admin   adminConfig  // admin.go
 	cluster clusterFlags // cluster.go
+	gateway gatewayFlags // gateway.go
+
+	handlersSet bool // -handlers given (flag, environment or file)
 }
 
 func main() {
@@ -138,6 +141,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error)
 	fs.Var(newSize(&c.maxBuffered, tcp.DefaultMaxBuffered()), "max-buffered", "`bytes` of partial messages held across TCP connections; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
 	registerAuthFlags(fs, &c.auth)
 	registerClusterFlags(fs, &c.cluster)
+	registerGatewayFlags(fs, &c.gateway)
 	adminFlags(fs, &c.admin)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mcpedge [flags]\n\nServes MCP with a built-in handler set. Each flag has an environment twin,\nMCPEDGE_<FLAG> in upper case with '-' as '_', and a key in the -config\nfile named as the flag; a flag given wins over its twin, which wins over\nthe file.\n\n")
@@ -147,6 +151,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, *flag.FlagSet, error)
 	if err := applySources(fs, args); err != nil {
 		return nil, nil, err
 	}
+	c.handlersSet = handlersGiven(fs)
 	if err := validate(c); err != nil {
 		return nil, nil, err
 	}
@@ -226,6 +231,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	info, _ := builtin.Info(c.handlers)
+	useBuiltin := true
+	if len(c.gateway.upstreams.specs) > 0 || len(c.gateway.upstreams.tables) > 0 {
+		// A gateway: the built-in handlers only when asked for.
+		useBuiltin = c.handlersSet
+		if !useBuiltin {
+			info.Name, info.Version = "mcpedge", engine.Version
+		}
+	}
 	opts := mcpedge.Options{
 		EngineOptions: mcpedge.EngineOptions{
 			Name:        info.Name,
@@ -305,11 +318,29 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		adm.ready.SetCheck(node.Ready)
 		clusterMetrics(adm.metrics.Set(), node)
 	}
-	srv := mcpedge.New(opts)
-	if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: srv.Engine().Bus().Publish, Subscribe: srv.Engine().Bus().Subscribe}); err != nil {
-		_ = srv.Shutdown(context.Background())
+	gw, err := newGateway(c, &opts, log) // gateway.go
+	if err != nil {
 		fmt.Fprintln(stderr, "mcpedge:", err)
 		return 2
+	}
+	srv := mcpedge.New(opts)
+	if useBuiltin {
+		if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: srv.Engine().Bus().Publish, Subscribe: srv.Engine().Bus().Subscribe}); err != nil {
+			_ = srv.Shutdown(context.Background())
+			fmt.Fprintln(stderr, "mcpedge:", err)
+			return 2
+		}
+	}
+
+	if gw != nil {
+		if err := gw.Start(context.Background(), srv.Engine()); err != nil {
+			_ = srv.Shutdown(context.Background())
+			fmt.Fprintln(stderr, "mcpedge:", err)
+			return 2
+		}
+		// After the server's drain (deferred later, run earlier): the
+		// upstreams answer the calls in flight.
+		defer gw.Close()
 	}
 
 	// SIGINT and SIGTERM end ctx: Serve and ServeStdio then shut the server
@@ -327,6 +358,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if verifier != nil {
 		reload.hooks = append(reload.hooks, authReloadHook(verifier, log))
+	}
+	if gw != nil {
+		reload.hooks = append(reload.hooks, gatewayReloadHook(gw))
 	}
 	defer reload.watch(ctx)()
 	adm.serve(ctx, srv)
