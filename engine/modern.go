@@ -392,12 +392,11 @@ func (s *Server) modernTail(dst []byte, start int, hint *handlers.CacheHint) []b
 		dst = slices.Insert(dst, resEnd, add...)
 	}
 	if metaEnd >= 0 {
-		var mi []byte
 		if len(bytes.TrimSpace(meta[1:len(meta)-1])) > 0 {
-			mi = append(mi, ',')
+			dst = slices.Insert(dst, metaEnd, ',')
+			metaEnd++
 		}
-		mi = append(mi, s.serverInfoMeta[1:len(s.serverInfoMeta)-1]...)
-		dst = slices.Insert(dst, metaEnd, mi...)
+		dst = slices.Insert(dst, metaEnd, s.serverInfoMeta[1:len(s.serverInfoMeta)-1]...)
 	}
 	return dst
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpedge/mcpedge/client"
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/mcp"
 )
@@ -52,7 +53,10 @@ type muxConn struct {
 	pending  atomic.Int32 // relays running
 	info     *initInfo    // the handshake's outcome, set before ready
 
-	notes tokenBucket // the upstream's notifications
+	statePre []byte // 2026-07-28: the requestState prefix naming this connection
+
+	notes tokenBucket   // the upstream's notifications
+	msg   codec.Message // the message being read (the reader's)
 }
 
 // era is the protocol generation a connection speaks.
@@ -85,7 +89,7 @@ type call struct {
 	idb  [20]byte // id, digits
 	idn  uint8
 
-	done chan struct{} // cap 1: the answer came, or the call failed
+	done chan struct{} // the answer came, the call failed, or the downstream request ended
 
 	mu       sync.Mutex // guards everything below against the reader
 	peer     handlers.Peer
@@ -99,7 +103,9 @@ type call struct {
 	wg       sync.WaitGroup
 }
 
-var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+// done has room for the two wake-ups: the answer (or failure) and the
+// downstream context's end.
+var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 2)} }}
 
 func (cl *call) idBytes() []byte { return cl.idb[:cl.idn] }
 
@@ -116,6 +122,7 @@ func newMuxConn(p *pool, idx int) *muxConn {
 	for i := range c.free {
 		c.free[i] = uint16(n - 1 - i)
 	}
+	c.statePre = appendStatePrefix(nil, idx)
 	c.notes.init(p.u.g.opts.NotifyRate)
 	return c
 }
@@ -165,13 +172,9 @@ func (c *muxConn) begin(peer handlers.Peer, dst []byte, timeout time.Duration) (
 // returns, which is after end.
 func (c *muxConn) end(cl *call) {
 	cl.mu.Lock()
-	if cl.waiting {
-		cl.waiting = false
-	} else {
-		select { // the answer's wake-up, not taken
-		case <-cl.done:
-		default:
-		}
+	cl.waiting = false
+	for len(cl.done) > 0 { // wake-ups not taken: the answer's, the context's
+		<-cl.done
 	}
 	relays := cl.relays
 	cl.relays = nil
@@ -211,24 +214,33 @@ func (c *muxConn) send(b []byte) error {
 // wait waits for cl's answer, ctx or its deadline, and returns dst (given
 // to begin) with the result appended, or the error. It does not end cl.
 func (c *muxConn) wait(ctx context.Context, cl *call) ([]byte, error) {
-	select {
-	case <-cl.done:
-	case <-ctx.Done():
-		cl.mu.Lock()
-		answered := !cl.waiting
-		cl.waiting = false
-		cl.mu.Unlock()
-		if !answered {
-			// The downstream request ended (the client cancelled it, went
-			// away, or its session closed): so does the upstream call.
-			c.cancelUpstream(cl, context.Cause(ctx))
-			return nil, context.Cause(ctx)
-		}
+	if dn, ok := ctx.(engine.DoneNotifier); ok {
+		// The engine's request context signals its end on cl.done too:
+		// no channel made per call.
+		dn.NotifyDone(cl.done)
 		<-cl.done
+		dn.StopNotify()
+	} else {
+		select {
+		case <-cl.done:
+		case <-ctx.Done():
+		}
 	}
 	cl.mu.Lock()
+	ended := cl.waiting // woken by the context, not by an answer
+	cl.waiting = false
 	out, errObj, fail := cl.out, cl.errObj, cl.fail
 	cl.mu.Unlock()
+	if ended {
+		// The downstream request ended (the client cancelled it, went
+		// away, or its session closed): so does the upstream call.
+		cause := context.Cause(ctx)
+		if cause == nil {
+			cause = context.Canceled
+		}
+		c.cancelUpstream(cl, cause)
+		return nil, cause
+	}
 	if fail != nil {
 		if errors.Is(fail, errTimedOut) {
 			c.cancelUpstream(cl, fail)
@@ -296,7 +308,7 @@ func (c *muxConn) do(ctx context.Context, x *exchange, dst []byte) ([]byte, erro
 	}
 	if c.era == statelessEra {
 		var task []byte
-		out, task = statelessResult(out, start, c.idx)
+		out, task = statelessResult(out, start, c.statePre)
 		if task != nil {
 			c.p.noteTask(string(task), c.idx)
 		}
@@ -329,8 +341,8 @@ func (c *muxConn) notify(method string, params []byte) error {
 // Message implements client.Inbound: one message from the upstream, on
 // the connection's read goroutine. msg is valid during the call only.
 func (c *muxConn) Message(msg []byte) {
-	var m codec.Message
-	if err := codec.Decode(msg, &m); err != nil {
+	m := &c.msg // the reader's own: a local one escapes through Decode
+	if err := codec.Decode(msg, m); err != nil {
 		c.u.stats.garbage.Add(1)
 		if id, ok := parseID(m.ID); ok {
 			// An invalid answer to a call of ours: that call fails.
@@ -342,12 +354,13 @@ func (c *muxConn) Message(msg []byte) {
 	}
 	switch m.Kind {
 	case codec.KindResponse, codec.KindError:
-		c.answer(&m)
+		c.answer(m)
 	case codec.KindRequest:
-		c.serverRequest(&m)
+		c.serverRequest(m)
 	case codec.KindNotification:
-		c.notification(&m)
+		c.notification(m)
 	}
+	m.Reset()
 }
 
 // parseID reads an id the gateway issued: a decimal number.

@@ -67,11 +67,11 @@ func appendParams(dst, params []byte, fp *forwardParams) []byte {
 	edits := eb[:0]
 	if fp.addTask {
 		at := codec.SkipWS(params, 0) + 1
-		with := `"task":{}`
-		if len(bytes.TrimSpace(params[at:len(params)-1])) > 0 {
-			with += ","
+		with := taskAddComma
+		if empty(params[at-1:]) {
+			with = taskAdd
 		}
-		edits = append(edits, edit{at: at, end: at, with: []byte(with)})
+		edits = append(edits, edit{at: at, end: at, with: with})
 	}
 	if fp.name != nil && v[0] != nil && len(v[0]) >= 2 && v[0][0] == '"' {
 		at := offset(params, v[0])
@@ -107,31 +107,41 @@ func appendParams(dst, params []byte, fp *forwardParams) []byte {
 
 var metaKeys = []string{"progressToken", mcp.MetaClientCapabilities}
 
-// linkCapAdd is what declares the related-request link in a
-// clientCapabilities object with no experimental member.
-const linkCapAdd = `"experimental":{"` + mcp.MetaRelatedRequest + `":{}}`
+// What declares the related-request link in a clientCapabilities object:
+// with no experimental member, or inside its experimental object (with
+// the comma when something follows).
+var (
+	linkCapAdd        = []byte(`"experimental":{"` + mcp.MetaRelatedRequest + `":{}}`)
+	linkCapAddComma   = []byte(`"experimental":{"` + mcp.MetaRelatedRequest + `":{}},`)
+	linkCapInner      = []byte(`"` + mcp.MetaRelatedRequest + `":{}`)
+	linkCapInnerComma = []byte(`"` + mcp.MetaRelatedRequest + `":{},`)
+	linkCapKey        = []byte(mcp.MetaRelatedRequest)
+	taskAdd           = []byte(`"task":{}`)
+	taskAddComma      = []byte(`"task":{},`)
+)
 
 // linkCapEdit returns the edit declaring the related-request link in the
 // clientCapabilities object caps (inside params).
 func linkCapEdit(params, caps []byte) edit {
 	if exp, ok, err := codec.ObjectField(caps, "experimental"); err == nil && ok && len(exp) >= 2 && exp[0] == '{' {
-		if bytes.Contains(exp, []byte(mcp.MetaRelatedRequest)) {
+		if bytes.Contains(exp, linkCapKey) {
 			return edit{at: 0, end: 0}
 		}
 		at := offset(params, exp) + 1
-		with := `"` + mcp.MetaRelatedRequest + `":{}`
-		if len(bytes.TrimSpace(exp[1:len(exp)-1])) > 0 {
-			with += ","
+		if empty(exp) {
+			return edit{at: at, end: at, with: linkCapInner}
 		}
-		return edit{at: at, end: at, with: []byte(with)}
+		return edit{at: at, end: at, with: linkCapInnerComma}
 	}
 	at := offset(params, caps) + 1
-	with := linkCapAdd
-	if len(bytes.TrimSpace(caps[1:len(caps)-1])) > 0 {
-		with += ","
+	if empty(caps) {
+		return edit{at: at, end: at, with: linkCapAdd}
 	}
-	return edit{at: at, end: at, with: []byte(with)}
+	return edit{at: at, end: at, with: linkCapAddComma}
 }
+
+// empty reports whether the object obj has no member.
+func empty(obj []byte) bool { return len(bytes.TrimSpace(obj[1:len(obj)-1])) == 0 }
 
 func sortEdits(e []edit) {
 	for i := 1; i < len(e); i++ {
@@ -186,10 +196,9 @@ var resultKeys = []string{"_meta", "requestState", "resultType", "taskId"}
 // statelessResult rewrites a 2026-07-28 result in place at out[start:]
 // (the result object the upstream answered): the upstream's identity
 // leaves its _meta (the engine puts the gateway's in, modernTail), and a
-// requestState gets the prefix naming connection idx. It returns the
-// result, and the task id of a CreateTaskResult (aliasing out), nil
-// otherwise.
-func statelessResult(out []byte, start, idx int) ([]byte, []byte) {
+// requestState gets pre, the prefix naming its connection. It returns
+// the result, and the task id of a CreateTaskResult, nil otherwise.
+func statelessResult(out []byte, start int, pre []byte) ([]byte, []byte) {
 	res := out[start:]
 	var v [4][]byte
 	if codec.ObjectFields(res, resultKeys, v[:]) != nil {
@@ -202,10 +211,9 @@ func statelessResult(out []byte, start, idx int) ([]byte, []byte) {
 			edits = append(edits, e)
 		}
 	}
-	var pre [16]byte
 	if st := v[1]; len(st) >= 2 && st[0] == '"' {
 		at := offset(res, st) + 1
-		edits = append(edits, edit{at: at, end: at, with: appendStatePrefix(pre[:0], idx)})
+		edits = append(edits, edit{at: at, end: at, with: pre})
 	}
 	var task []byte
 	if rt := v[2]; string(rt) == `"task"` {
@@ -252,7 +260,7 @@ func dropKey(b, meta []byte, key string) (edit, bool) {
 		if ve < 0 {
 			return edit{}, false
 		}
-		if string(meta[ks:ke]) == `"`+key+`"` {
+		if ke-ks == len(key)+2 && string(meta[ks+1:ke-1]) == key {
 			end := codec.SkipWS(meta, ve)
 			if end < len(meta) && meta[end] == ',' {
 				end = codec.SkipWS(meta, end+1)
