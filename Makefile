@@ -48,7 +48,7 @@ race: ## Run the Go tests under the race detector
 	$(GO) test -race -timeout $(RACE_TIMEOUT) ./...
 
 # The packages with concurrency, which CI runs under the race detector.
-RACE_PKGS := . ./engine/... ./session/... ./transport/... ./client/... ./internal/... ./cluster
+RACE_PKGS := . ./engine/... ./session/... ./transport/... ./client/... ./internal/... ./cluster ./gateway
 
 .PHONY: race-ci lint
 race-ci: ## Run the concurrent packages' tests under the race detector (what CI runs)
@@ -78,7 +78,7 @@ fuzz: ## Run every Fuzz* target of every package for FUZZTIME each
 
 # The fuzzers of the entry points that take a client's bytes, run briefly on
 # every `make test` (their seed corpora also run in plain `go test`).
-SMOKE_FUZZ     := ./engine:FuzzHandleFrame ./engine:FuzzHandleMessage ./transport/stdio:FuzzServe ./transport/http:FuzzHandler ./handlers:FuzzFlatDecoder ./cluster:FuzzParsers
+SMOKE_FUZZ     := ./engine:FuzzHandleFrame ./engine:FuzzHandleMessage ./transport/stdio:FuzzServe ./transport/http:FuzzHandler ./handlers:FuzzFlatDecoder ./cluster:FuzzParsers ./gateway:FuzzUpstreamMessage
 SMOKE_FUZZTIME ?= 10s
 
 .PHONY: fuzz-smoke

@@ -69,7 +69,7 @@ func (u *upstream) callAsTask(ctx context.Context, x *exchange, dst []byte) ([]b
 	created, err := c.do(ctx, x, nil)
 	if err != nil {
 		u.stats.errors.Add(1)
-		return dst, err
+		return dst, u.connError(err)
 	}
 	var ct struct {
 		Task struct {
@@ -85,6 +85,7 @@ func (u *upstream) callAsTask(ctx context.Context, x *exchange, dst []byte) ([]b
 	start := len(dst)
 	out, err := c.do(ctx, &y, dst)
 	if err != nil {
+		err = u.connError(err)
 		if ctx.Err() != nil {
 			cctx, cancel := context.WithTimeout(u.ctx, u.cfg.Timeout)
 			_, _ = c.internal(cctx, mcp.MethodTasksCancel, params)
@@ -122,6 +123,7 @@ func (g *Gateway) foreignTask(ctx context.Context, req *handlers.RawRequest, dst
 	out, err := c.do(ctx, &x, dst)
 	if err != nil {
 		u.stats.errors.Add(1)
+		return dst, u.connError(err)
 	}
-	return out, err
+	return out, nil
 }

@@ -47,7 +47,7 @@ type Options struct {
 	MaxMessage int
 	// MaxPending bounds the server-to-client requests (sampling,
 	// elicitation, roots) relayed at once per upstream connection; <= 0
-	// means 64. More are refused to the upstream.
+	// means 256. More are refused to the upstream.
 	MaxPending int
 	// NotifyRate bounds the notifications per second taken from one
 	// upstream connection (a burst of as many); the rest are dropped and
@@ -96,7 +96,7 @@ func New(opts Options) (*Gateway, error) {
 		opts.MaxMessage = codec.DefaultMaxMessage
 	}
 	if opts.MaxPending <= 0 {
-		opts.MaxPending = 64
+		opts.MaxPending = 256
 	}
 	if opts.NotifyRate <= 0 {
 		opts.NotifyRate = 1000

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcpedge/mcpedge/client"
 	"github.com/mcpedge/mcpedge/codec"
@@ -87,9 +88,13 @@ func TestThroughGateway(t *testing.T) {
 		require.NoError(t, c.SetLogLevel(ctx, "info"))
 		_, err := c.CallTool(ctx, "test_tool_with_logging", map[string]any{})
 		require.NoError(t, err)
-		mu.Lock()
-		defer mu.Unlock()
-		assert.Equal(t, []string{`"Tool execution started"`, `"Tool processing data"`, `"Tool execution completed"`}, logs)
+		// The client runs its callbacks on a goroutine of its own.
+		want := []string{`"Tool execution started"`, `"Tool processing data"`, `"Tool execution completed"`}
+		assert.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Equal(want, logs)
+		}, 5*time.Second, time.Millisecond)
 	})
 	t.Run("resources", func(t *testing.T) {
 		r, err := c.ReadResource(ctx, "test://static-text")

@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 func serveUpstream(set string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	srv := mcpedge.New(mcpedge.Options{})
+	// One connection carries every call of the gateway's downstream
+	// sessions: no per-session in-flight bound here.
+	srv := mcpedge.New(mcpedge.Options{EngineOptions: mcpedge.EngineOptions{MaxInflight: -1}})
 	if err := builtin.Install(set, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: srv.Engine().Bus().Publish, Subscribe: srv.Engine().Bus().Subscribe}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -88,6 +90,7 @@ func tryFront(t *testing.T, opts gateway.Options) (*front, error) {
 	eo := mcpedge.Options{TCP: &mcpedge.TCPOptions{Addr: "127.0.0.1:0", Loops: 1}}
 	eo.Bus = gw.Bus(nil)
 	eo.MaxInflight = -1
+	eo.Workers = 4096 // a proxied call holds a worker while its upstream works
 	srv := mcpedge.New(eo)
 	if err := gw.Start(context.Background(), srv.Engine()); err != nil {
 		_ = srv.Shutdown(context.Background())

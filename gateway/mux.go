@@ -271,7 +271,7 @@ func (c *muxConn) cancelUpstream(cl *call, cause error) {
 func (c *muxConn) do(ctx context.Context, x *exchange, dst []byte) ([]byte, error) {
 	cl, err := c.begin(x.peer, dst, c.u.cfg.Timeout)
 	if err != nil {
-		return dst, c.u.connError(err)
+		return dst, err // errSlotsFull: the caller may try another connection
 	}
 	if x.linkTask != "" {
 		c.linkTask(cl, x.linkTask)

@@ -206,6 +206,9 @@ func (p *pool) pick(ctx context.Context) (*muxConn, error) {
 			if in == 0 {
 				busy = false
 			}
+			if int(in) >= len(c.calls) {
+				continue // full
+			}
 			if best == nil || in < best.inflight.Load() {
 				best = c
 			}

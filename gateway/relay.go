@@ -90,11 +90,17 @@ func (c *muxConn) linked(params []byte) (cl *call, gone bool) {
 // serverRequest relays a request from the upstream to the downstream
 // client whose request caused it, and its answer back.
 func (c *muxConn) serverRequest(m *codec.Message) {
+	var method string // a constant: m.Method aliases the reader's buffer
 	switch m.Method {
 	case mcp.MethodPing:
 		c.respond(m.ID, []byte("{}"), nil)
 		return
-	case mcp.MethodElicitationCreate, mcp.MethodSamplingCreateMessage, mcp.MethodRootsList:
+	case mcp.MethodElicitationCreate:
+		method = mcp.MethodElicitationCreate
+	case mcp.MethodSamplingCreateMessage:
+		method = mcp.MethodSamplingCreateMessage
+	case mcp.MethodRootsList:
+		method = mcp.MethodRootsList
 	default:
 		c.respond(m.ID, nil, codec.NewError(codec.CodeMethodNotFound, "method not found: "+m.Method))
 		return
@@ -102,9 +108,9 @@ func (c *muxConn) serverRequest(m *codec.Message) {
 	cl, gone := c.linked(m.Params)
 	if cl == nil {
 		c.u.stats.unrouted.Add(1)
-		msg := "gateway: cannot tell which client request " + m.Method + " belongs to: several are in flight on this connection and it names none (_meta " + mcp.MetaRelatedRequest + " or " + relatedTaskKey + ")"
+		msg := "gateway: cannot tell which client request " + method + " belongs to: several are in flight on this connection and it names none (_meta " + mcp.MetaRelatedRequest + " or " + relatedTaskKey + ")"
 		if gone {
-			msg = "gateway: the client request " + m.Method + " belongs to has ended, or its session is gone"
+			msg = "gateway: the client request " + method + " belongs to has ended, or its session is gone"
 		}
 		c.respond(m.ID, nil, codec.NewError(codec.CodeInvalidRequest, msg))
 		return
@@ -123,7 +129,7 @@ func (c *muxConn) serverRequest(m *codec.Message) {
 		cl.mu.Unlock()
 		c.pending.Add(-1)
 		r.cancel(nil)
-		c.respond(m.ID, nil, codec.NewError(codec.CodeInvalidRequest, "gateway: the client request "+m.Method+" belongs to has ended"))
+		c.respond(m.ID, nil, codec.NewError(codec.CodeInvalidRequest, "gateway: the client request "+method+" belongs to has ended"))
 		return
 	}
 	cl.relays = append(cl.relays, r)
@@ -136,7 +142,7 @@ func (c *muxConn) serverRequest(m *codec.Message) {
 	c.relays[string(r.id)] = r
 	c.mu.Unlock()
 	params := bytes.Clone(m.Params)
-	go c.runRelay(cl, peer, r, m.Method, params)
+	go c.runRelay(cl, peer, r, method, params)
 }
 
 // runRelay asks the downstream client and answers the upstream.

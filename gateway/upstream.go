@@ -319,19 +319,28 @@ func (u *upstream) forward(ctx context.Context, x *exchange, dst []byte) ([]byte
 		u.stats.errors.Add(1)
 		return dst, err
 	}
-	c, err := p.connFor(ctx, x)
-	if err != nil {
-		u.stats.errors.Add(1)
-		return dst, err
-	}
 	if p.era == statelessEra {
 		x.fp.stateless, x.fp.linkCap = true, true
 	}
-	out, err := c.do(ctx, x, dst)
-	if err != nil {
-		u.stats.errors.Add(1)
+	// A connection whose table filled since it was picked: another.
+	for range len(p.slots) + 1 {
+		c, err := p.connFor(ctx, x)
+		if err != nil {
+			u.stats.errors.Add(1)
+			return dst, err
+		}
+		out, err := c.do(ctx, x, dst)
+		if errors.Is(err, errSlotsFull) {
+			continue
+		}
+		if err != nil {
+			u.stats.errors.Add(1)
+			return dst, u.connError(err)
+		}
+		return out, nil
 	}
-	return out, err
+	u.stats.errors.Add(1)
+	return dst, u.connError(errSlotsFull)
 }
 
 // connFor picks the connection for x: the one a 2026-07-28 retry's
