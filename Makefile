@@ -128,7 +128,7 @@ conformance: build $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the official MCP c
 
 .PHONY: conformance-gateway
 # The upstream transports the gateway is checked over.
-GATEWAY_UPSTREAMS ?= stdio tcp
+GATEWAY_UPSTREAMS ?= stdio tcp http
 
 conformance-gateway: build $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suites (0.1.16 and 0.2.0-alpha.12, --suite all) through bin/mcpedge as a gateway fronting mcpedge -handlers conformance, over each of GATEWAY_UPSTREAMS
 	@for u in $(GATEWAY_UPSTREAMS); do \

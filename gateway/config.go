@@ -76,7 +76,6 @@ func ParseShare(s string) (Share, error) {
 // OAuth are the OAuth 2.0 client credentials an upstream is reached with
 // (the client credentials grant, client/oauth).
 type OAuth struct {
-	TokenURL     string
 	ClientID     string
 	ClientSecret string
 	Scopes       []string
@@ -320,8 +319,8 @@ func (u *Upstream) Normalize() error {
 	if u.MaxSessions == 0 {
 		u.MaxSessions = DefaultMaxSessions
 	}
-	if u.OAuth != nil && (u.OAuth.TokenURL == "" || u.OAuth.ClientID == "") {
-		return cfgErr("upstream %q: oauth: token-url and client-id are required", u.Name)
+	if u.OAuth != nil && u.OAuth.ClientID == "" {
+		return cfgErr("upstream %q: oauth: client-id is required (the token endpoint is discovered from the upstream's metadata)", u.Name)
 	}
 	if (len(u.Headers) > 0 || u.OAuth != nil) && u.Transport != HTTP {
 		return cfgErr("upstream %q: credentials (headers, oauth) are for HTTP upstreams", u.Name)
@@ -374,7 +373,7 @@ func (u *Upstream) equal(o *Upstream) bool {
 		if o == nil {
 			return ""
 		}
-		return o.TokenURL + "\x00" + o.ClientID + "\x00" + o.ClientSecret + "\x00" + strings.Join(o.Scopes, " ")
+		return o.ClientID + "\x00" + o.ClientSecret + "\x00" + strings.Join(o.Scopes, " ")
 	}
 	return u.Name == o.Name && u.Transport == o.Transport && u.Command == o.Command &&
 		slices.Equal(u.Args, o.Args) && slices.Equal(u.Env, o.Env) && u.Dir == o.Dir && u.URL == o.URL &&

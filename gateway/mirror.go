@@ -45,8 +45,13 @@ type names struct {
 	tools, prompts map[string][]byte // served name → upstream name
 	toolsAll       []string          // served tool names
 	promptsAll     []string
-	taskRequired   map[string]bool // served names of tools the upstream runs only as tasks
+	taskRequired   map[string]bool              // served names of tools the upstream runs only as tasks
+	headers        map[string][]mcp.HeaderParam // upstream tool name → its x-mcp-header arguments
 }
+
+// headerParams returns the x-mcp-header arguments of the upstream's tool
+// (its name upstream), for the headers of a 2026-07-28 call over HTTP.
+func (m *mirror) headerParams(tool string) []mcp.HeaderParam { return m.names.Load().headers[tool] }
 
 func newMirror(u *upstream) *mirror {
 	m := &mirror{u: u, cfg: u.cfg, first: make(chan struct{})}
@@ -265,7 +270,7 @@ func (m *mirror) refreshTools(ctx context.Context, c *muxConn) error {
 	n := u.g.upstreamCount()
 	cfg := &m.cfg
 	prefix := cfg.prefix(n)
-	nm := &names{tools: map[string][]byte{}, taskRequired: map[string]bool{}}
+	nm := &names{tools: map[string][]byte{}, taskRequired: map[string]bool{}, headers: map[string][]mcp.HeaderParam{}}
 	old := m.names.Load()
 	nm.prompts, nm.promptsAll = old.prompts, old.promptsAll
 	type item struct {
@@ -290,10 +295,16 @@ func (m *mirror) refreshTools(ctx context.Context, c *muxConn) error {
 			d = append([]byte(nil), desc...)
 		}
 		var ex struct {
-			Execution *mcp.ToolExecution `json:"execution"`
+			Execution   *mcp.ToolExecution `json:"execution"`
+			InputSchema codec.RawJSON      `json:"inputSchema"`
 		}
-		if codec.Unmarshal(desc, &ex) == nil && ex.Execution != nil && ex.Execution.TaskSupport == mcp.TaskRequired {
-			nm.taskRequired[served] = true
+		if codec.Unmarshal(desc, &ex) == nil {
+			if ex.Execution != nil && ex.Execution.TaskSupport == mcp.TaskRequired {
+				nm.taskRequired[served] = true
+			}
+			if hp, err := mcp.ParseHeaderParams(ex.InputSchema); err == nil && len(hp) > 0 {
+				nm.headers[up] = hp
+			}
 		}
 		items = append(items, item{served, d})
 		return nil
@@ -325,7 +336,7 @@ func (m *mirror) refreshPrompts(ctx context.Context, c *muxConn, completes bool)
 	u := m.u
 	prefix := m.cfg.prefix(u.g.upstreamCount())
 	old := m.names.Load()
-	nm := &names{tools: old.tools, toolsAll: old.toolsAll, taskRequired: old.taskRequired, prompts: map[string][]byte{}}
+	nm := &names{tools: old.tools, toolsAll: old.toolsAll, taskRequired: old.taskRequired, headers: old.headers, prompts: map[string][]byte{}}
 	type item struct {
 		served string
 		desc   []byte

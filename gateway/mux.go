@@ -55,9 +55,10 @@ type muxConn struct {
 
 	statePre []byte // 2026-07-28: the requestState prefix naming this connection
 
-	notes tokenBucket   // the upstream's notifications
-	msg   codec.Message // the message being read (the reader's)
+	notes tokenBucket // the upstream's notifications
 }
+
+var messages = sync.Pool{New: func() any { return new(codec.Message) }}
 
 // era is the protocol generation a connection speaks.
 type era uint8
@@ -341,7 +342,13 @@ func (c *muxConn) notify(method string, params []byte) error {
 // Message implements client.Inbound: one message from the upstream, on
 // the connection's read goroutine. msg is valid during the call only.
 func (c *muxConn) Message(msg []byte) {
-	m := &c.msg // the reader's own: a local one escapes through Decode
+	// Pooled: a local one escapes through Decode, and HTTP delivers
+	// messages from several goroutines.
+	m := messages.Get().(*codec.Message)
+	defer func() {
+		m.Reset()
+		messages.Put(m)
+	}()
 	if err := codec.Decode(msg, m); err != nil {
 		c.u.stats.garbage.Add(1)
 		if id, ok := parseID(m.ID); ok {
@@ -360,7 +367,6 @@ func (c *muxConn) Message(msg []byte) {
 	case codec.KindNotification:
 		c.notification(m)
 	}
-	m.Reset()
 }
 
 // parseID reads an id the gateway issued: a decimal number.

@@ -95,6 +95,11 @@ func (p *pool) supervise(i int) {
 		began := time.Now()
 		c := newMuxConn(p, i)
 		err := p.connect(c)
+		if errors.Is(err, errRetryLegacy) {
+			c.close()
+			c = newMuxConn(p, i)
+			err = p.connect(c)
+		}
 		if err == nil {
 			p.slots[i].cur.Store(c)
 			c.ready.Store(true)
@@ -137,6 +142,9 @@ func (p *pool) supervise(i int) {
 	}
 }
 
+// errRetryLegacy: Streamable HTTP was refused; the legacy transport next.
+var errRetryLegacy = errors.New("retry with the legacy HTTP+SSE transport")
+
 // procExited is closed when the connection's child exits (never, for
 // other transports).
 func (c *muxConn) procExited() <-chan struct{} {
@@ -166,8 +174,19 @@ func (p *pool) connect(c *muxConn) error {
 		t := &client.TCPTransport{Addr: pu.Host, MaxMessage: u.g.opts.MaxMessage}
 		c.conn, err = t.Connect(ctx, c)
 	case HTTP:
-		t := &client.SSETransport{URL: u.cfg.URL, MaxMessage: u.g.opts.MaxMessage, Header: u.headers()}
-		c.conn, err = t.Connect(ctx, c)
+		if u.httpErr != nil {
+			return u.httpErr
+		}
+		if u.http.legacy.Load() {
+			if p.era == statelessEra {
+				u.noStateless.Store(true)
+				return errNoStateless
+			}
+			t := &client.SSETransport{URL: u.cfg.URL, MaxMessage: u.g.opts.MaxMessage, Header: u.headers()}
+			c.conn, err = t.Connect(ctx, c)
+		} else {
+			c.conn = newHTTPPipe(u.http, c, p.era, u.cfg.MaxInflight)
+		}
 	}
 	if err != nil {
 		return err
@@ -176,7 +195,15 @@ func (p *pool) connect(c *muxConn) error {
 		if errors.Is(err, errNoStateless) {
 			u.noStateless.Store(true)
 		}
+		if u.http != nil && u.http.legacy.Load() {
+			if _, isPipe := c.conn.(*httpPipe); isPipe {
+				return errRetryLegacy // the legacy transport, at once
+			}
+		}
 		return err
+	}
+	if hp, ok := c.conn.(*httpPipe); ok && c.era == sessionEra {
+		hp.initialized(c.info.version)
 	}
 	return nil
 }

@@ -35,8 +35,10 @@ type upstream struct {
 	bySess map[string]*pool // share = "session": each downstream session's
 
 	noStateless atomic.Bool // the upstream answered server/discover without 2026-07-28
+	httpErr     error
 
-	m *mirror
+	m    *mirror
+	http *httpShared // HTTP upstreams: the keep-alive pools
 
 	stats   stats
 	lastMu  sync.Mutex
@@ -71,6 +73,11 @@ func newUpstream(g *Gateway, cfg Upstream) *upstream {
 	u.session = newPool(u, sessionEra, n)
 	u.stateless = newPool(u, statelessEra, max(1, cfg.Share.Pool))
 	u.m = newMirror(u)
+	if cfg.Transport == HTTP {
+		// The URL was checked by Normalize: this cannot fail but on an
+		// OAuth configuration the client refuses, reported at connect.
+		u.http, u.httpErr = newHTTPShared(u)
+	}
 	return u
 }
 
