@@ -190,7 +190,12 @@ func pprofTrace(w http.ResponseWriter, r *http.Request) {
 type Server struct {
 	ln  net.Listener
 	srv *http.Server
+	mux *http.ServeMux
 }
+
+// Handle adds an endpoint of another part of the server (the gateway's
+// /upstreams) to the admin listener. Call it before Serve.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Listen binds addr at once (so that a bad address fails at start) and
 // returns the Server that Serve will run. The HTTP server's own errors
@@ -201,15 +206,16 @@ func Listen(addr string, m *Metrics, ready *Readiness, logger *slog.Logger) (*Se
 	if err != nil {
 		return nil, fmt.Errorf("admin: listen %s: %w", addr, err)
 	}
+	mux := Handler(m, ready).(*http.ServeMux)
 	srv := &http.Server{
-		Handler:           Handler(m, ready),
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       time.Minute,
 	}
 	if logger != nil {
 		srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	}
-	return &Server{ln: ln, srv: srv}, nil
+	return &Server{ln: ln, srv: srv, mux: mux}, nil
 }
 
 // Addr returns the address the admin listener listens on.

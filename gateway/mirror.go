@@ -89,7 +89,15 @@ const listDebounce = 20 * time.Millisecond
 
 var listKinds = []handlers.ListKind{handlers.ListTools, handlers.ListResources, handlers.ListPrompts}
 
-// rename re-mirrors the lists with cfg's naming.
+// naming returns the configuration names are made with.
+func (m *mirror) naming() *Upstream {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.cfg
+	return &c
+}
+
+// renamed re-mirrors the lists with cfg's naming.
 func (m *mirror) renamed(cfg Upstream) {
 	m.clear()
 	m.mu.Lock()

@@ -43,7 +43,7 @@ func (g *Gateway) reload(ctx context.Context, ups []Upstream) {
 			stop = append(stop, u)
 			u = newUpstream(g, cfg)
 			start = append(start, u)
-		case !u.cfg.sameNames(&cfg, nOld, nNew):
+		case !u.m.naming().sameNames(&cfg, nOld, nNew):
 			rename = append(rename, u)
 			renamed = append(renamed, cfg)
 		}

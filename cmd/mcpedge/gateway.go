@@ -7,13 +7,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/mcpedge/mcpedge"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/gateway"
@@ -36,7 +40,7 @@ type gatewayFlags struct {
 func registerGatewayFlags(fs *flag.FlagSet, g *gatewayFlags) {
 	fs.Var(&g.upstreams, "upstream", "serve an upstream MCP server through this one: `NAME=stdio:COMMAND ARGS...`, NAME=http://HOST:PORT/PATH (Streamable HTTP, else legacy SSE) or NAME=tcp://HOST:PORT; repeatable (MCPEDGE_UPSTREAM: one per line; config: upstream = [...] or [upstream.NAME] tables, see docs/gateway.md); with any, the built-in handlers are off unless -handlers is given")
 	fs.Var(newSize(&g.maxMessage, codec.DefaultMaxMessage), "upstream-max-message", "largest message taken from an upstream, in `bytes` (units: KiB, MiB, GiB, KB, MB, GB); a larger one closes that upstream connection (its calls fail) and it reconnects")
-	fs.IntVar(&g.maxPending, "upstream-max-pending", 64, "server-to-client requests (sampling, elicitation, roots) relayed at once per upstream connection; more are refused to the upstream")
+	fs.IntVar(&g.maxPending, "upstream-max-pending", 256, "server-to-client requests (sampling, elicitation, roots) relayed at once per upstream connection; more are refused to the upstream")
 	fs.Float64Var(&g.notifyRate, "upstream-notify-rate", 1000, "notifications per second taken from one upstream connection (bursts of as many); the rest are dropped and counted")
 	fs.DurationVar(&g.startTimeout, "upstream-start-timeout", 30*time.Second, "how long start-up waits for the upstreams' first lists (an upstream not up by then is served once it is)")
 }
@@ -349,7 +353,7 @@ func upstreamTable(name string, t map[string]any) (gateway.Upstream, error) {
 	}
 	if _, ok := r.t["oauth"]; ok {
 		o := r.sub("oauth")
-		oa := &gateway.OAuth{TokenURL: o.str("token-url"), ClientID: o.str("client-id"), ClientSecret: o.str("client-secret"), Scopes: o.strs("scopes")}
+		oa := &gateway.OAuth{ClientID: o.str("client-id"), ClientSecret: o.str("client-secret"), Scopes: o.strs("scopes")}
 		if f := o.str("client-secret-file"); f != "" {
 			b, err := os.ReadFile(f)
 			if err != nil {
@@ -485,4 +489,53 @@ func gatewayReloadHook(gw *gateway.Gateway) reloadHook {
 		}
 		return func() { apply(context.Background()) }, nil
 	}}
+}
+
+// gatewayAdmin adds the gateway to the admin listener: /upstreams (each
+// upstream's state as JSON), the upstream metrics, and readiness (not
+// ready while no upstream is reachable).
+func gatewayAdmin(adm *adminRun, gw *gateway.Gateway, node interface{ Ready() error }) {
+	if adm == nil {
+		return
+	}
+	adm.srv.Handle("GET /upstreams", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(struct {
+			Upstreams []gateway.Status `json:"upstreams"`
+		}{gw.Status()})
+	}))
+	check := gw.Ready
+	if node != nil {
+		check = func() error { return errors.Join(node.Ready(), gw.Ready()) }
+	}
+	adm.ready.SetCheck(check)
+	adm.metrics.Set().RegisterMetricsWriter(func(w io.Writer) { upstreamMetrics(w, gw.Status()) })
+}
+
+// upstreamMetrics writes each upstream's figures, labelled with its name.
+func upstreamMetrics(w io.Writer, st []gateway.Status) {
+	for _, s := range st {
+		l := `{upstream=` + strconv.Quote(s.Name) + `}`
+		up := uint64(0)
+		if s.Connections > 0 {
+			up = 1
+		}
+		metrics.WriteGaugeUint64(w, "mcpedge_upstream_up"+l, up)
+		metrics.WriteGaugeUint64(w, "mcpedge_upstream_connections"+l, uint64(s.Connections))
+		metrics.WriteGaugeUint64(w, "mcpedge_upstream_children"+l, uint64(s.Children))
+		metrics.WriteGaugeUint64(w, "mcpedge_upstream_inflight"+l, uint64(s.InFlight))
+		metrics.WriteCounterUint64(w, "mcpedge_upstream_calls_total"+l, s.Calls)
+		metrics.WriteCounterUint64(w, "mcpedge_upstream_errors_total"+l, s.Errors)
+		metrics.WriteCounterUint64(w, "mcpedge_upstream_timeouts_total"+l, s.Timeouts)
+		metrics.WriteCounterUint64(w, "mcpedge_upstream_restarts_total"+l, s.Restarts)
+		metrics.WriteCounterUint64(w, "mcpedge_upstream_children_started_total"+l, s.ChildrenStarted)
+		for _, b := range []struct {
+			kind string
+			n    uint64
+		}{{"garbage", s.Garbage}, {"unknown_id", s.UnknownIDs}, {"unrouted", s.Unrouted}, {"dropped", s.Dropped}} {
+			metrics.WriteCounterUint64(w, `mcpedge_upstream_bad_messages_total{upstream=`+strconv.Quote(s.Name)+`,kind="`+b.kind+`"}`, b.n)
+		}
+	}
 }

@@ -231,12 +231,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	info, _ := builtin.Info(c.handlers)
-	useBuiltin := true
+	useBuiltin, handlerSet := true, c.handlers
 	if len(c.gateway.upstreams.specs) > 0 || len(c.gateway.upstreams.tables) > 0 {
 		// A gateway: the built-in handlers only when asked for.
 		useBuiltin = c.handlersSet
 		if !useBuiltin {
-			info.Name, info.Version = "mcpedge", engine.Version
+			info.Name, info.Version, handlerSet = "mcpedge", engine.Version, "none (a gateway)"
 		}
 	}
 	opts := mcpedge.Options{
@@ -341,6 +341,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// After the server's drain (deferred later, run earlier): the
 		// upstreams answer the calls in flight.
 		defer gw.Close()
+		if node != nil {
+			gatewayAdmin(adm, gw, node)
+		} else {
+			gatewayAdmin(adm, gw, nil)
+		}
 	}
 
 	// SIGINT and SIGTERM end ctx: Serve and ServeStdio then shut the server
@@ -366,7 +371,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	adm.serve(ctx, srv)
 
 	if c.stdio {
-		log.Info("serving MCP on stdio", "handlers", c.handlers, "framing", framer.Name())
+		log.Info("serving MCP on stdio", "handlers", handlerSet, "framing", framer.Name())
 		adm.markReady()
 		// A drain that ran out of time (a request cut) exits 1, as does a
 		// stdio error.
@@ -382,14 +387,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
 	if a := srv.TCPAddr(ctx); a != nil {
-		log.Info("serving MCP over TCP", "addr", a.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered)
+		log.Info("serving MCP over TCP", "addr", a.String(), "handlers", handlerSet, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered)
 	}
 	scheme := "http"
 	if tlsState != nil {
 		scheme = "https"
 	}
 	if a := srv.HTTPAddr(ctx); a != nil {
-		log.Info("serving MCP over Streamable HTTP", "addr", a.String(), "url", scheme+"://"+a.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
+		log.Info("serving MCP over Streamable HTTP", "addr", a.String(), "url", scheme+"://"+a.String()+c.httpPath, "handlers", handlerSet, "stateless", c.stateless)
 	}
 	adm.markReady()
 	code := 0
