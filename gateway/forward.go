@@ -66,26 +66,38 @@ func (u *upstream) callAsTask(ctx context.Context, x *exchange, dst []byte) ([]b
 		return dst, err
 	}
 	x.fp.addTask = true
-	created, err := c.do(ctx, x, nil)
+	cl, err := c.start(x, nil)
 	if err != nil {
 		u.stats.errors.Add(1)
 		return dst, u.connError(err)
 	}
-	var ct struct {
-		Task struct {
-			TaskID string `json:"taskId"`
-		} `json:"task"`
+	created, err := c.wait(ctx, cl)
+	if created, err = c.result(created, 0, err); err != nil {
+		c.end(cl)
+		u.stats.errors.Add(1)
+		return dst, err
 	}
-	if codec.Unmarshal(created, &ct) != nil || ct.Task.TaskID == "" {
+	id := createdTask(created)
+	if id == "" {
+		c.end(cl)
 		return dst, u.garbage("a task-augmented call without a task")
 	}
-	id := ct.Task.TaskID
+	// The call waiting for the task's result takes its messages over;
+	// the creating call, with the relays it began, ends after it: none
+	// is refused or cut in between.
+	defer c.end(cl)
 	params := append(codec.AppendString([]byte(`{"taskId":`), id), '}')
 	y := exchange{peer: x.peer, method: mcp.MethodTasksResult, params: params, linkTask: id}
 	start := len(dst)
-	out, err := c.do(ctx, &y, dst)
+	wait, err := c.start(&y, dst)
 	if err != nil {
-		err = u.connError(err)
+		u.stats.errors.Add(1)
+		return dst, u.connError(err)
+	}
+	out, err := c.wait(ctx, wait)
+	c.end(wait)
+	out, err = c.result(out, start, err)
+	if err != nil {
 		if ctx.Err() != nil {
 			cctx, cancel := context.WithTimeout(u.ctx, u.cfg.Timeout)
 			_, _ = c.internal(cctx, mcp.MethodTasksCancel, params)

@@ -38,15 +38,17 @@ type muxConn struct {
 	conn client.Conn
 	proc *child // stdio
 
-	mu      sync.Mutex
-	calls   []*call  // by slot; nil when free
-	gens    []uint16 // by slot
-	free    []uint16
-	nPeers  int              // calls for downstream requests
-	tasks   map[string]*call // 2025 tasks this connection's calls created: upstream task id → call
-	relays  map[string]*relay
-	ended   error         // why the connection ended; nil while up
-	endedCh chan struct{} // closed when it ended
+	mu       sync.Mutex
+	calls    []*call  // by slot; nil when free
+	gens     []uint16 // by slot
+	free     []uint16
+	nPeers   int              // calls for downstream requests
+	tasks    map[string]*call // 2025 tasks this connection's calls created: upstream task id → call
+	relays   map[string]*relay
+	parked   []parked      // server requests naming a task whose creation is not answered yet
+	awaiting int           // task-augmented calls not answered yet
+	ended    error         // why the connection ended; nil while up
+	endedCh  chan struct{} // closed when it ended
 
 	ready    atomic.Bool
 	inflight atomic.Int32
@@ -100,8 +102,11 @@ type call struct {
 	fail     error  // the call failed without an answer
 	deadline int64  // monotonic nanoseconds
 	relays   []*relay
-	task     string // the upstream task a 2025 task-augmented call created
-	wg       sync.WaitGroup
+	task     string // the upstream 2025 task whose messages reach this call (under c.mu)
+	// taskFromAnswer: a task-augmented call, whose answer names the task
+	// (set before the call is sent, read by the reader).
+	taskFromAnswer bool
+	wg             sync.WaitGroup
 }
 
 // done has room for the two wake-ups: the answer (or failure) and the
@@ -193,8 +198,14 @@ func (c *muxConn) end(cl *call) {
 		c.nPeers--
 	}
 	if cl.task != "" {
-		delete(c.tasks, cl.task)
+		if c.tasks[cl.task] == cl {
+			delete(c.tasks, cl.task)
+		}
 		cl.task = ""
+	}
+	if cl.taskFromAnswer {
+		c.awaiting--
+		cl.taskFromAnswer = false
 	}
 	c.mu.Unlock()
 	c.inflight.Add(-1)
@@ -270,14 +281,30 @@ func (c *muxConn) cancelUpstream(cl *call, cause error) {
 
 // do forwards x and appends its result to dst.
 func (c *muxConn) do(ctx context.Context, x *exchange, dst []byte) ([]byte, error) {
+	cl, err := c.start(x, dst)
+	if err != nil {
+		return dst, err
+	}
+	out, err := c.wait(ctx, cl)
+	c.end(cl)
+	return c.result(out, len(dst), err)
+}
+
+// start sends x on a new call, whose answer is to be appended to dst.
+func (c *muxConn) start(x *exchange, dst []byte) (*call, error) {
 	cl, err := c.begin(x.peer, dst, c.u.cfg.Timeout)
 	if err != nil {
-		return dst, err // errSlotsFull: the caller may try another connection
+		return nil, err // errSlotsFull: the caller may try another connection
 	}
 	if x.linkTask != "" {
 		c.linkTask(cl, x.linkTask)
 	}
-	start := len(dst)
+	if x.fp.addTask {
+		cl.taskFromAnswer = true
+		c.mu.Lock()
+		c.awaiting++
+		c.mu.Unlock()
+	}
 	b := codec.GetBuffer()
 	b.B = append(b.B[:0], `{"jsonrpc":"2.0","id":`...)
 	b.B = append(b.B, cl.idBytes()...)
@@ -297,15 +324,19 @@ func (c *muxConn) do(ctx context.Context, x *exchange, dst []byte) ([]byte, erro
 	codec.PutBuffer(b)
 	if err != nil {
 		c.end(cl)
-		return dst, c.u.connError(err)
+		return nil, c.u.connError(err)
 	}
-	out, err := c.wait(ctx, cl)
-	c.end(cl)
+	return cl, nil
+}
+
+// result checks the answer of a call (its result at out[start:]) and
+// completes a 2026-07-28 one.
+func (c *muxConn) result(out []byte, start int, err error) ([]byte, error) {
 	if err != nil {
-		return dst, err
+		return out[:min(start, len(out))], err
 	}
 	if len(out) < start || (len(out) > start && out[start] != '{') {
-		return dst, c.u.garbage("a result that is not an object")
+		return out[:min(start, len(out))], c.u.garbage("a result that is not an object")
 	}
 	if c.era == statelessEra {
 		var task []byte
@@ -398,10 +429,29 @@ func (c *muxConn) lookup(id uint64) *call {
 func (c *muxConn) answer(m *codec.Message) {
 	id, ok := parseID(m.ID)
 	var cl *call
+	var unpark []parked
+	defer func() {
+		for i := range unpark {
+			c.serverRequest(unpark[i].msg())
+		}
+	}()
 	if ok {
 		c.mu.Lock()
 		cl = c.lookup(id)
 		if cl != nil {
+			if cl.taskFromAnswer && m.Kind == codec.KindResponse {
+				// A 2025 task-augmented call: the task's messages
+				// (related-task) reach this call until the call that waits
+				// for its result takes them over.
+				if tid := createdTask(m.Result); tid != "" {
+					cl.task = tid
+					if c.tasks == nil {
+						c.tasks = map[string]*call{}
+					}
+					c.tasks[tid] = cl
+					unpark = c.unparkLocked(tid)
+				}
+			}
 			cl.mu.Lock()
 		}
 		c.mu.Unlock()
@@ -439,6 +489,52 @@ func (c *muxConn) failCall(id uint64, err error) {
 		cl.done <- struct{}{}
 	}
 	cl.mu.Unlock()
+}
+
+// parked is a server-to-client request that names a 2025 task whose
+// creating call has not been answered yet: the task's first messages may
+// come before that answer. It is relayed when the answer names the task,
+// refused when the call's timeout passes first.
+type parked struct {
+	task, method string
+	id, params   []byte
+	deadline     int64
+}
+
+func (p *parked) msg() *codec.Message {
+	return &codec.Message{Kind: codec.KindRequest, ID: p.id, Method: p.method, Params: p.params}
+}
+
+// unparkLocked takes the parked requests of task (c.mu held).
+func (c *muxConn) unparkLocked(task string) []parked {
+	var out []parked
+	keep := c.parked[:0]
+	for _, p := range c.parked {
+		if p.task == task {
+			out = append(out, p)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	c.parked = keep
+	return out
+}
+
+// createdTask returns the task id of a CreateTaskResult (2025-11-25).
+func createdTask(res []byte) string {
+	task, ok, err := codec.ObjectField(res, "task")
+	if err != nil || !ok {
+		return ""
+	}
+	id, ok, err := codec.ObjectField(task, "taskId")
+	if err != nil || !ok {
+		return ""
+	}
+	s, err := codec.StringValue(id)
+	if err != nil {
+		return ""
+	}
+	return string(s)
 }
 
 // linkTask has the upstream's messages naming the 2025 task id
@@ -495,6 +591,16 @@ var errStopped = errors.New("connection closed")
 // sweep fails the calls past their deadline.
 func (c *muxConn) sweep(now int64) {
 	c.mu.Lock()
+	var stale []parked
+	keep := c.parked[:0]
+	for _, p := range c.parked {
+		if p.deadline < now {
+			stale = append(stale, p)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	c.parked = keep
 	var late []*call
 	for _, cl := range c.calls {
 		if cl != nil && cl.deadline < now {
@@ -502,6 +608,9 @@ func (c *muxConn) sweep(now int64) {
 		}
 	}
 	c.mu.Unlock()
+	for _, p := range stale {
+		c.respond(p.id, nil, codec.NewError(codec.CodeInvalidRequest, "gateway: "+p.method+" names a task no call of this connection created"))
+	}
 	for _, cl := range late {
 		cl.mu.Lock()
 		if cl.waiting && cl.deadline < now {

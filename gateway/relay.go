@@ -51,6 +51,13 @@ var (
 // 2 and 4 above, and whether the message named one (rules 1 and 2) that
 // is no longer in flight.
 func (c *muxConn) linked(params []byte) (cl *call, gone bool) {
+	cl, gone, _ = c.linkedTask(params)
+	return cl, gone
+}
+
+// linkedTask is linked, also returning the task id the message named
+// when that task is not known (yet).
+func (c *muxConn) linkedTask(params []byte) (cl *call, gone bool, unknownTask []byte) {
 	var reqID uint64
 	var task []byte
 	named := false
@@ -81,10 +88,13 @@ func (c *muxConn) linked(params []byte) (cl *call, gone bool) {
 	default:
 		cl = c.single()
 	}
+	if named && task != nil && cl == nil {
+		unknownTask = task
+	}
 	if cl != nil && cl.peer == nil {
 		cl = nil // the gateway's own request
 	}
-	return cl, named && cl == nil
+	return cl, named && cl == nil, unknownTask
 }
 
 // serverRequest relays a request from the upstream to the downstream
@@ -105,7 +115,10 @@ func (c *muxConn) serverRequest(m *codec.Message) {
 		c.respond(m.ID, nil, codec.NewError(codec.CodeMethodNotFound, "method not found: "+m.Method))
 		return
 	}
-	cl, gone := c.linked(m.Params)
+	cl, gone, task := c.linkedTask(m.Params)
+	if cl == nil && task != nil && c.park(task, method, m) {
+		return
+	}
 	if cl == nil {
 		c.u.stats.unrouted.Add(1)
 		msg := "gateway: cannot tell which client request " + method + " belongs to: several are in flight on this connection and it names none (_meta " + mcp.MetaRelatedRequest + " or " + relatedTaskKey + ")"
@@ -124,8 +137,8 @@ func (c *muxConn) serverRequest(m *codec.Message) {
 	r := &relay{id: bytes.Clone(m.ID)}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	cl.mu.Lock()
-	peer := cl.peer
-	if peer == nil || !cl.waiting {
+	peer := cl.peer // set until the call ends, its answer come or not
+	if peer == nil {
 		cl.mu.Unlock()
 		c.pending.Add(-1)
 		r.cancel(nil)
@@ -143,6 +156,19 @@ func (c *muxConn) serverRequest(m *codec.Message) {
 	c.mu.Unlock()
 	params := bytes.Clone(m.Params)
 	go c.runRelay(cl, peer, r, method, params)
+}
+
+// park holds a request naming task while a task-augmented call awaits
+// its answer (which may name that task); it reports false when there is
+// none, or too many are parked.
+func (c *muxConn) park(task []byte, method string, m *codec.Message) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.awaiting == 0 || len(c.parked) >= c.u.g.opts.MaxPending {
+		return false
+	}
+	c.parked = append(c.parked, parked{task: string(task), method: method, id: bytes.Clone(m.ID), params: bytes.Clone(m.Params), deadline: nanotime() + int64(c.u.cfg.Timeout)})
+	return true
 }
 
 // runRelay asks the downstream client and answers the upstream.
@@ -334,7 +360,7 @@ func (c *muxConn) progress(params []byte) {
 	if cl == nil {
 		return
 	}
-	if cl.waiting && cl.peer != nil {
+	if cl.peer != nil {
 		_ = cl.peer.Progress(p.Progress, p.Total, p.Message)
 	}
 	cl.mu.Unlock()
@@ -357,7 +383,7 @@ func (c *muxConn) log(params []byte) {
 		return
 	}
 	cl.mu.Lock()
-	if cl.waiting && cl.peer != nil {
+	if cl.peer != nil {
 		if p.Data == nil {
 			p.Data = codec.RawJSON("null")
 		}
