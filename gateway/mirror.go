@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ type mirror struct {
 	resources []string // URIs registered
 	templates []string // URI templates registered
 	compiled  []*uritemplate.Template
+	descs     [4]map[string][]byte // what is registered, by listKind: an item listed again unchanged is not registered again (no list_changed)
 	pending   [4]atomic.Bool
 	from      atomic.Pointer[muxConn] // the connection that announced the last change
 
@@ -328,7 +330,12 @@ func (m *mirror) refreshTools(ctx context.Context, c *muxConn) error {
 			errs = append(errs, err)
 			continue
 		}
+		if m.same(listTool, it.served, it.desc) {
+			nm.toolsAll = append(nm.toolsAll, it.served)
+			continue
+		}
 		if err := reg.AddRawTool(it.desc, u.toolHandler); err != nil {
+			m.forget(listTool, []string{it.served})
 			g.release(listTool, it.served, u)
 			u.log.Warn("tool not served", "tool", it.served, "err", err)
 			continue
@@ -374,7 +381,12 @@ func (m *mirror) refreshPrompts(ctx context.Context, c *muxConn, completes bool)
 			errs = append(errs, err)
 			continue
 		}
+		if m.same(listPrompt, it.served, it.desc) {
+			nm.promptsAll = append(nm.promptsAll, it.served)
+			continue
+		}
 		if err := g.reg.AddRawPrompt(it.desc, u.promptHandler, handlers.RawOptions{Completions: completes}); err != nil {
+			m.forget(listPrompt, []string{it.served})
 			g.release(listPrompt, it.served, u)
 			u.log.Warn("prompt not served", "prompt", it.served, "err", err)
 			continue
@@ -400,7 +412,13 @@ func (m *mirror) refreshResources(ctx context.Context, c *muxConn, completes boo
 			errs = append(errs, err)
 			return nil
 		}
-		if err := g.reg.AddRawResource(append([]byte(nil), desc...), u.resourceHandler); err != nil {
+		d := append([]byte(nil), desc...)
+		if m.same(listResource, uri, d) {
+			uris = append(uris, uri)
+			return nil
+		}
+		if err := g.reg.AddRawResource(d, u.resourceHandler); err != nil {
+			m.forget(listResource, []string{uri})
 			g.release(listResource, uri, u)
 			u.log.Warn("resource not served", "uri", uri, "err", err)
 			return nil
@@ -421,7 +439,13 @@ func (m *mirror) refreshResources(ctx context.Context, c *muxConn, completes boo
 			errs = append(errs, err)
 			return nil
 		}
-		if err := g.reg.AddRawResourceTemplate(append([]byte(nil), desc...), u.resourceHandler, handlers.RawOptions{Completions: completes}); err != nil {
+		d := append([]byte(nil), desc...)
+		if m.same(listTemplate, t, d) {
+			tmpls = append(tmpls, t)
+			return nil
+		}
+		if err := g.reg.AddRawResourceTemplate(d, u.resourceHandler, handlers.RawOptions{Completions: completes}); err != nil {
+			m.forget(listTemplate, []string{t})
 			g.release(listTemplate, t, u)
 			u.log.Warn("resource template not served", "uriTemplate", t, "err", err)
 			return nil
@@ -449,6 +473,26 @@ func (m *mirror) refreshResources(ctx context.Context, c *muxConn, completes boo
 	return errors.Join(errs...)
 }
 
+// same reports whether the item name of kind is registered with desc
+// already; else it records desc as what will be.
+func (m *mirror) same(kind listKind, name string, desc []byte) bool {
+	if m.descs[kind] == nil {
+		m.descs[kind] = map[string][]byte{}
+	}
+	if old, ok := m.descs[kind][name]; ok && bytes.Equal(old, desc) {
+		return true
+	}
+	m.descs[kind][name] = desc
+	return false
+}
+
+// forget drops what same recorded of items no longer registered.
+func (m *mirror) forget(kind listKind, names []string) {
+	for _, n := range names {
+		delete(m.descs[kind], n)
+	}
+}
+
 // drop unregisters the items of old not in now.
 func (m *mirror) drop(kind listKind, old, now []string) {
 	keep := make(map[string]bool, len(now))
@@ -461,6 +505,7 @@ func (m *mirror) drop(kind listKind, old, now []string) {
 			gone = append(gone, n)
 		}
 	}
+	m.forget(kind, gone)
 	m.u.g.unregister(kind, gone, m.u)
 }
 
@@ -476,6 +521,7 @@ func (m *mirror) clear() {
 	g.unregister(listTemplate, m.templates, m.u)
 	m.names.Store(&names{})
 	m.resources, m.templates, m.compiled = nil, nil, nil
+	m.descs = [4]map[string][]byte{}
 }
 
 // counts returns how many tools, resources (and templates) and prompts
