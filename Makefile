@@ -164,6 +164,17 @@ bench-cluster: ## Cluster: one node against three with embedded NATS (HTTP local
 	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpload ./cmd/mcpload
 	M=/tmp/mcpedge-bench bash bench/cluster.sh
 
+.PHONY: bench-gateway
+BENCH_GATEWAY_DEPS := bench/gateway/node_modules/.package-lock.json
+$(BENCH_GATEWAY_DEPS): bench/gateway/package.json bench/gateway/package-lock.json
+	cd bench/gateway && npm ci --no-audit --no-fund
+
+bench-gateway: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) $(BENCH_GATEWAY_DEPS) ## Gateway: CPU per proxied tools/call against mcpedge serving it (TCP and HTTP upstreams), req/s and p99 through mcpedge, supergateway and mcp-proxy fronting one stdio upstream, and the conformance scenarios each passes; prints the medians for docs/benchmarks.md (about 3 min)
+	mkdir -p /tmp/mcpedge-bench
+	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpedge ./cmd/mcpedge
+	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpload ./cmd/mcpload
+	M=/tmp/mcpedge-bench ROOT=$(CURDIR) bash bench/gateway.sh
+
 .PHONY: conformance-client
 conformance-client: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suite's client scenarios against cmd/conformance-client (in a loopback-only network namespace)
 	$(CONFORMANCE)/run-client.sh
