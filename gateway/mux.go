@@ -134,10 +134,7 @@ func newMuxConn(p *pool, idx int) *muxConn {
 }
 
 // Errors of a connection.
-var (
-	errSlotsFull = errors.New("too many calls in flight")
-	errNotSent   = errors.New("not sent")
-)
+var errSlotsFull = errors.New("too many calls in flight")
 
 // begin takes a slot for a call on behalf of peer (nil for the gateway's
 // own requests), whose answer is to be appended to dst.

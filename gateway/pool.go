@@ -290,17 +290,6 @@ func (p *pool) conn(i int) *muxConn {
 	return nil
 }
 
-// ready returns the ready connections.
-func (p *pool) readyConns() []*muxConn {
-	var out []*muxConn
-	for i := range p.slots {
-		if c := p.conn(i); c != nil {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // noteTask remembers which connection created a 2026-07-28 task, so that
 // tasks/get, tasks/update and tasks/cancel of it go there.
 func (p *pool) noteTask(id string, idx int) {
