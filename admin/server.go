@@ -208,7 +208,12 @@ type Server struct {
 	srv      *http.Server
 	loopback bool // bound to loopback only
 	hosts    atomic.Pointer[hostcheck.Check]
+	mux      *http.ServeMux
 }
+
+// Handle adds an endpoint of another part of the server (the gateway's
+// /upstreams) to the admin listener. Call it before Serve.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Listen binds addr at once (so that a bad address fails at start) and
 // returns the Server that Serve will run. The HTTP server's own errors
@@ -232,14 +237,15 @@ func Listen(addr string, m *Metrics, ready *Readiness, logger *slog.Logger) (*Se
 		s.loopback = a.IP.IsLoopback()
 	}
 	s.SetAllowedHosts(nil)
-	h := Handler(m, ready)
+	mux := Handler(m, ready).(*http.ServeMux)
+	s.mux = mux
 	s.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !s.hosts.Load().Allowed([]byte(r.Host)) && !ipHost(r.Host) {
 				http.Error(w, "Invalid Host: "+strconv.Quote(r.Host), http.StatusForbidden)
 				return
 			}
-			h.ServeHTTP(w, r)
+			mux.ServeHTTP(w, r)
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       time.Minute,

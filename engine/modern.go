@@ -283,7 +283,9 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 	case mcp.MethodSubscriptionsListen:
 		return s.listen(sess, m, &mm, frame, out, reply)
 	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
-		return s.statelessTaskMethod(sess, m, &mm, out, reply), false, true
+		if !hasTasksExt(mm.caps) || !s.foreignTask(m) {
+			return s.statelessTaskMethod(sess, m, &mm, out, reply), false, true
+		}
 	case mcp.MethodToolsCall, mcp.MethodResourcesRead, mcp.MethodPromptsGet, mcp.MethodCompletionComplete:
 	default:
 		reject(reply, codec.CodeMethodNotFound)
@@ -402,12 +404,11 @@ func (s *Server) modernTail(dst []byte, start int, hint *handlers.CacheHint) []b
 		dst = slices.Insert(dst, resEnd, add...)
 	}
 	if metaEnd >= 0 {
-		var mi []byte
 		if len(bytes.TrimSpace(meta[1:len(meta)-1])) > 0 {
-			mi = append(mi, ',')
+			dst = slices.Insert(dst, metaEnd, ',')
+			metaEnd++
 		}
-		mi = append(mi, s.serverInfoMeta[1:len(s.serverInfoMeta)-1]...)
-		dst = slices.Insert(dst, metaEnd, mi...)
+		dst = slices.Insert(dst, metaEnd, s.serverInfoMeta[1:len(s.serverInfoMeta)-1]...)
 	}
 	return dst
 }

@@ -22,6 +22,7 @@ const defaultInputSchema = `{"type":"object"}`
 type toolEntry struct {
 	tool *mcp.Tool
 	h    ToolHandler
+	raw  RawHandler // a raw tool (AddRawTool): h, in and out are nil
 	in   *schema
 	out  *schema // nil without an output schema
 	opts ToolOptions
@@ -237,6 +238,9 @@ func (r *Registry) CallTool(ctx context.Context, req *CallToolRequest) (*mcp.Cal
 		return nil, notFound(ListNameTools, p.Name)
 	}
 	e := te.v
+	if e.raw != nil {
+		return callRawTool(ctx, e.raw, req)
+	}
 	if i := codec.SkipWS(p.Arguments, 0); i == len(p.Arguments) || string(p.Arguments[i:]) == "null" {
 		p.Arguments = codec.RawJSON("{}")
 	}
