@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -44,7 +45,7 @@ func (v *Verifier) Authorize(ctx context.Context, sess *session.Session, _ strin
 		}
 		cur, err := v.current(info, time.Now())
 		if err != nil {
-			v.failed()
+			v.failed(err, sess.Remote())
 			return nil, RPCError(err)
 		}
 		if cur != info {
@@ -57,7 +58,7 @@ func (v *Verifier) Authorize(ctx context.Context, sess *session.Session, _ strin
 		return nil, err
 	}
 	if err != nil {
-		v.failed()
+		v.failed(err, sess.Remote())
 		return nil, RPCError(err)
 	}
 	return info, nil
@@ -70,7 +71,7 @@ func (v *Verifier) Authorize(ctx context.Context, sess *session.Session, _ strin
 func (v *Verifier) AuthorizeTool(caller any, tool string, scopes []string) error {
 	info, ok := caller.(*Info)
 	if !ok || info == nil {
-		v.failed()
+		v.failed(ErrNoToken, netip.Addr{})
 		return RPCError(ErrNoToken)
 	}
 	missing := info.Missing(scopes)
@@ -82,8 +83,9 @@ func (v *Verifier) AuthorizeTool(caller any, tool string, scopes []string) error
 		}
 	}
 	if len(missing) > 0 {
-		v.failed()
-		return RPCError(InsufficientScope(missing))
+		err := InsufficientScope(missing)
+		v.failed(err, netip.Addr{})
+		return RPCError(err)
 	}
 	return nil
 }

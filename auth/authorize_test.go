@@ -49,7 +49,7 @@ func TestAuthorize(t *testing.T) {
 	defer is.Server.Close()
 	v := newVerifier(t, is, func(c *auth.Config) { c.Tokens = []string{"static-token"} })
 	var fails atomic.Int32
-	v.OnFailure(func() { fails.Add(1) })
+	v.OnFailure(func(auth.Failure) { fails.Add(1) })
 	ctx := context.Background()
 	sess := session.New(ctx, nil)
 

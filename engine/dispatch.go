@@ -109,7 +109,8 @@ func (s *Server) handleMessage(sess *session.Session, m *codec.Message, frame, o
 	if s.obs != nil && m.Kind == codec.KindRequest {
 		return s.handleObserved(sess, m, frame, out, reply)
 	}
-	res, _, queued = s.route(sess, m, frame, out, reply, nil)
+	var f toolFields
+	res, _, queued = s.route(sess, m, frame, out, reply, nil, &f)
 	return res, queued
 }
 
@@ -126,14 +127,16 @@ func (s *Server) handleMessage(sess *session.Session, m *codec.Message, frame, o
 // is copied once into a pooled request, m rebased onto the copy (with the
 // tools/call fields already scanned), and the worker pool runs its
 // handler (run). code is the JSON-RPC error code of an answer given at
-// once (0: a result).
+// once (0: a result). f receives the tools/call fields scanned, and
+// whether a tool run at once answered with isError (handleObserved reads
+// them).
 //
 // here is not nil when m is the message of a request already on a worker
 // (serveBig: a big frame, or a request whose authorization would have
 // blocked its event loop), which frame is the buffer of: it is authorized
 // with leave to block, and a request for a handler is served by here, on
 // this worker, rather than queued again.
-func (s *Server) route(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink, here *request) (res []byte, code int, queued bool) {
+func (s *Server) route(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink, here *request, f *toolFields) (res []byte, code int, queued bool) {
 	start := len(out)
 	defer func() {
 		if p := recover(); p != nil {
@@ -165,7 +168,7 @@ func (s *Server) route(sess *session.Session, m *codec.Message, frame, out []byt
 	}
 	row := lookup(m.Method)
 	if mayBeStateless(sess, row) {
-		if res, code, queued, ok := s.handleStateless(sess, m, row, frame, out, reply, caller, here); ok {
+		if res, code, queued, ok := s.handleStateless(sess, m, row, frame, out, reply, caller, here, f); ok {
 			return res, code, queued
 		}
 	}
@@ -181,11 +184,10 @@ func (s *Server) route(sess *session.Session, m *codec.Message, frame, out []byt
 			return s.refuse(sess, out, reply, m.ID, e), codec.CodeServerBusy, false
 		}
 	}
-	var f toolFields
-	if dst, code, ok := s.fast(sess, m, row, out, &f); ok {
+	if dst, code, ok := s.fast(sess, m, row, out, f); ok {
 		return dst, code, false
 	}
-	return s.enqueue(sess, m, row, frame, out, reply, &f, nil, here)
+	return s.enqueue(sess, m, row, frame, out, reply, f, nil, here)
 }
 
 // The -32600 refusals of a request that cannot be tracked.
@@ -405,6 +407,7 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, row *method
 	s.active.Add(1)
 	dst, code := s.serve(r, dst)
 	s.active.Add(-1)
+	f.isError = r.toolErr
 	s.release(r)
 	return dst, code, true
 }

@@ -246,9 +246,10 @@ type Server struct {
 	receiveFast MethodHandler // around fastInner
 	sender      Sender
 
-	authz Authorizer // Options.Authorize; nil: none
-	obs   Observer   // Options.Observer; nil: none
-	epoch time.Time  // New's time, with its monotonic reading (observe.go)
+	authz Authorizer   // Options.Authorize; nil: none
+	obs   Observer     // Options.Observer; nil: none
+	tobs  ToolObserver // Options.Observer when it is one; nil: none
+	epoch time.Time    // New's time, with its monotonic reading (observe.go)
 
 	policy Policy // Options.Authorize when it is a Policy (auth.go); nil: none
 }
@@ -320,6 +321,7 @@ func New(opts Options) *Server {
 	s := &Server{
 		opts:     opts,
 		obs:      opts.Observer,
+		tobs:     toolObserver(opts.Observer),
 		authz:    opts.Authorize,
 		epoch:    time.Now(),
 		reg:      handlers.NewRegistry(handlers.Options{PageSize: opts.PageSize}),

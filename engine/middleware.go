@@ -159,6 +159,7 @@ func (s *Server) serveInner(ctx context.Context, req *Request) ([]byte, error) {
 	if !sameBytes(req.Params, r.msg.Params) {
 		r.msg.Params = req.Params
 		r.tool, r.tokenParsed, r.token = toolFields{}, false, nil
+		r.rawSet, r.rawH = false, nil
 	}
 	dst, err := s.dispatch(r, r.out[:r.outBody])
 	r.out = dst

@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/bytedance/sonic"
 	"github.com/mcpedge/mcpedge/codec"
@@ -33,12 +35,19 @@ type request struct {
 	tokenParsed bool
 	token       []byte // progressToken from params._meta, aliasing buf
 
-	row  *method    // its row in the method table
-	tool toolFields // tools/call params, when already scanned
+	row     *method    // its row in the method table
+	tool    toolFields // tools/call params, when already scanned
+	toolErr bool       // the tool's result has isError set (callTool), for ToolObserver
 
 	// What callTool hands the tool's handler, reused.
 	call   handlers.CallToolRequest
 	params mcp.CallToolParams
+
+	// A request a raw handler serves (handlers.RawHandler): found once
+	// (rawRoute), and what it is handed.
+	rawH   handlers.RawHandler
+	rawSet bool
+	raw    handlers.RawRequest
 
 	// A request of the stateless revision (2026-07-28): its _meta, the
 	// client's declarations decoded when asked for, and its input rounds.
@@ -210,13 +219,14 @@ func (s *Server) serveBig(r *request) {
 		return
 	}
 	var code int
-	b.B, code, queued = s.route(sess, m, r.buf, b.B, r.reply, r)
+	var f toolFields
+	b.B, code, queued = s.route(sess, m, r.buf, b.B, r.reply, r, &f)
 	if r.tracked { // admitted, to be served here
 		s.run(r)
 		return
 	}
 	if s.obs != nil && m.Kind == codec.KindRequest && !queued {
-		s.obs.RequestDone(sess, m.Method, observedCode(b.B, code), s.monotonic()-r.obsStart)
+		s.observeNow(sess, m, observedCode(b.B, code), s.monotonic()-r.obsStart, &f)
 	}
 }
 
@@ -304,7 +314,7 @@ func (s *Server) run(r *request) {
 			b.B = b.B[:0]
 			rf.Refuse(r.msg.ID, r.refused)
 			if s.obs != nil {
-				s.obs.RequestDone(r.sess, r.msg.Method, codec.CodeServerBusy, s.monotonic()-r.obsStart)
+				s.observeQueued(r, codec.CodeServerBusy)
 			}
 		}
 	}
@@ -312,7 +322,7 @@ func (s *Server) run(r *request) {
 		codec.PutBuffer(b)
 		b = nil
 	} else if s.obs != nil {
-		s.obs.RequestDone(r.sess, r.msg.Method, code, s.monotonic()-r.obsStart)
+		s.observeQueued(r, code)
 	}
 	if f, ok := r.reply.(Replier); ok {
 		f.Final(b)
@@ -342,7 +352,9 @@ func (s *Server) serve(r *request, dst []byte) (out []byte, code int) {
 	dst = codec.AppendResultStart(dst, id)
 	body := len(dst)
 	var err error
-	if r.stateless.on {
+	if r.stateless.on && s.rawRoute(r) == nil {
+		// A raw handler's server owns the input rounds it asks for: their
+		// inputResponses and requestState pass through to it.
 		if err = r.checkMRTR(); err != nil {
 			return errObject(dst[:start], id, codec.AsError(err))
 		}
@@ -410,6 +422,11 @@ func (s *Server) dispatch(r *request, dst []byte) ([]byte, error) {
 	if r.row == nil {
 		r.row = lookup(r.msg.Method)
 	}
+	if r.row.pool != opCallTool { // callTool decides for tools: tasks
+		if h := s.rawRoute(r); h != nil {
+			return s.serveRaw(r, h, r.raw.Name, dst)
+		}
+	}
 	switch r.row.pool {
 	case opCallTool:
 		return s.callTool(r, dst)
@@ -432,6 +449,7 @@ func (s *Server) dispatch(r *request, dst []byte) ([]byte, error) {
 type toolFields struct {
 	ok               bool
 	retry            bool // inputResponses or requestState present (2026-07-28)
+	isError          bool // set by inlineTool: the tool answered with isError
 	name, args, meta []byte
 }
 
@@ -509,10 +527,19 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 			return dst, err
 		}
 	}
-	if r.task == nil {
+	var raw handlers.RawHandler
+	if s.reg.HasRaw() {
+		raw, _ = s.reg.RawTool(p.Name)
+	}
+	// A raw tool's server decides whether a 2026-07-28 call is a task: its
+	// result passes through (Registry.SetForeignTasks).
+	if r.task == nil && (raw == nil || !r.stateless.on) {
 		if dst, err, done := s.toolTask(r, p, dst); done {
 			return dst, err
 		}
+	}
+	if raw != nil {
+		return s.serveRaw(r, raw, p.Name, dst)
 	}
 	r.call = handlers.CallToolRequest{Peer: r, Params: p}
 	res, err := s.reg.CallTool(r.ctx, &r.call)
@@ -522,6 +549,7 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	if res == nil {
 		res = &mcp.CallToolResult{}
 	}
+	r.toolErr = res.IsError
 	return s.appendToolResult(r, res, dst)
 }
 
@@ -818,14 +846,66 @@ func (r *request) Log(level, logger string, data any) error {
 }
 
 // appendRelatedTask appends ,"_meta":{related-task} inside a params object
-// when r runs as a task.
+// when r runs as a task, or ,"_meta":{related-request} when its client
+// asked for the link (linked).
 func (r *request) appendRelatedTask(dst []byte) []byte {
 	if r.task == nil || r.task.sess == nil {
-		return dst
+		if !r.linked() {
+			return dst
+		}
+		dst = append(dst, `,"_meta":{"`+mcp.MetaRelatedRequest+`":{"requestId":`...)
+		dst = append(dst, r.msg.ID...)
+		return append(dst, "}}"...)
 	}
 	dst = append(dst, `,"_meta":{"`+relatedTaskKey+`":{"taskId":`...)
 	dst = codec.AppendString(dst, r.task.id)
 	return append(dst, "}}"...)
+}
+
+// linked reports whether the messages r sends its client carry
+// _meta[mcp.MetaRelatedRequest]: its client declared the key among its
+// experimental capabilities, and r is a request, not a task (whose
+// messages carry related-task).
+func (r *request) linked() bool {
+	if r.task != nil || len(r.msg.ID) == 0 {
+		return false
+	}
+	var exp []byte
+	if r.stateless.on {
+		exp = r.ClientCapabilities().Experimental
+	} else if c := r.sess.ClientCapabilities(); c != nil {
+		exp = c.Experimental
+	}
+	return len(exp) > 0 && bytes.Contains(exp, []byte(`"`+mcp.MetaRelatedRequest+`"`))
+}
+
+// withRelatedRequest returns the params object obj with
+// _meta[mcp.MetaRelatedRequest] naming r added (a copy): into its _meta
+// when it has one.
+func (r *request) withRelatedRequest(obj []byte) []byte {
+	link := append([]byte(`"`+mcp.MetaRelatedRequest+`":{"requestId":`), r.msg.ID...)
+	link = append(link, '}')
+	if len(obj) < 2 || obj[0] != '{' {
+		obj = []byte("{}")
+	}
+	if meta, found, err := codec.ObjectField(obj, "_meta"); err == nil && found && len(meta) >= 2 && meta[0] == '{' {
+		at := int(uintptr(unsafe.Pointer(unsafe.SliceData(meta)))-uintptr(unsafe.Pointer(unsafe.SliceData(obj)))) + 1
+		out := make([]byte, 0, len(obj)+len(link)+1)
+		out = append(out, obj[:at]...)
+		out = append(out, link...)
+		if len(bytes.TrimSpace(meta[1:len(meta)-1])) > 0 {
+			out = append(out, ',')
+		}
+		return append(out, obj[at:]...)
+	}
+	out := make([]byte, 0, len(obj)+len(link)+12)
+	out = append(out, `{"_meta":{`...)
+	out = append(out, link...)
+	out = append(out, '}')
+	if len(bytes.TrimSpace(obj[1:len(obj)-1])) > 0 {
+		out = append(out, ',')
+	}
+	return append(out, obj[1:]...)
 }
 
 // StreamCloser is implemented by reply sinks whose stream a handler may end
@@ -968,6 +1048,9 @@ func (r *request) callClient(ctx context.Context, method string, params, result 
 		if raw, err = codec.Marshal(params); err != nil {
 			return fmt.Errorf("engine: encoding %s params: %w", method, err)
 		}
+	}
+	if r.linked() {
+		raw = r.withRelatedRequest(raw)
 	}
 	if t := r.task; t != nil {
 		// A task waiting on its client is input_required meanwhile, and

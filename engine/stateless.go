@@ -223,11 +223,10 @@ func reject(reply session.Sink, code int) {
 // session. caller is what Options.Authorize returned for it (nil without
 // authorization): the request's own, kept in its statelessMeta for whatever
 // serves it. here is route's: a request already on a worker, which serves
-// the request when it needs a handler. code is the JSON-RPC error code of
-// an answer given at once.
-func (s *Server) handleStateless(sess *session.Session, m *codec.Message, row *method, frame, out []byte, reply session.Sink, caller any, here *request) (res []byte, code int, queued, handled bool) {
+// the request when it needs a handler, and f its tools/call fields. code
+// is the JSON-RPC error code of an answer given at once.
+func (s *Server) handleStateless(sess *session.Session, m *codec.Message, row *method, frame, out []byte, reply session.Sink, caller any, here *request, f *toolFields) (res []byte, code int, queued, handled bool) {
 	var mm statelessMeta
-	var f toolFields
 	var meta []byte
 	if row.statelessNow == opInlineTool && f.scan(m.Params) {
 		meta = f.meta // the one scan of the params serves both
@@ -267,14 +266,16 @@ func (s *Server) handleStateless(sess *session.Session, m *codec.Message, row *m
 	case opListen:
 		return s.listen(sess, m, &mm, out, reply)
 	case opStatelessTask:
-		res, code = s.statelessTaskMethod(sess, m, &mm, out, reply)
-		return res, code, false, true
+		if !hasTasksExt(mm.caps) || !s.foreignTask(m) {
+			res, code = s.statelessTaskMethod(sess, m, &mm, out, reply)
+			return res, code, false, true
+		} // a task of a raw handler's server (a gateway's upstream): the pool serves it
 	case opInlineTool:
-		if dst, code, ok := s.inlineTool(sess, m, row, out, &f, &mm, reply); ok {
+		if dst, code, ok := s.inlineTool(sess, m, row, out, f, &mm, reply); ok {
 			return dst, code, false, true
 		}
 	}
-	res, code, queued = s.enqueue(sess, m, row, frame, out, reply, &f, &mm, here)
+	res, code, queued = s.enqueue(sess, m, row, frame, out, reply, f, &mm, here)
 	return res, code, queued, true
 }
 
@@ -444,12 +445,11 @@ func (s *Server) statelessTail(dst []byte, start int, hint *handlers.CacheHint) 
 		dst = slices.Insert(dst, resEnd, add...)
 	}
 	if metaEnd >= 0 {
-		var mi []byte
 		if len(bytes.TrimSpace(meta[1:len(meta)-1])) > 0 {
-			mi = append(mi, ',')
+			dst = slices.Insert(dst, metaEnd, ',')
+			metaEnd++
 		}
-		mi = append(mi, s.serverInfoMeta[1:len(s.serverInfoMeta)-1]...)
-		dst = slices.Insert(dst, metaEnd, mi...)
+		dst = slices.Insert(dst, metaEnd, s.serverInfoMeta[1:len(s.serverInfoMeta)-1]...)
 	}
 	return dst
 }

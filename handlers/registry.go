@@ -74,6 +74,9 @@ type snapshot struct {
 	templates   *set[*templateEntry]
 	prompts     *set[*promptEntry]
 	completions map[completionKey]CompletionHandler
+
+	raw          bool       // a raw item or foreignTasks was ever registered
+	foreignTasks RawHandler // SetForeignTasks
 }
 
 // NewRegistry returns an empty Registry.

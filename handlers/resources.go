@@ -18,6 +18,7 @@ import (
 type resourceEntry struct {
 	res      *mcp.Resource
 	h        ResourceHandler
+	raw      RawHandler             // a raw resource (AddRawResource)
 	contents []mcp.ResourceContents // static only
 	result   []byte                 // static only: {"contents":[...]}
 	hint     atomic.Pointer[CacheHint]
@@ -30,6 +31,9 @@ type templateEntry struct {
 	re   *regexp.Regexp // t's regexp, cached: Template.Regexp takes a lock
 	h    ResourceHandler
 	hint atomic.Pointer[CacheHint]
+
+	raw       RawHandler // a raw template (AddRawResourceTemplate)
+	completes bool       // raw: raw completes its variables
 }
 
 // AddResource registers a resource read by h, replacing (in place) a
@@ -156,6 +160,9 @@ func (r *Registry) ReadResource(ctx context.Context, req *ReadResourceRequest) (
 	s := r.snap.Load()
 	if re, ok := s.resources.get(uri); ok {
 		e := re.v
+		if e.raw != nil {
+			return readRaw(ctx, e.raw, req)
+		}
 		if e.h == nil {
 			return &mcp.ReadResourceResult{Contents: e.contents}, nil
 		}
@@ -163,6 +170,9 @@ func (r *Registry) ReadResource(ctx context.Context, req *ReadResourceRequest) (
 		return readWith(ctx, e.h, req)
 	}
 	if it, vals := matchTemplate(s.templates, uri); it != nil {
+		if it.v.raw != nil {
+			return readRaw(ctx, it.v.raw, req)
+		}
 		vars := make(map[string]string, len(vals))
 		for k, v := range vals {
 			vars[k] = strings.Join(v.V, ",")
@@ -185,6 +195,17 @@ func matchTemplate(s *set[*templateEntry], uri string) (*entry[*templateEntry], 
 		}
 	}
 	return nil, nil
+}
+
+func readRaw(ctx context.Context, h RawHandler, req *ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	res := new(mcp.ReadResourceResult)
+	if err := rawTyped(ctx, h, req.Peer, mcp.MethodResourcesRead, req.Params.URI, req.Params, res); err != nil {
+		return nil, err
+	}
+	if res.Contents == nil {
+		res.Contents = []mcp.ResourceContents{}
+	}
+	return res, nil
 }
 
 func readWith(ctx context.Context, h ResourceHandler, req *ReadResourceRequest) (*mcp.ReadResourceResult, error) {

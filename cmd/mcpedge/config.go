@@ -78,6 +78,12 @@ func applySources(fs *flag.FlagSet, args []string, tables *fileTables) error {
 			if given[kv.name] {
 				continue
 			}
+			if tv, ok := fs.Lookup(kv.name).Value.(tomlValue); ok {
+				if err := tv.SetTOML(kv.raw); err != nil {
+					return fmt.Errorf("config %s: %w", path, err)
+				}
+				continue
+			}
 			if err := fs.Set(kv.name, kv.value); err != nil {
 				return valueError(fmt.Sprintf("config %s: key %q: invalid value %q", path, kv.name, kv.value), fs.Lookup(kv.name), kv.value, err)
 			}
@@ -108,7 +114,18 @@ func unwrapFlagErr(err error) error {
 	return err
 }
 
-type keyValue struct{ name, value string }
+type keyValue struct {
+	name, value string
+	raw         any // the TOML value, for a tomlValue flag
+}
+
+// tomlValue is a flag whose config key takes TOML values of its own
+// (arrays of strings item by item, tables) rather than one string: it
+// reports its errors naming the key (and the sub-keys of its tables).
+type tomlValue interface {
+	flag.Value
+	SetTOML(v any) error
+}
 
 // readConfigFile reads a TOML file whose keys are flag names and returns
 // each key with its value in the string form its flag parses, sorted by
@@ -154,11 +171,15 @@ func parseConfig(data []byte, path string, fs *flag.FlagSet, tables *fileTables)
 			}
 			return nil, fmt.Errorf("config %s: unknown key %q%s", path, name, didYouMean(name, keys, "", "the keys are the flags' names and the tables "+tableNames()))
 		}
+		if _, ok := fs.Lookup(name).Value.(tomlValue); ok {
+			out = append(out, keyValue{name: name, raw: v})
+			continue
+		}
 		s, err := tomlString(v)
 		if err != nil {
 			return nil, fmt.Errorf("config %s: key %q: %w", path, name, err)
 		}
-		out = append(out, keyValue{name, s})
+		out = append(out, keyValue{name: name, value: s})
 	}
 	return out, nil
 }
@@ -242,6 +263,9 @@ func validate(c *config) error {
 		}
 	}
 	if err := validateCluster(c); err != nil {
+		return err
+	}
+	if err := validateGateway(c); err != nil {
 		return err
 	}
 	for _, f := range []struct {

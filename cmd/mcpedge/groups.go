@@ -114,6 +114,11 @@ var flagGroups = []struct {
 	{"cluster-name", groupCluster},
 	{"cluster-forward-timeout", groupCluster},
 
+	{"upstream", groupGateway},
+	{"upstream-max-message", groupGateway},
+	{"upstream-max-pending", groupGateway},
+	{"upstream-notify-rate", groupGateway},
+	{"upstream-start-timeout", groupGateway},
 	{"admin", groupObservability},
 	{"log-level", groupObservability},
 	{"log-format", groupObservability},

@@ -1,0 +1,3 @@
+package admin
+
+var Families = families
