@@ -85,14 +85,14 @@ func (l *listener) Accept() (net.Conn, error) {
 		}
 		delay = 0
 		if l.conns == nil {
-			return newLimitedConn(c, nil, netip.Addr{}), nil // for its state (connState)
+			return l.s.proxyState(newLimitedConn(c, nil, netip.Addr{})), nil // for its state (connState)
 		}
 		ip := remoteIP(c)
 		if err := l.conns.Acquire(ip); err != nil {
 			l.refuse(c, err)
 			continue
 		}
-		return newLimitedConn(c, l.conns, ip), nil
+		return l.s.proxyState(newLimitedConn(c, l.conns, ip)), nil
 	}
 }
 
@@ -208,14 +208,33 @@ func addrIP(a net.Addr) netip.Addr {
 type limitedConn struct {
 	net.Conn
 	conns    *netlimit.Limiter
-	ip       netip.Addr
+	ip       netip.Addr // counted under it; under mu once pp was set
 	released atomic.Bool
 	info     connInfo // for a drain (connState)
+
+	// The PROXY header (proxied.go): pp says what the first bytes may
+	// hold, pre keeps what was read past the header, client is the
+	// client it named. s logs the refusals.
+	s      *Server
+	pp     uint8
+	pre    []byte
+	client atomic.Pointer[net.TCPAddr]
+	mu     sync.Mutex
 }
 
 // Read reads, and marks an idle connection that got bytes as reading.
-func (c *limitedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+func (c *limitedConn) Read(p []byte) (n int, err error) {
+	switch {
+	case len(c.pre) > 0:
+		n = copy(p, c.pre)
+		if c.pre = c.pre[n:]; len(c.pre) == 0 {
+			c.pre = nil
+		}
+	case c.pp != ppNone:
+		n, err = c.proxyRead(p)
+	default:
+		n, err = c.Conn.Read(p)
+	}
 	if n > 0 {
 		if st := c.info.state.Load(); st == int32(fasthttp.StateIdle) || st == stateClosing {
 			c.info.state.CompareAndSwap(st, stateReading)
@@ -230,8 +249,12 @@ func newLimitedConn(c net.Conn, l *netlimit.Limiter, ip netip.Addr) *limitedConn
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	if c.conns != nil && c.released.CompareAndSwap(false, true) {
-		c.conns.Release(c.ip)
+	if c.conns != nil {
+		c.mu.Lock()
+		if c.released.CompareAndSwap(false, true) {
+			c.conns.Release(c.ip)
+		}
+		c.mu.Unlock()
 	}
 	return err
 }
