@@ -33,8 +33,8 @@
 //  1. Readiness turns off: Server.Ready reports false and
 //     Options.OnDraining is called, for a /readyz endpoint or a load
 //     balancer to take the node out.
-//  2. Every listener stops accepting (tcp.Server.StopAccepting,
-//     mcphttp.Server.StopAccepting): a new connection is refused.
+//  2. Every listener stops accepting (netkit.Transport.StopAccepting:
+//     tcp.Server's, mcphttp.Server's): a new connection is refused.
 //  3. Idle connections are closed: spread over Options.LameDuck when set
 //     (nats-server's lame-duck mode), then all at once (tcp.Server.Drain,
 //     mcphttp.Server.Drain), and from then on every connection as soon as

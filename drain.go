@@ -29,11 +29,8 @@ func (s *Server) beginDrain(ctx context.Context) {
 		if s.onDraining != nil {
 			s.onDraining()
 		}
-		if s.tcp != nil {
-			s.tcp.StopAccepting()
-		}
-		if s.http != nil {
-			s.http.StopAccepting()
+		for _, l := range s.listeners {
+			l.StopAccepting()
 		}
 		if s.lameDuck > 0 {
 			total := s.idleConns()
@@ -42,35 +39,32 @@ func (s *Server) beginDrain(ctx context.Context) {
 			}
 			spread(ctx, s.lameDuck, total, s.closeIdle)
 		}
-		if s.tcp != nil {
-			s.tcp.Drain()
-		}
-		if s.http != nil {
-			s.http.Drain()
+		for _, l := range s.listeners {
+			l.Drain()
 		}
 	})
 }
 
+// idleConns returns the number of idle connections of every listener.
 func (s *Server) idleConns() int {
 	n := 0
-	if s.tcp != nil {
-		n += s.tcp.IdleConns()
-	}
-	if s.http != nil {
-		n += s.http.IdleConns()
+	for _, l := range s.listeners {
+		n += l.IdleConns()
 	}
 	return n
 }
 
-// closeIdle closes up to max idle connections, TCP first, and returns how
-// many it closed.
+// closeIdle closes up to max idle connections (max < 0: all of them),
+// the first listener's first, and returns how many it closed.
 func (s *Server) closeIdle(max int) int {
 	n := 0
-	if s.tcp != nil {
-		n += s.tcp.CloseIdle(max)
-	}
-	if s.http != nil && n < max {
-		n += s.http.CloseIdle(max - n)
+	for _, l := range s.listeners {
+		switch {
+		case max < 0:
+			n += l.CloseIdle(-1)
+		case n < max:
+			n += l.CloseIdle(max - n)
+		}
 	}
 	return n
 }

@@ -6,10 +6,13 @@ import "github.com/mcpedge/mcpedge/transport/netlimit"
 // stores retain for resumption (0 without HTTP). It walks the sessions:
 // for metrics scrapes, not per request.
 func (s *Server) EventStoreBytes() int64 {
-	if s.http == nil {
-		return 0
+	var n int64
+	for _, l := range s.listeners {
+		if es, ok := l.Transport.(interface{ EventStoreBytes() int64 }); ok {
+			n += es.EventStoreBytes()
+		}
 	}
-	return s.http.EventStoreBytes()
+	return n
 }
 
 // Budgets returns the byte budgets of the network transports: the partial
@@ -25,12 +28,8 @@ func (s *Server) Budgets() (buffered, outbound []*netlimit.Budget) {
 		}
 		return append(list, b)
 	}
-	if s.tcp != nil {
-		in, out := s.tcp.Budgets()
-		buffered, outbound = add(buffered, in), add(outbound, out)
-	}
-	if s.http != nil {
-		in, out := s.http.Budgets()
+	for _, l := range s.listeners {
+		in, out := l.Budgets()
 		buffered, outbound = add(buffered, in), add(outbound, out)
 	}
 	return buffered, outbound

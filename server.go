@@ -15,6 +15,7 @@ import (
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/session"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
+	"github.com/mcpedge/mcpedge/transport/netkit"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/mcpedge/mcpedge/transport/stdio"
 	"github.com/mcpedge/mcpedge/transport/tcp"
@@ -121,7 +122,9 @@ var (
 )
 
 // TransportError is Serve's error when a listener fails (it cannot listen,
-// or stops on its own): Transport names it, "tcp" or "http".
+// or stops on its own): Transport names it, "tcp" or "http". When it
+// could not listen, Err wraps a *netkit.BindError naming the address and
+// the cause (errors.Is(err, syscall.EADDRINUSE)).
 type TransportError struct {
 	Transport string
 	Err       error
@@ -140,12 +143,12 @@ var errStopped = errors.New("listener stopped")
 // Serve, ServeStdio or both; stop it with Shutdown or by ending their
 // context. Its methods are safe for concurrent use.
 type Server struct {
-	eng   *engine.Server
-	tcp   *tcp.Server     // nil: no TCP
-	http  *mcphttp.Server // nil: no HTTP
-	stdio StdioOptions
-	drain time.Duration
-	log   *slog.Logger
+	eng       *engine.Server
+	listeners []listener      // the network transports, in the order they start, drain and stop
+	http      *mcphttp.Server // nil: no HTTP (HTTPServer)
+	stdio     StdioOptions
+	drain     time.Duration
+	log       *slog.Logger
 
 	closing   chan struct{} // closed by the first Shutdown
 	closeOnce sync.Once
@@ -158,6 +161,15 @@ type Server struct {
 	serving bool                   // Serve was called
 	served  bool                   // Serve or ServeStdio was called
 	stdios  map[*stdioRun]struct{} // ServeStdio calls running
+}
+
+// listener is one of the server's network transports, and the name
+// Serve's TransportError and the logs give it. The front door runs every
+// one the same way (netkit.Transport): it holds no code of any one
+// transport but New's, which builds them from Options.
+type listener struct {
+	name string
+	netkit.Transport
 }
 
 // stdioRun is one ServeStdio call: its session stops when cancel is
@@ -209,15 +221,26 @@ func New(opts Options) *Server {
 		s.stdio.DrainTimeout = s.drain
 	}
 	if opts.TCP != nil {
-		s.tcp = tcp.New(eng, *opts.TCP)
+		s.listeners = append(s.listeners, listener{"tcp", tcp.New(eng, *opts.TCP)})
 	}
 	if opts.HTTP != nil {
 		s.http = mcphttp.New(eng, *opts.HTTP)
+		s.listeners = append(s.listeners, listener{"http", s.http})
 		if opts.Cluster != nil {
 			opts.Cluster.Serve(s.http.Handler())
 		}
 	}
 	return s
+}
+
+// listener returns the listener named name, or nil.
+func (s *Server) listener(name string) netkit.Transport {
+	for _, l := range s.listeners {
+		if l.name == name {
+			return l.Transport
+		}
+	}
+	return nil
 }
 
 // shareBudgets gives TCP and HTTP, when both serve, one budget of each
@@ -265,23 +288,22 @@ func (s *Server) ResourceUpdated(uri string) { s.eng.ResourceUpdated(uri) }
 // TCPAddr waits until the TCP transport listens and returns its address
 // (useful with port 0). It returns nil when TCP is not configured, when
 // it failed to listen or was shut down first, or when ctx ends first.
-func (s *Server) TCPAddr(ctx context.Context) net.Addr {
-	if s.tcp == nil {
-		return nil
-	}
-	return s.tcp.Addr(ctx)
-}
+func (s *Server) TCPAddr(ctx context.Context) net.Addr { return s.addr(ctx, "tcp") }
 
 // HTTPAddr waits until the HTTP transport listens and returns its address
 // (useful with port 0); the MCP endpoint is "http://" + the address +
 // HTTPOptions.Path ("/mcp" by default). It returns nil when HTTP is not
 // configured, when it failed to listen or was shut down first, or when
 // ctx ends first.
-func (s *Server) HTTPAddr(ctx context.Context) net.Addr {
-	if s.http == nil {
-		return nil
+func (s *Server) HTTPAddr(ctx context.Context) net.Addr { return s.addr(ctx, "http") }
+
+// addr waits until the listener named name listens and returns its
+// address; nil when there is none of that name.
+func (s *Server) addr(ctx context.Context, name string) net.Addr {
+	if l := s.listener(name); l != nil {
+		return l.Addr(ctx)
 	}
-	return s.http.Addr(ctx)
+	return nil
 }
 
 // closed reports whether Shutdown has been called.
@@ -310,7 +332,7 @@ func (s *Server) closed() bool {
 // Serve is called at most once; it returns ErrNoTransport when neither TCP
 // nor HTTP is configured.
 func (s *Server) Serve(ctx context.Context) error {
-	if s.tcp == nil && s.http == nil {
+	if len(s.listeners) == 0 {
 		return ErrNoTransport
 	}
 	s.mu.Lock()
@@ -332,18 +354,11 @@ func (s *Server) Serve(ctx context.Context) error {
 	// The listeners' context never ends: ending ctx stops them through the
 	// shutdown order, not at once.
 	lctx := context.WithoutCancel(ctx)
-	results := make(chan result, 2)
-	running := 0
-	start := func(name string, listen func(context.Context) error) {
-		running++
-		go func() { results <- result{name, listen(lctx)} }()
+	results := make(chan result, len(s.listeners))
+	for _, l := range s.listeners {
+		go func() { results <- result{l.name, l.ListenAndServe(lctx)} }()
 	}
-	if s.tcp != nil {
-		start("tcp", s.tcp.ListenAndServe)
-	}
-	if s.http != nil {
-		start("http", s.http.ListenAndServe)
-	}
+	running := len(s.listeners)
 
 	var err error
 	select {
@@ -456,7 +471,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	served := s.served
 	s.mu.Unlock()
 	if served {
-		args := []any{"active", s.eng.Active(), "tasks", s.eng.RunningTasks()}
+		var conns int64
+		for _, l := range s.listeners {
+			conns += l.Conns()
+		}
+		args := []any{"active", s.eng.Active(), "tasks", s.eng.RunningTasks(), "conns", conns}
 		if d, ok := ctx.Deadline(); ok {
 			args = append(args, "timeout", time.Until(d).Round(time.Millisecond))
 		}
@@ -471,16 +490,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("mcpedge: drain: %w", err))
 	}
 	// 5. The transports stop.
-	if s.tcp != nil {
-		if err := s.tcp.Shutdown(ctx); err != nil {
-			s.log.Warn("tcp shutdown", "err", err)
-			errs = append(errs, fmt.Errorf("mcpedge: tcp shutdown: %w", err))
-		}
-	}
-	if s.http != nil {
-		if err := s.http.Shutdown(ctx); err != nil {
-			s.log.Warn("http shutdown", "err", err)
-			errs = append(errs, fmt.Errorf("mcpedge: http shutdown: %w", err))
+	for _, l := range s.listeners {
+		if err := l.Shutdown(ctx); err != nil {
+			s.log.Warn(l.name+" shutdown", "err", err)
+			errs = append(errs, fmt.Errorf("mcpedge: %s shutdown: %w", l.name, err))
 		}
 	}
 	s.mu.Lock()

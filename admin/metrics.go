@@ -12,14 +12,10 @@
 package admin
 
 import (
-	"errors"
 	"io"
 	"math/rand/v2"
-	"net"
-	"os"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -29,9 +25,6 @@ import (
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
-	mcphttp "github.com/mcpedge/mcpedge/transport/http"
-	"github.com/mcpedge/mcpedge/transport/netlimit"
-	"github.com/mcpedge/mcpedge/transport/tcp"
 )
 
 // Transports, the values of the transport label.
@@ -81,71 +74,20 @@ const nCodes = len(codes) + 1 // and "other"
 // limits are the values of the limit label of refusals.
 var limits = [...]string{engine.LimitRate, engine.LimitRateIP, engine.LimitInflight, engine.LimitWorkers, engine.LimitShutdown, engine.LimitSubscriptions, engine.LimitTasks, engine.LimitTaskWorkers, "other"}
 
-// reasons name the typed causes of a connection or session closing, in
-// the order they are tested; a cause that is none of them is "other", and
-// nil (none given) is "closed".
-var reasons = [...]struct {
-	err  error
-	name string
-}{
-	{tcp.ErrSlowConsumer, "slow_consumer"},
-	{mcphttp.ErrSlowConsumer, "slow_consumer"},
-	{session.ErrSlowConsumer, "slow_consumer"},
-	{tcp.ErrTooLarge, "too_large"},
-	{tcp.ErrFraming, "framing"},
-	{tcp.ErrReadTimeout, "read_timeout"},
-	{tcp.ErrIdleTimeout, "idle_timeout"},
-	{tcp.ErrBufferBudget, "buffer_budget"},
-	{netlimit.ErrBufferBudget, "buffer_budget"},
-	{netlimit.ErrOutboundBudget, "outbound_budget"},
-	{tcp.ErrPanic, "panic"},
-	{engine.ErrPanic, "panic"},
-	{engine.ErrKeepAlive, "keepalive"},
-	{engine.ErrShuttingDown, "shutdown"},
-	{mcphttp.ErrSessionIdle, "session_idle"},
-	{mcphttp.ErrInitTimeout, "init_timeout"},
-	{mcphttp.ErrEvicted, "evicted"},
-	{mcphttp.ErrDeleted, "deleted"},
-	{mcphttp.ErrClientGone, "client_gone"},
-	{mcphttp.ErrServerClosed, "server_closed"},
-	{mcphttp.ErrStreamEnded, "stream_ended"},
-	{netlimit.ErrTooManyConnsPerIP, "max_conns_per_ip"},
-	{netlimit.ErrTooManyConns, "max_conns"},
-	{tcp.ErrTooManyConns, "max_conns"},
-	{session.ErrClosed, "closed"},
-	{io.EOF, "closed"},
-	{net.ErrClosed, "closed"},
-	{syscall.ECONNRESET, "reset"},
-	{syscall.EPIPE, "reset"},
-	{os.ErrDeadlineExceeded, "timeout"},
-}
+// nReasons bounds the distinct reason label values: one per
+// codec.CloseReason. Every layer's close causes carry one, so that the
+// label of a cause is read from it (codec.ReasonOf), whatever transport
+// made it.
+const nReasons = codec.NumCloseReasons
 
-// nReasons bounds the distinct reason label values (reasons, "other").
-const nReasons = len(reasons) + 1
+// Reason returns the label value of a close cause: its
+// codec.CloseReason's label, "closed" for nil, "other" for a cause that
+// carries no reason.
+func Reason(err error) string { return codec.ReasonOf(err).String() }
 
-// Reason returns the label value of a close cause: the name of the first
-// typed error of the transports, the engine or the session it matches,
-// "closed" for nil, else "other".
-func Reason(err error) string { return reasonName(reasonIndex(err)) }
+func reasonIndex(err error) int { return int(codec.ReasonOf(err)) }
 
-func reasonIndex(err error) int {
-	if err == nil {
-		err = session.ErrClosed
-	}
-	for i, r := range reasons {
-		if errors.Is(err, r.err) {
-			return i
-		}
-	}
-	return len(reasons)
-}
-
-func reasonName(i int) string {
-	if i < len(reasons) {
-		return reasons[i].name
-	}
-	return "other"
-}
+func reasonName(i int) string { return codec.CloseReason(i).String() }
 
 // LatencyBuckets are the upper bounds, in seconds, of the request latency
 // histograms.
@@ -397,7 +339,7 @@ func (m *Metrics) ConnClosed(transport string, reason error) {
 	t, r := transportIndex(transport), reasonIndex(reason)
 	m.open[t].Add(-1)
 	m.counter(&m.connReason[t][r], "mcpedge_connections_closed_total", t, r).Inc()
-	if reasonName(r) == "slow_consumer" {
+	if codec.CloseReason(r) == codec.ReasonSlowConsumer {
 		m.SlowConsumer(transport)
 	}
 }

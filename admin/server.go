@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	mcphttp "github.com/mcpedge/mcpedge/transport/http"
+	"github.com/mcpedge/mcpedge/internal/hostcheck"
 )
 
 // DefaultAddr is where the admin listener listens by default.
@@ -192,7 +192,7 @@ type Server struct {
 	ln       net.Listener
 	srv      *http.Server
 	loopback bool // bound to loopback only
-	hosts    atomic.Pointer[mcphttp.HostCheck]
+	hosts    atomic.Pointer[hostcheck.Check]
 }
 
 // Listen binds addr at once (so that a bad address fails at start) and
@@ -201,7 +201,7 @@ type Server struct {
 // the standard logger).
 //
 // Requests are checked against DNS rebinding as the MCP listener checks
-// them (mcphttp.HostCheck): bound to loopback, the listener answers only
+// them (package hostcheck): bound to loopback, the listener answers only
 // requests whose Host is a loopback name or one SetAllowedHosts allows,
 // so that a web page whose name resolves to 127.0.0.1 cannot read the
 // profiles or the figures; other Hosts get 403. A Host that is an IP
@@ -249,7 +249,7 @@ func ipHost(h string) bool {
 // as -allowed-hosts does for the MCP listener ("name", "name:port", "*").
 // Safe for concurrent use: a configuration reload calls it.
 func (s *Server) SetAllowedHosts(hosts []string) {
-	s.hosts.Store(mcphttp.NewHostCheck(hosts, s.loopback))
+	s.hosts.Store(hostcheck.New(hosts, s.loopback))
 }
 
 // Addr returns the address the admin listener listens on.

@@ -235,7 +235,7 @@ func (b *httpBase) readBody(resp *http.Response) ([]byte, error) {
 		return nil, fmt.Errorf("%w: reading the answer: %w", ErrConnectionLost, err)
 	}
 	if len(body) > b.max {
-		return nil, ErrTooLarge
+		return nil, fmt.Errorf("client: answer over the size limit: %w", ErrTooLarge)
 	}
 	return body, nil
 }
@@ -263,7 +263,7 @@ func (s *sseStream) next() ([]byte, error) {
 		ev, n, ok, err := s.p.Next(s.buf[s.start:])
 		if err != nil {
 			if errors.Is(err, codec.ErrTooLarge) {
-				return nil, fmt.Errorf("%w (an SSE event)", ErrTooLarge)
+				return nil, fmt.Errorf("client: SSE event over the size limit: %w", err)
 			}
 			return nil, fmt.Errorf("%w: SSE: %w", ErrProtocol, err)
 		}

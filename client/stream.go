@@ -121,7 +121,7 @@ func (c *streamConn) readLoop() {
 			frame, k, err := c.framer.Next(buf[consumed:])
 			if err != nil {
 				if errors.Is(err, codec.ErrTooLarge) {
-					cause = fmt.Errorf("%w (%w)", ErrTooLarge, err)
+					cause = fmt.Errorf("client: inbound message over the size limit: %w", err)
 				} else {
 					cause = fmt.Errorf("%w: bad frame: %w", ErrProtocol, err)
 				}

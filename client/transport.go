@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"errors"
+
+	"github.com/mcpedge/mcpedge/codec"
 )
 
 // Transport opens connections to one MCP server. A Transport is a
@@ -60,8 +62,10 @@ var (
 	ErrConnectionLost = errors.New("client: connection lost")
 	// ErrProtocol reports a message that is not JSON-RPC 2.0.
 	ErrProtocol = errors.New("client: protocol error")
-	// ErrTooLarge reports an inbound message over the size limit.
-	ErrTooLarge = errors.New("client: inbound message over the size limit")
+	// ErrTooLarge reports an inbound message over the size limit: it is
+	// codec.ErrTooLarge, the one error of an oversized message, server's
+	// and client's.
+	ErrTooLarge = codec.ErrTooLarge
 	// ErrBackpressure reports an outbound queue over its bound: the
 	// server is not reading.
 	ErrBackpressure = errors.New("client: outbound queue full: the server is not reading")

@@ -1,6 +1,8 @@
 // Package codec holds mcpedge's JSON-RPC 2.0 layer: the message envelope and
 // its zero-copy decoder, append-style encoders, the error codes, pooled
-// buffers and the framers (newline, Content-Length, SSE).
+// buffers and the framers (newline, Content-Length, SSE); and
+// CloseReason, the typed reason of every connection or session that ends,
+// which every layer above shares.
 //
 // Lifetimes: a Message filled by Decode aliases the bytes it was decoded
 // from. It is valid only while those bytes are; a transport that hands a
@@ -69,11 +71,13 @@ func (m *Message) Reset() { *m = Message{} }
 // Sentinel errors. Decode returns ErrParse and ErrInvalidRequest, which
 // transports answer with CodeParseError and CodeInvalidRequest; the framers
 // and SSEParser return ErrTooLarge (and ErrParse for a bad header) when a
-// stream cannot be read further.
+// stream cannot be read further. ErrTooLarge is the one declaration of a
+// message over the size limit, in every transport and the client; it
+// carries ReasonTooLarge.
 var (
 	ErrParse          = errors.New("codec: parse error")
 	ErrInvalidRequest = errors.New("codec: invalid request")
-	ErrTooLarge       = errors.New("codec: message too large")
+	ErrTooLarge       = ReasonTooLarge.Err("codec: message too large")
 )
 
 var nullJSON = []byte("null")

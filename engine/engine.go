@@ -200,7 +200,7 @@ const Version = "0.1.0"
 
 // Sentinel errors.
 var (
-	ErrShuttingDown = errors.New("engine: shutting down")
+	ErrShuttingDown = codec.ReasonShutdown.Err("engine: shutting down")
 )
 
 // Server is an MCP server engine. Its methods are safe for concurrent use.
@@ -432,7 +432,7 @@ func (s *Server) recovered(p any, where string, sess *session.Session, method st
 
 // ErrPanic is the cause of a session closed because a message it sent
 // made the server panic where no answer could be sent.
-var ErrPanic = errors.New("engine: panic while serving a message")
+var ErrPanic = codec.ReasonPanic.Err("engine: panic while serving a message")
 
 // Active returns the number of requests being served.
 func (s *Server) Active() int64 { return s.active.Load() }

@@ -2,15 +2,15 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"time"
 
+	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 )
 
 // ErrKeepAlive is the cause of a session closed for missing pings.
-var ErrKeepAlive = errors.New("engine: session missed keep-alive pings")
+var ErrKeepAlive = codec.ReasonKeepAlive.Err("engine: session missed keep-alive pings")
 
 // keepAlive pings every initialized session each KeepAlive interval; a
 // session that misses KeepAliveMisses pings in a row is closed. At most one

@@ -29,7 +29,7 @@ type Observer interface {
 	Refused(sess *session.Session, limit string)
 	// SessionClosed is called once when a session ends, with its cause
 	// (the transports' typed reasons: tcp.ErrIdleTimeout,
-	// mcphttp.ErrSessionIdle, ...).
+	// mcphttp.ErrSessionIdle, ...; codec.ReasonOf(cause) is its label).
 	SessionClosed(sess *session.Session, cause error)
 }
 
@@ -43,7 +43,8 @@ type ConnObserver interface {
 	// ConnOpened is called when a connection is accepted and served.
 	ConnOpened(transport string)
 	// ConnClosed is called once when a served connection closes, with the
-	// transport's typed reason (nil when it has none to give).
+	// transport's typed reason (nil when it has none to give;
+	// codec.ReasonOf(reason) is its label).
 	ConnClosed(transport string, reason error)
 	// ConnRefused is called when a connection is refused at accept (a
 	// connection limit), with the reason.

@@ -42,12 +42,13 @@ func (s State) String() string {
 	return "closed"
 }
 
-// Sentinel errors.
+// Sentinel errors. ErrClosed, ErrNotInitialized and ErrSlowConsumer end
+// sessions: they carry their codec.CloseReason.
 var (
-	ErrClosed            = errors.New("session: closed")
-	ErrNotInitialized    = errors.New("session: not initialized")
+	ErrClosed            = codec.ReasonClosed.Err("session: closed")
+	ErrNotInitialized    = codec.ReasonNotInitialized.Err("session: not initialized")
 	ErrAlreadyInitialize = errors.New("session: already initialized")
-	ErrSlowConsumer      = errors.New("session: slow consumer")
+	ErrSlowConsumer      = codec.ReasonSlowConsumer.Err("session: slow consumer")
 )
 
 // Sink receives a session's outbound messages. Send takes ownership of b

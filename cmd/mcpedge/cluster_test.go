@@ -61,17 +61,27 @@ func TestClusterBadRoutesStart(t *testing.T) {
 		l := c.log.String()
 		return strings.Contains(l, "names this node itself") && strings.Contains(l, dead)
 	}, 10*time.Second, 20*time.Millisecond, c.log.String())
-	resp, err := http.Get("http://" + adminAddr + "/readyz")
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	// Before its listeners are up /readyz says only "not ready"; once they
+	// are, it names the cluster check that fails. Wait for that state.
+	var status int
+	var body []byte
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + adminAddr + "/readyz")
+		if err != nil {
+			return false
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		status = resp.StatusCode
+		return strings.Contains(string(body), "cluster")
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, http.StatusServiceUnavailable, status)
 	assert.Contains(t, string(body), "no route")
 	// It serves what it owns: a session on it works.
 	req, _ := http.NewRequest(http.MethodPost, "http://"+c.addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)

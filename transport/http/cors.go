@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/internal/hostcheck"
 	"github.com/valyala/fasthttp"
 )
 
@@ -69,7 +70,7 @@ type corsList struct {
 // request is answered by the new list. It is safe for concurrent use.
 func (s *Server) SetCORS(origins []string) {
 	cl := &corsList{raw: append([]string(nil), origins...)}
-	cl.origins, cl.any = lowerList(origins)
+	cl.origins, cl.any = hostcheck.LowerList(origins)
 	if !cl.any && len(cl.origins) == 0 {
 		s.cors.Store(nil)
 		return

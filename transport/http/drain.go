@@ -2,25 +2,20 @@ package http
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/transport/netkit"
 	"github.com/valyala/fasthttp"
 )
 
 // ErrDraining is the reason logged for an idle keep-alive connection
 // closed by a drain (CloseIdle, Drain).
-var ErrDraining = errors.New("mcphttp: server draining")
-
-// drainTick is how often a drain closes the keep-alive connections that
-// have become idle since it last looked.
-const drainTick = 10 * time.Millisecond
+var ErrDraining = codec.ReasonDraining.Err("mcphttp: server draining")
 
 // connTable tracks the server's connections and whether each is idle
 // between requests (fasthttp's ConnState), so that a drain can close the
@@ -68,7 +63,7 @@ func (s *Server) connReason(c net.Conn) error {
 func (ci *connInfo) poke(c net.Conn, from int32) bool {
 	ci.mu.Lock()
 	defer ci.mu.Unlock()
-	if ci.state.Load() != from || unread(c) {
+	if ci.state.Load() != from || netkit.UnreadConn(c) {
 		return false
 	}
 	if from == int32(fasthttp.StateIdle) && !ci.state.CompareAndSwap(from, stateClosing) {
@@ -185,37 +180,20 @@ func (s *Server) CloseIdle(max int) int {
 func (s *Server) StopAccepting() {
 	s.mu.Lock()
 	s.noAccept = true
-	wl := s.wl
+	acc := s.acc
 	s.mu.Unlock()
-	if wl != nil {
-		_ = wl.Close()
+	if acc != nil {
+		_ = acc.Close()
 	}
 }
 
 // Drain closes every idle keep-alive connection now, and then, until
-// Shutdown, each one as soon as it is idle; while the engine drains,
-// every answer also ends its connection. Requests in flight and streams
-// are served on.
+// Shutdown, each one as soon as it is idle (netkit.Drainer); while the
+// engine drains, every answer also ends its connection. Requests in
+// flight and streams are served on.
 func (s *Server) Drain() {
-	first := s.draining.CompareAndSwap(false, true)
+	s.drain.Start(s.stop, s.CloseIdle)
 	s.CloseIdle(-1)
-	if !first {
-		return
-	}
-	s.drainWG.Add(1)
-	go func() {
-		defer s.drainWG.Done()
-		t := time.NewTicker(drainTick)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.stop:
-				return
-			case <-t.C:
-				s.CloseIdle(-1)
-			}
-		}
-	}()
 }
 
 // sessionNotFound answers a request for a session that is not (or no
@@ -240,7 +218,7 @@ func (s *Server) settle(ctx context.Context) {
 		pending := false
 		s.conns.m.Range(func(k, v any) bool {
 			st := v.(*connInfo).state.Load()
-			if st == stateReading || ((st == int32(fasthttp.StateIdle) || st == stateClosing) && unread(k.(net.Conn))) {
+			if st == stateReading || ((st == int32(fasthttp.StateIdle) || st == stateClosing) && netkit.UnreadConn(k.(net.Conn))) {
 				pending = true
 				return false
 			}
@@ -255,23 +233,4 @@ func (s *Server) settle(ctx context.Context) {
 		case <-time.After(time.Millisecond):
 		}
 	}
-}
-
-// unread reports whether c's socket holds bytes not read yet.
-func unread(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	waiting := false
-	_ = rc.Control(func(fd uintptr) {
-		var b [1]byte
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		waiting = err == nil && n > 0
-	})
-	return waiting
 }

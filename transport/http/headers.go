@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"net"
-	"net/netip"
 	"strings"
 
 	"github.com/mcpedge/mcpedge/codec"
-	"github.com/mcpedge/mcpedge/internal/bytesconv"
+	"github.com/mcpedge/mcpedge/internal/hostcheck"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/valyala/fasthttp"
@@ -108,26 +107,7 @@ func (s *Server) checkHostOrigin(ctx *fasthttp.RequestCtx) bool {
 
 func (s *Server) hostOK(host []byte) bool {
 	al := s.allow.Load()
-	return hostAllowed(host, al.hosts, al.anyHost, s.loopback.Load())
-}
-
-// hostAllowed is the Host check of the MCP listener and of HostCheck:
-// hosts is the lower-cased allow-list, any its "*", loopback whether the
-// listener is bound to loopback only.
-func hostAllowed(host []byte, hosts []string, any, loopback bool) bool {
-	if any {
-		return true
-	}
-	name := hostname(host)
-	if isLoopbackName(name) {
-		return true
-	}
-	for _, h := range hosts {
-		if bytes.EqualFold(host, []byte(h)) || bytes.EqualFold(name, []byte(h)) {
-			return true
-		}
-	}
-	return len(hosts) == 0 && !loopback
+	return hostcheck.Host(host, al.hosts, al.anyHost, s.loopback.Load())
 }
 
 func (s *Server) originOK(origin []byte) bool {
@@ -148,42 +128,11 @@ func (s *Server) originOK(origin []byte) bool {
 	return len(al.origins) == 0 && !s.loopback.Load()
 }
 
-// hostname strips the port from a Host value or an origin's authority:
-// "[::1]:80" → "::1", "localhost:80" → "localhost".
-func hostname(h []byte) []byte {
-	if len(h) > 0 && h[0] == '[' {
-		if i := bytes.IndexByte(h, ']'); i > 0 {
-			return h[1:i]
-		}
-		return h
-	}
-	if i := bytes.LastIndexByte(h, ':'); i >= 0 && bytes.IndexByte(h[:i], ':') < 0 {
-		return h[:i]
-	}
-	return h
-}
-
-// isLoopbackName reports whether a host name is localhost or a loopback IP.
-func isLoopbackName(n []byte) bool {
-	n = bytes.TrimSuffix(n, []byte("."))
-	if bytes.EqualFold(n, []byte("localhost")) {
-		return true
-	}
-	if len(n) == 0 || bytes.IndexByte(n, '%') >= 0 {
-		return false
-	}
-	a, err := netip.ParseAddr(bytesconv.B2S(n))
-	return err == nil && a.IsLoopback()
-}
-
-// loopbackAddr reports whether a listen address binds loopback only.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	return isLoopbackName([]byte(host))
-}
+// hostname, isLoopbackName and loopbackAddr are the host check's
+// (package hostcheck), which the admin listener makes too.
+func hostname(h []byte) []byte      { return hostcheck.Hostname(h) }
+func isLoopbackName(n []byte) bool  { return hostcheck.Loopback(n) }
+func loopbackAddr(addr string) bool { return hostcheck.LoopbackAddr(addr) }
 
 // mediaTypeIs reports whether a Content-Type value names media type mt
 // (case-insensitive, parameters ignored).

@@ -79,7 +79,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,6 +90,7 @@ import (
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/internal/lograte"
 	"github.com/mcpedge/mcpedge/session"
+	"github.com/mcpedge/mcpedge/transport/netkit"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/mcpedge/mcpedge/transport/proxied"
 	"github.com/valyala/fasthttp"
@@ -253,15 +253,16 @@ type Options struct {
 	Auth *auth.Verifier
 }
 
-// Sentinel errors.
+// Sentinel errors: the causes of the connections, streams and sessions
+// the server ends, each carrying its codec.CloseReason.
 var (
-	ErrClientGone   = errors.New("mcphttp: client disconnected")
-	ErrSlowConsumer = errors.New("mcphttp: slow consumer: stream buffer over the limit")
-	ErrSessionIdle  = errors.New("mcphttp: session idle")
-	ErrDeleted      = errors.New("mcphttp: session deleted by the client")
-	ErrServerClosed = errors.New("mcphttp: server closed")
-	ErrStreamEnded  = errors.New("mcphttp: legacy SSE stream ended")
-	errStateless    = errors.New("mcphttp: stateless request served")
+	ErrClientGone   = codec.ReasonClientGone.Err("mcphttp: client disconnected")
+	ErrSlowConsumer = codec.ReasonSlowConsumer.Err("mcphttp: slow consumer: stream buffer over the limit")
+	ErrSessionIdle  = codec.ReasonSessionIdle.Err("mcphttp: session idle")
+	ErrDeleted      = codec.ReasonDeleted.Err("mcphttp: session deleted by the client")
+	ErrServerClosed = codec.ReasonServerClosed.Err("mcphttp: server closed")
+	ErrStreamEnded  = codec.ReasonStreamEnded.Err("mcphttp: legacy SSE stream ended")
+	errStateless    = codec.ReasonStateless.Err("mcphttp: stateless request served")
 )
 
 // Server is the Streamable HTTP transport. Serve it with ListenAndServe or
@@ -320,13 +321,14 @@ type Server struct {
 
 	lingering atomic.Int32 // refused connections being drained
 
-	conns    connTable      // open connections and their states
-	wl       *listener      // the listener Serve accepts from
-	noAccept bool           // StopAccepting was called; under mu
-	draining atomic.Bool    // Drain was called
-	drainWG  sync.WaitGroup // the drain's idle closer
+	conns    connTable        // open connections and their states
+	acc      *netkit.Acceptor // what Serve accepts from
+	noAccept bool             // StopAccepting was called; under mu
+	drain    netkit.Drainer   // Drain was called; its idle closer
 	lingerWG sync.WaitGroup
 }
+
+var _ netkit.Transport = (*Server)(nil)
 
 // New returns a Streamable HTTP transport serving eng. The session reaper
 // starts with it and stops at Shutdown.
@@ -438,20 +440,6 @@ func New(eng *engine.Server, opts Options) *Server {
 	return s
 }
 
-func lowerList(in []string) (out []string, any bool) {
-	for _, v := range in {
-		v = strings.ToLower(strings.TrimSpace(v))
-		switch v {
-		case "":
-		case "*":
-			any = true
-		default:
-			out = append(out, strings.TrimSuffix(v, "/"))
-		}
-	}
-	return out, any
-}
-
 // Options returns the options in effect (defaults filled in), with the
 // allow-lists SetAllowed last set.
 func (s *Server) Options() Options {
@@ -487,7 +475,7 @@ func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 			ctx.SetConnectionClose()
 		}
 	}()
-	if s.draining.Load() || s.eng.ShuttingDown() {
+	if s.drain.Draining() || s.eng.ShuttingDown() {
 		// Draining: each answer ends its connection, so that no client
 		// sends its next request on a keep-alive connection that Shutdown
 		// is about to close under it.
@@ -545,10 +533,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.ln = ln
-	s.wl = s.wrapListener(ln)
+	s.acc = netkit.NewAcceptor(ln, netkit.AcceptConfig{
+		Transport: "http", Log: s.log, Conns: s.opts.Conns, Refuse: s.refuse, Observer: s.cobs,
+	})
 	s.mu.Unlock()
 	s.readyOne.Do(func() { close(s.ready) })
-	var l net.Listener = s.wl
+	var l net.Listener = admitted{s.acc, s.opts.Conns, s}
 	if s.opts.TLS != nil {
 		// The handshake runs on the connection's goroutine, at its first
 		// read, bounded by ReadTimeout; the connection limit counts it
@@ -592,7 +582,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.readyOne.Do(func() { close(s.ready) })
 	s.stopOne.Do(func() { close(s.stop) })
 	s.reaperWG.Wait()
-	s.drainWG.Wait()
+	s.drain.Wait()
 	for _, d := range s.detach {
 		d()
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/valyala/fasthttp"
 )
@@ -22,8 +23,8 @@ var (
 	// initialize within Options.InitTimeout; ErrEvicted one that made
 	// room for a new session while the table was full: one never used
 	// after initialize, else the idle one used least recently.
-	ErrInitTimeout = errors.New("mcphttp: session not initialized in time")
-	ErrEvicted     = errors.New("mcphttp: session evicted to make room: session limit reached")
+	ErrInitTimeout = codec.ReasonInitTimeout.Err("mcphttp: session not initialized in time")
+	ErrEvicted     = codec.ReasonEvicted.Err("mcphttp: session evicted to make room: session limit reached")
 )
 
 var hdrRetryAfter = []byte("Retry-After")

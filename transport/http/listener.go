@@ -5,22 +5,17 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/mcpedge/mcpedge/transport/netkit"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/valyala/fasthttp"
 )
 
-// Accept back-off, as net/http's: 5 ms, doubling, at most 1 s.
 const (
-	acceptDelayMin = 5 * time.Millisecond
-	acceptDelayMax = time.Second
-	// acceptLogEvery rate-limits the warnings of a run of accept errors.
-	acceptLogEvery = time.Second
 	// refuseWriteTimeout bounds writing the 503 to a connection over the
 	// connection limit; the socket is fresh, its buffer empty.
 	refuseWriteTimeout = 100 * time.Millisecond
@@ -35,110 +30,29 @@ const (
 	retryAfterConns = 1
 )
 
-// listener is the server's view of the listener it serves: accept errors
-// that a later accept may not have (out of descriptors, a connection
-// aborted before it was accepted) are retried with back-off and logged
-// instead of ending Serve, and every connection counts against
-// Options.Conns until it closes.
-type listener struct {
-	net.Listener
-	s     *Server
+// admitted is the listener fasthttp serves: the connections of the
+// transport's netkit.Acceptor (accept errors that a later accept may not
+// have are retried with back-off instead of ending Serve; connections
+// over Options.Conns are refused), each counted until it closes.
+type admitted struct {
+	*netkit.Acceptor
 	conns *netlimit.Limiter
-
-	closeOnce sync.Once
-	done      chan struct{}
-
-	lastLog    time.Time // accept-error warnings; used by Accept only
-	suppressed int
-	lastRefuse atomic.Int64 // UnixNano of the last warning of a refusal
-}
-
-func (s *Server) wrapListener(ln net.Listener) *listener {
-	return &listener{Listener: ln, s: s, conns: s.opts.Conns, done: make(chan struct{})}
-}
-
-// Close closes the listener and ends a back-off in progress.
-func (l *listener) Close() error {
-	l.closeOnce.Do(func() { close(l.done) })
-	return l.Listener.Close()
+	s     *Server
 }
 
 // Accept returns the next connection admitted by the connection limit.
-func (l *listener) Accept() (net.Conn, error) {
-	var delay time.Duration
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			if !retryAccept(err) {
-				return nil, err
-			}
-			delay = min(max(2*delay, acceptDelayMin), acceptDelayMax)
-			l.logAcceptError(err, delay)
-			t := time.NewTimer(delay)
-			select {
-			case <-t.C:
-			case <-l.done:
-				t.Stop()
-				return nil, net.ErrClosed // fasthttp's Serve returns nil on it
-			}
-			continue
-		}
-		delay = 0
-		if l.conns == nil {
-			return l.s.proxyState(newLimitedConn(c, nil, netip.Addr{})), nil // for its state (connState)
-		}
-		ip := remoteIP(c)
-		if err := l.conns.Acquire(ip); err != nil {
-			l.refuse(c, err)
-			continue
-		}
-		return l.s.proxyState(newLimitedConn(c, l.conns, ip)), nil
+func (l admitted) Accept() (net.Conn, error) {
+	c, ip, err := l.Acceptor.Accept()
+	if err != nil {
+		return nil, err // net.ErrClosed: fasthttp's Serve returns nil on it
 	}
+	return l.s.proxyState(newLimitedConn(c, l.conns, ip)), nil // counted, and for its state (connState)
 }
 
-// retryAccept reports whether an accept error is transient: the listener
-// stays usable and a later accept may succeed.
-func retryAccept(err error) bool {
-	if errors.Is(err, net.ErrClosed) {
-		return false
-	}
-	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ECONNABORTED, syscall.ECONNRESET,
-		syscall.ENOBUFS, syscall.ENOMEM, syscall.EINTR, syscall.EAGAIN, syscall.EPROTO, syscall.EPERM, syscall.ETIMEDOUT} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	var ne interface{ Temporary() bool }
-	if errors.As(err, &ne) && ne.Temporary() {
-		return true
-	}
-	var te interface{ Timeout() bool }
-	return errors.As(err, &te) && te.Timeout()
-}
-
-// logAcceptError warns of an accept error, at most once a second, with
-// the count of those not logged since.
-func (l *listener) logAcceptError(err error, delay time.Duration) {
-	now := time.Now()
-	if now.Sub(l.lastLog) < acceptLogEvery {
-		l.suppressed++
-		return
-	}
-	l.s.log.Warn("HTTP accept failed; retrying", "err", err, "retry_in", delay, "not_logged", l.suppressed)
-	l.lastLog, l.suppressed = now, 0
-}
-
-// refuse answers a connection over the connection limit with 503 and
-// closes it.
-func (l *listener) refuse(c net.Conn, why error) {
-	if l.s.cobs != nil {
-		l.s.cobs.ConnRefused("http", why)
-	}
-	if now := time.Now().UnixNano(); now-l.lastRefuse.Load() > int64(acceptLogEvery) {
-		l.lastRefuse.Store(now)
-		l.s.log.Warn("HTTP connection refused", "remote", c.RemoteAddr().String(), "cause", why, "open", l.conns.Open())
-	}
-	if l.s.opts.TLS != nil {
+// refuse answers a connection over the connection limit (counted and
+// logged by the Acceptor) with 503 and closes it.
+func (s *Server) refuse(c net.Conn, why error) {
+	if s.opts.TLS != nil {
 		// A plain-text answer means nothing to a TLS client.
 		_ = c.Close()
 		return
@@ -149,7 +63,7 @@ func (l *listener) refuse(c net.Conn, why error) {
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
 	_, err := c.Write(refusal(msg))
-	l.s.lingerClose(c, err == nil)
+	s.lingerClose(c, err == nil)
 }
 
 // refusal is the whole HTTP response to a connection refused at accept.
@@ -188,15 +102,10 @@ func (s *Server) lingerClose(c net.Conn, answered bool) {
 }
 
 // remoteIP is the client address of c; the zero Addr when it has none.
-func remoteIP(c net.Conn) netip.Addr { return addrIP(c.RemoteAddr()) }
+func remoteIP(c net.Conn) netip.Addr { return netkit.AddrIP(c.RemoteAddr()) }
 
 // addrIP is the IP address of a TCP address; the zero Addr for others.
-func addrIP(a net.Addr) netip.Addr {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.AddrPort().Addr().Unmap()
-	}
-	return netip.Addr{}
-}
+func addrIP(a net.Addr) netip.Addr { return netkit.AddrIP(a) }
 
 // limitedConn is a connection counted by a Limiter (when conns is not
 // nil), released once when it closes. It keeps the methods of
@@ -290,23 +199,10 @@ func (c *limitedConn) CloseWrite() error {
 	return errors.ErrUnsupported
 }
 
-// listen opens the TCP listener of ListenAndServe. Go sets SO_REUSEADDR
-// on listening sockets on Unix, so a restart does not wait out TIME_WAIT;
-// the error names the address and the cause: "listen tcp
-// 127.0.0.1:7401: address already in use".
+// listen opens the TCP listener of ListenAndServe (netkit.Listen:
+// SO_REUSEADDR, so that a restart does not wait out TIME_WAIT; an error
+// that names the address and the cause, "listen tcp 127.0.0.1:7401:
+// address already in use").
 func listen(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err == nil {
-		return ln, nil
-	}
-	var oe *net.OpError
-	if errors.As(err, &oe) {
-		cause := oe.Err
-		var se *os.SyscallError
-		if errors.As(cause, &se) {
-			cause = se.Err
-		}
-		return nil, fmt.Errorf("listen tcp %s: %w", addr, cause)
-	}
-	return nil, err
+	return netkit.Listen(net.ListenConfig{}, "tcp", addr)
 }

@@ -2,19 +2,21 @@ package netlimit
 
 import (
 	"cmp"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/mcpedge/mcpedge/codec"
 )
 
 // Typed reasons of connections cut to keep a Budget: the transports close
 // (or refuse) a connection over MaxBuffered with an error that wraps
 // ErrBufferBudget, and one over MaxOutboundTotal with one that wraps
-// ErrOutboundBudget, so that logs and metrics name the budget.
+// ErrOutboundBudget, so that logs and metrics name the budget
+// (codec.ReasonBufferBudget, codec.ReasonOutboundBudget).
 var (
-	ErrBufferBudget   = errors.New("netlimit: buffered inbound bytes over the budget")
-	ErrOutboundBudget = errors.New("netlimit: queued outbound bytes over the budget")
+	ErrBufferBudget   = codec.ReasonBufferBudget.Err("netlimit: buffered inbound bytes over the budget")
+	ErrOutboundBudget = codec.ReasonOutboundBudget.Err("netlimit: queued outbound bytes over the budget")
 )
 
 // Budget bounds the bytes that clients make a server hold, across every

@@ -17,20 +17,21 @@
 package netlimit
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
 
+	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/transport/proxied"
 )
 
-// Sentinel errors returned by Acquire.
+// Sentinel errors returned by Acquire: the reasons of a refused
+// connection (codec.ReasonMaxConns, codec.ReasonMaxConnsPerIP).
 var (
-	ErrTooManyConns      = errors.New("netlimit: connection limit reached")
-	ErrTooManyConnsPerIP = errors.New("netlimit: per-address connection limit reached")
+	ErrTooManyConns      = codec.ReasonMaxConns.Err("netlimit: connection limit reached")
+	ErrTooManyConnsPerIP = codec.ReasonMaxConnsPerIP.Err("netlimit: per-address connection limit reached")
 )
 
 // Limiter counts open connections across every transport that shares it.

@@ -47,15 +47,18 @@ type Options struct {
 	ReadTimeout time.Duration
 }
 
-// Sentinel errors.
+// Sentinel errors: the causes of a session's end, each carrying its
+// codec.CloseReason.
 var (
-	ErrTooLarge = errors.New("stdio: inbound message over the size limit")
-	ErrFraming  = errors.New("stdio: malformed frame header")
+	// ErrTooLarge is codec.ErrTooLarge, the one error of a message over
+	// the size limit.
+	ErrTooLarge = codec.ErrTooLarge
+	ErrFraming  = codec.ReasonFraming.Err("stdio: malformed frame header")
 	// ErrFlushTimeout reports output still queued when DrainTimeout ran
 	// out after the input ended.
-	ErrFlushTimeout = errors.New("stdio: output not drained in time")
+	ErrFlushTimeout = codec.ReasonFlushTimeout.Err("stdio: output not drained in time")
 	// ErrReadTimeout reports a message left incomplete for ReadTimeout.
-	ErrReadTimeout = errors.New("stdio: read timeout: message incomplete")
+	ErrReadTimeout = codec.ReasonReadTimeout.Err("stdio: read timeout: message incomplete")
 )
 
 // Serve serves eng on in and out until in reaches EOF, ctx ends, or the
@@ -131,8 +134,11 @@ wait:
 		time.Sleep(5 * time.Millisecond)
 	}
 	cause := err
-	if cause == nil {
+	switch {
+	case cause == nil:
 		cause = io.EOF
+	case ctx.Err() != nil && errors.Is(cause, ctx.Err()):
+		cause = fmt.Errorf("%w: %w", engine.ErrShuttingDown, cause) // stopped by its server
 	}
 	conn.Close(fmt.Errorf("stdio: %w", cause))
 	w.close()

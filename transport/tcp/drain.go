@@ -2,20 +2,16 @@ package tcp
 
 import (
 	"context"
-	"errors"
-	"syscall"
 	"time"
 
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/transport/netkit"
 	"github.com/panjf2000/gnet/v2"
 )
 
 // ErrDraining is the cause of an idle connection closed by a drain
 // (CloseIdle, Drain): the server is shutting down.
-var ErrDraining = errors.New("tcp: server draining")
-
-// drainTick is how often a drain closes the connections that have become
-// idle since it last looked.
-const drainTick = 10 * time.Millisecond
+var ErrDraining = codec.ReasonDraining.Err("tcp: server draining")
 
 // StopAccepting closes the listener: no connection is accepted after it
 // returns, and those open are served on. It is the first step of a drain
@@ -24,10 +20,10 @@ const drainTick = 10 * time.Millisecond
 func (s *Server) StopAccepting() {
 	s.mu.Lock()
 	s.noAccept = true
-	started, ln := s.started, s.ln
+	started, acc := s.started, s.acc
 	s.mu.Unlock()
 	if started {
-		_ = ln.Close()
+		_ = acc.Close()
 		<-s.acceptDone
 	}
 }
@@ -63,31 +59,18 @@ func (s *Server) CloseIdle(max int) int {
 }
 
 // Drain closes every idle connection now, and then, until Shutdown, each
-// connection as soon as it is idle: its requests answered, nothing more
-// sent. Connections with requests in flight are served on.
+// connection as soon as it is idle (netkit.Drainer): its requests
+// answered, nothing more sent. Connections with requests in flight are
+// served on.
 func (s *Server) Drain() {
 	s.mu.Lock()
-	first := !s.draining && s.started && !s.stopping
-	s.draining = true
+	var stop <-chan struct{} // nil: not serving, nothing to watch
+	if s.started && !s.stopping {
+		stop = s.quit
+	}
+	s.drain.Start(stop, s.CloseIdle) // under mu: Shutdown waits for it
 	s.mu.Unlock()
 	s.CloseIdle(-1)
-	if !first {
-		return
-	}
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		t := time.NewTicker(drainTick)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.quit:
-				return
-			case <-t.C:
-				s.CloseIdle(-1)
-			}
-		}
-	}()
 }
 
 // settleMax bounds how long Shutdown, after a drain, waits for each
@@ -128,17 +111,10 @@ func (k *conn) closeIfIdle() {
 	_ = k.c.EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 		if k.closed.Load() || k.c.OutboundBuffered() > 0 || k.c.InboundBuffered() > 0 ||
 			k.pending.Load() > 0 || k.partial.Load() > 0 || k.sess.InFlight() > 0 || k.sess.Streams() > 0 ||
-			unread(k.c.Fd()) {
+			netkit.Unread(k.c.Fd()) {
 			return nil
 		}
 		k.closeWith(ErrDraining)
 		return nil
 	}))
-}
-
-// unread reports whether the socket fd holds bytes not read yet.
-func unread(fd int) bool {
-	var b [1]byte
-	n, _, err := syscall.Recvfrom(fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	return err == nil && n > 0
 }

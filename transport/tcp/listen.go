@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/transport/netkit"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
@@ -20,17 +22,20 @@ import (
 // error but EAGAIN, EINTR, ECONNRESET and ECONNABORTED (EMFILE and ENFILE
 // among them) as fatal and stops the whole engine, every connection with
 // it. So the server listens with the standard library (SO_REUSEADDR, and
-// errors that name the address and the cause), accepts in one goroutine
-// that backs off on errors the way net/http does, and hands each accepted
-// socket to gnet's event loops with Client.EnrollContext. What is served
-// on the loops, OnTraffic, is unchanged.
+// errors that name the address and the cause: netkit.Listen), accepts in
+// one goroutine with netkit's Acceptor, which backs off on errors the way
+// net/http does, and hands each accepted socket to gnet's event loops with
+// Client.EnrollContext. What is served on the loops, OnTraffic, is
+// unchanged.
 
 // ListenAndServe listens on Options.Addr and serves until Shutdown, then
-// returns nil. It returns an error, naming the address and the cause, if
-// it cannot listen or start the event loops. When ctx ends, the server is
-// shut down at once, as by Shutdown, without draining the engine; for a
-// graceful stop follow the shutdown order of package mcpedge (see
-// Shutdown), or serve with mcpedge.Server, which does.
+// returns nil. It returns a *netkit.BindError, naming the address and the
+// cause, if it cannot listen, an error if it cannot start the event
+// loops, and one wrapping the accept error if the listener fails for good
+// (then call Shutdown). When ctx ends, the server is shut down at once, as
+// by Shutdown, without draining the engine; for a graceful stop follow the
+// shutdown order of package mcpedge (see Shutdown), or serve with
+// mcpedge.Server, which does.
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { _ = s.Shutdown(context.Background()) })
 	defer stop()
@@ -51,9 +56,9 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 			return serr
 		}
 	}
-	ln, err := lc.Listen(context.Background(), network, addr)
+	ln, err := netkit.Listen(lc, network, addr)
 	if err != nil {
-		return err // "listen tcp 127.0.0.1:7400: bind: address already in use"
+		return err // "listen tcp 127.0.0.1:7400: address already in use"
 	}
 	cli, err := gnet.NewClient(&events{s: s},
 		gnet.WithMulticore(true),
@@ -71,14 +76,17 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 		return err
 	}
 
+	acc := netkit.NewAcceptor(ln, netkit.AcceptConfig{
+		Transport: "tcp", Log: s.log, Conns: s.limit, Refuse: s.refuse, Observer: s.cobs,
+	})
 	s.mu.Lock()
 	if s.stopping || s.noAccept {
 		s.mu.Unlock()
-		_ = ln.Close()
+		_ = acc.Close()
 		_ = cli.Stop()
 		return nil
 	}
-	s.ln, s.cli, s.started = ln, cli, true
+	s.acc, s.cli, s.started = acc, cli, true
 	s.mu.Unlock()
 	a := ln.Addr()
 	s.addr.Store(&a)
@@ -89,54 +97,37 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 		s.sweep(s.quit)
 	}()
 	s.readyOnce.Do(func() { close(s.ready) })
-	s.acceptLoop(ln)
+	err = s.acceptLoop(acc)
 	close(s.acceptDone)
-	return nil
+	return err
 }
 
-// acceptLoop accepts until the listener is closed. Accept errors (EMFILE,
-// ENFILE, ENOBUFS, ...) never end it: it sleeps, 5 ms doubling up to 1 s,
-// and tries again, leaving pending connections in the kernel's backlog
-// until descriptors free up.
-func (s *Server) acceptLoop(ln net.Listener) {
-	var delay time.Duration
+// acceptLoop accepts until the listener is closed (nil), or fails for good
+// (its error). Transient accept errors (EMFILE, ENFILE, ENOBUFS, ...)
+// never end it: the Acceptor sleeps, 5 ms doubling up to 1 s, and tries
+// again, leaving pending connections in the kernel's backlog until
+// descriptors free up.
+func (s *Server) acceptLoop(acc *netkit.Acceptor) error {
 	for {
-		nc, err := ln.Accept()
+		nc, ip, err := acc.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
-				return
+				return nil
 			}
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			if s.acceptLogs.allow() {
-				s.log.Error("accept failed; retrying", "addr", ln.Addr().String(), "err", err, "retry_in", delay)
-			}
-			select {
-			case <-time.After(delay):
-			case <-s.quit:
-				return
-			}
-			continue
+			s.log.Error("accept failed: the listener stops", "addr", acc.Addr().String(), "err", err)
+			return fmt.Errorf("tcp: accept: %w", err)
 		}
-		delay = 0
-		s.admit(nc)
+		s.enroll(nc, ip)
 	}
 }
 
-// admit checks nc against the connection limits, then enrolls it in an
+// enroll enrolls nc, admitted under ip by the connection limit, in an
 // event loop on its own goroutine (enrolment waits for the loop). At most
 // cap(s.enrolling) enrolments run at once: each holds two descriptors
 // (the accepted socket and gnet's dup) until the loop takes the
 // connection, and a burst of connections must not turn that into twice
 // the descriptors the connection limit allows.
-func (s *Server) admit(nc net.Conn) {
-	var ip netip.Addr
-	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
-		ip = ta.AddrPort().Addr().Unmap()
-	}
-	if err := s.limit.Acquire(ip); err != nil {
-		s.refuse(nc, err)
-		return
-	}
+func (s *Server) enroll(nc net.Conn, ip netip.Addr) {
 	k := &conn{s: s, id: s.ids.Add(1), ip: ip, remote: nc.RemoteAddr(), slot: -1}
 	s.enrolling <- struct{}{}
 	s.bg.Add(1)
@@ -146,28 +137,22 @@ func (s *Server) admit(nc net.Conn) {
 		_, err := s.cli.EnrollContext(nc, k) // closes nc; gnet serves a dup
 		if err != nil || !k.opened.Load() {
 			s.limit.Release(ip)
-			if err != nil && s.acceptLogs.allow() {
+			if err != nil && s.enrollLogs.allow() {
 				s.log.Error("cannot serve an accepted connection", "remote", k.remote, "err", err)
 			}
 		}
 	}()
 }
 
-// refuse answers a connection over a limit with a JSON-RPC error whose
-// data names the limit, and closes it. The write goes to a fresh socket's
-// empty send buffer, so it does not block; what the client already sent
-// is drained first so that the close is a FIN, not a reset that could
-// destroy the answer.
+// refuse answers a connection over a limit (counted and logged by the
+// Acceptor) with a JSON-RPC error whose data names the limit, and closes
+// it. The write goes to a fresh socket's empty send buffer, so it does not
+// block; what the client already sent is drained first so that the close
+// is a FIN, not a reset that could destroy the answer.
 func (s *Server) refuse(nc net.Conn, err error) {
 	limit := "max-conns"
 	if errors.Is(err, netlimit.ErrTooManyConnsPerIP) {
 		limit = "max-conns-per-ip"
-	}
-	if s.cobs != nil {
-		s.cobs.ConnRefused("tcp", err)
-	}
-	if s.refuseLogs.allow() {
-		s.log.Warn("connection refused", "remote", nc.RemoteAddr(), "cause", ErrTooManyConns, "limit", limit, "err", err)
 	}
 	line := codec.AppendError(nil, nil, codec.CodeServerBusy, "connection limit reached", []byte(`{"limit":"`+limit+`"}`))
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Millisecond))
@@ -195,8 +180,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	first := !s.stopping
 	s.stopping = true
-	started, ln, cli, draining := s.started, s.ln, s.cli, s.draining
+	started, acc, cli := s.started, s.acc, s.cli
 	s.mu.Unlock()
+	draining := s.drain.Draining()
 	if first {
 		defer s.detachBudgets()
 	}
@@ -208,11 +194,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.settle(ctx)
 	}
 	if first {
-		_ = ln.Close()
+		_ = acc.Close()
 		close(s.quit)
 		go func() {
 			<-s.acceptDone // no enrolment starts after this
 			s.bg.Wait()    // the sweeper and enrolments under way
+			s.drain.Wait() // the drain's closing of idle connections
 			_ = cli.Stop()
 			close(s.stopped)
 		}()
@@ -234,7 +221,7 @@ func (s *Server) detachBudgets() {
 }
 
 // logLimit lets through at most 10 log lines a second, so that a flood of
-// refused connections or failing accepts does not become a flood of logs.
+// failing enrolments does not become a flood of logs.
 type logLimit struct {
 	window atomic.Int64 // unix second of the current window
 	n      atomic.Int64 // lines logged in it

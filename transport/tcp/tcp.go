@@ -47,6 +47,7 @@ import (
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/internal/lograte"
 	"github.com/mcpedge/mcpedge/session"
+	"github.com/mcpedge/mcpedge/transport/netkit"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/panjf2000/gnet/v2"
 )
@@ -125,15 +126,21 @@ const (
 	DefaultIdleTimeout = 5 * time.Minute
 )
 
-// Sentinel errors: the logged cause of every connection the server closes.
+// Sentinel errors: the logged cause of every connection the server
+// closes, each carrying its codec.CloseReason.
 var (
-	ErrSlowConsumer = errors.New("tcp: slow consumer: outbound bytes over the limit")
-	ErrTooLarge     = errors.New("tcp: inbound message over the size limit")
-	ErrFraming      = errors.New("tcp: malformed frame header")
-	ErrTooManyConns = errors.New("tcp: connection limit reached")
-	ErrReadTimeout  = errors.New("tcp: read timeout: message incomplete")
-	ErrIdleTimeout  = errors.New("tcp: idle timeout")
-	ErrPanic        = errors.New("tcp: panic while reading the connection")
+	ErrSlowConsumer = codec.ReasonSlowConsumer.Err("tcp: slow consumer: outbound bytes over the limit")
+	// ErrTooLarge is codec.ErrTooLarge, the one error of a message over
+	// the size limit.
+	ErrTooLarge = codec.ErrTooLarge
+	ErrFraming  = codec.ReasonFraming.Err("tcp: malformed frame header")
+	// ErrTooManyConns is netlimit.ErrTooManyConns: the cause of a
+	// connection refused at accept (netlimit.ErrTooManyConnsPerIP the
+	// other's).
+	ErrTooManyConns = netlimit.ErrTooManyConns
+	ErrReadTimeout  = codec.ReasonReadTimeout.Err("tcp: read timeout: message incomplete")
+	ErrIdleTimeout  = codec.ReasonIdleTimeout.Err("tcp: idle timeout")
+	ErrPanic        = codec.ReasonPanic.Err("tcp: panic while reading the connection")
 
 	// ErrBufferBudget and ErrOutboundBudget wrap netlimit.ErrBufferBudget
 	// and netlimit.ErrOutboundBudget: the connection held the most of
@@ -159,7 +166,8 @@ func limitOf(cause error) (limit, msg string) {
 }
 
 // Server is the TCP transport. Serve it with ListenAndServe; stop it with
-// Shutdown. Its methods are safe for concurrent use.
+// Shutdown (a front door runs it as a netkit.Transport). Its methods are
+// safe for concurrent use.
 type Server struct {
 	eng    *engine.Server
 	opts   Options
@@ -176,16 +184,15 @@ type Server struct {
 	stopping   bool
 	started    bool
 	noAccept   bool // StopAccepting was called
-	draining   bool // Drain was called
-	ln         net.Listener
+	acc        *netkit.Acceptor
 	cli        *gnet.Client
 	quit       chan struct{} // closed by Shutdown
 	acceptDone chan struct{} // closed when the accept loop ends
 	stopped    chan struct{} // closed when everything has stopped
 	bg         sync.WaitGroup
+	drain      netkit.Drainer
 	enrolling  chan struct{} // a slot per enrolment under way
-	acceptLogs logLimit
-	refuseLogs logLimit
+	enrollLogs logLimit
 	warns      *lograte.Limiter // bad-input warnings, per client address
 
 	conns  atomic.Int64
@@ -197,6 +204,8 @@ type Server struct {
 	outb   *netlimit.Budget // queued outbound bytes (MaxOutboundTotal), maybe shared
 	detach [2]func()        // the sources attached to inb and outb
 }
+
+var _ netkit.Transport = (*Server)(nil)
 
 // New returns a TCP transport serving eng.
 func New(eng *engine.Server, opts Options) *Server {
