@@ -752,13 +752,14 @@ func (k *conn) Send(b *codec.Buffer) error {
 		codec.PutBuffer(b)
 		b = f
 	}
-	return k.queue(b)
+	return k.queue(b, false)
 }
 
 // queue hands b, framed, to the connection's writer, counted in the
 // connection's outbound bytes and the budget until written. It takes
-// ownership of b.
-func (k *conn) queue(b *codec.Buffer) error {
+// ownership of b. inline is a TLS connection's reader queuing its own
+// answers, which it then writes itself (tlsWire.push).
+func (k *conn) queue(b *codec.Buffer, inline bool) error {
 	n, size := int64(len(b.B)), int64(cap(b.B))
 	if k.pending.Add(n) > int64(k.s.opts.MaxOutbound) {
 		k.pending.Add(-n)
@@ -786,9 +787,12 @@ func (k *conn) queue(b *codec.Buffer) error {
 		return nil
 	}
 	var err error
-	if len(b.B) > writeChunk {
+	switch {
+	case inline:
+		err = k.c.(*tlsWire).push(pending{b: b.B, cb: done}, true)
+	case len(b.B) > writeChunk:
 		err = k.c.AsyncWritev(chunks(b.B), done)
-	} else {
+	default:
 		err = k.c.AsyncWrite(b.B, done)
 	}
 	if err != nil {

@@ -265,7 +265,7 @@ func (w *tlsWire) traffic(buf []byte) (int, gnet.Action) {
 	defer codec.PutBuffer(scratch)
 	consumed, action := k.s.consume(k, buf, scratch, out)
 	if len(out.B) > 0 && action == gnet.None {
-		_ = k.queue(out) // takes out; over MaxOutbound it closes k
+		_ = k.queue(out, true) // takes out; the reader writes it (push); over MaxOutbound it closes k
 		return consumed, action
 	}
 	codec.PutBuffer(out)
@@ -351,12 +351,12 @@ func (w *tlsWire) end(cause error) {
 // AsyncWrite queues b; cb is called once it is written, or with the
 // error that dropped it.
 func (w *tlsWire) AsyncWrite(b []byte, cb gnet.AsyncCallback) error {
-	return w.push(pending{b: b, cb: cb})
+	return w.push(pending{b: b, cb: cb}, false)
 }
 
 // AsyncWritev queues bs as one write.
 func (w *tlsWire) AsyncWritev(bs [][]byte, cb gnet.AsyncCallback) error {
-	return w.push(pending{bs: bs, cb: cb})
+	return w.push(pending{bs: bs, cb: cb}, false)
 }
 
 // Write queues a copy of b (the reader's answer to bytes it cannot frame,
@@ -371,7 +371,7 @@ func (w *tlsWire) Write(b []byte) (int, error) {
 		w.mu.Unlock()
 		codec.PutBuffer(c)
 		return nil
-	}})
+	}}, false)
 	if err != nil {
 		codec.PutBuffer(c)
 		return 0, err
@@ -382,7 +382,9 @@ func (w *tlsWire) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-func (w *tlsWire) push(p pending) error {
+// push queues p for the writer, which it starts when none runs: a
+// goroutine, or, inline, the caller itself (the reader).
+func (w *tlsWire) push(p pending, inline bool) error {
 	w.mu.Lock()
 	if w.closing || !w.ready {
 		w.mu.Unlock()
@@ -398,13 +400,22 @@ func (w *tlsWire) push(p pending) error {
 	}
 	w.writing = true
 	w.mu.Unlock()
+	if inline {
+		// The reader's own answers (and whatever Send queued before
+		// them): written here, without a goroutine to start and grow a
+		// stack for each; the next read waits for the client to take
+		// them, as a goroutine-per-connection server's does.
+		w.flush()
+		return nil
+	}
 	go w.flush()
 	return nil
 }
 
 // flush writes what is queued, in order, coalescing small writes, until
 // the queue is empty; it closes the socket after the last write once
-// Close was called.
+// Close was called. It runs on a writer goroutine, or on the reader
+// (inline), one at a time (writing).
 func (w *tlsWire) flush() {
 	var wbuf []byte
 	var failed error
