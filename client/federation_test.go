@@ -1,8 +1,8 @@
 package client_test
 
 import (
-	"crypto/tls"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
