@@ -1,11 +1,11 @@
 package http
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 
+	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/transport/proxied"
 	"github.com/valyala/fasthttp"
 )
@@ -21,7 +21,7 @@ import (
 
 // ErrProxyHeader is the cause of a connection closed for its PROXY
 // header: malformed, or sent by a peer not in Options.TrustedProxies.
-var ErrProxyHeader = errors.New("mcphttp: PROXY header refused")
+var ErrProxyHeader = codec.ReasonProxyHeader.Err("mcphttp: PROXY header refused")
 
 // clientIP is the client's address of a request: the connection's peer
 // (the client a PROXY header named), or, from a trusted proxy, the
