@@ -7,10 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -383,44 +384,55 @@ func TestAuthRevokedOnReload(t *testing.T) {
 }
 
 // TestAuthRefusalsCounted: every refusal reaches the Verifier's failure
-// hook once, whoever decides it: no token, a bad one, a tool's scope, on
-// HTTP and on TCP.
+// hook once, whoever decides it (no token, a bad one, a tool's scope, on
+// HTTP and on TCP), with its reason and, where the path knows it, the
+// client's address.
 func TestAuthRefusalsCounted(t *testing.T) {
 	is := authtest.NewIssuer()
 	defer is.Server.Close()
 	_, addr, url, v := authServer(t, is)
-	var fails atomic.Int32
-	v.OnFailure(func() { fails.Add(1) })
+	var mu sync.Mutex
+	var got []auth.Failure
+	v.OnFailure(func(f auth.Failure) { mu.Lock(); got = append(got, f); mu.Unlock() })
 	url += "/mcp"
-	expect := func(n int32, what string) {
+	loopback := netip.MustParseAddr("127.0.0.1")
+	expect := func(n int, reason string, src netip.Addr, what string) {
 		t.Helper()
-		assert.Equal(t, n, fails.Swap(0), what)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, got, n, what)
+		for _, f := range got {
+			assert.Equal(t, reason, f.Reason, what)
+			assert.Equal(t, src, f.Source, what)
+			assert.NotNil(t, f.Err, what)
+		}
+		got = got[:0]
 	}
 
 	post(t, url, "", initBody, nil)
-	expect(1, "HTTP without a header")
+	expect(1, auth.ReasonMissing, loopback, "HTTP without a header")
 	post(t, url, "Basic x", initBody, nil)
-	expect(1, "HTTP with a malformed header")
+	expect(1, auth.ReasonInvalid, loopback, "HTTP with a malformed header")
 	post(t, url, "Bearer wrong", initBody, nil)
-	expect(1, "HTTP with a bad token")
+	expect(1, auth.ReasonInvalid, loopback, "HTTP with a bad token")
 	a := post(t, url, "Bearer reader", initBody, nil)
 	require.Equal(t, 200, a.status)
-	expect(0, "HTTP with a good token")
+	expect(0, "", loopback, "HTTP with a good token")
 	sid := a.header.Get("Mcp-Session-Id")
 	a = post(t, url, "Bearer reader", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{}}}`,
 		map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
 	assert.Equal(t, 403, a.status)
-	expect(1, "HTTP without a tool's scope")
+	expect(1, auth.ReasonInsufficientScope, loopback, "HTTP without a tool's scope")
 
 	c := dialConn(t, addr)
 	c.send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 	require.NotNil(t, c.read().Error)
-	expect(1, "TCP without a token")
+	expect(1, auth.ReasonMissing, loopback, "TCP without a token")
 	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"},"_meta":{"io.mcpedge/token":"reader"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	require.Nil(t, c.read().Error)
-	expect(0, "TCP with a good token")
+	expect(0, "", loopback, "TCP with a good token")
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"whoami","arguments":{}}}`)
 	require.NotNil(t, c.read().Error)
-	expect(1, "TCP without a tool's scope")
+	expect(1, auth.ReasonInsufficientScope, netip.Addr{}, "TCP without a tool's scope (the engine's AuthorizeTool knows no address)")
 }

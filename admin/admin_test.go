@@ -190,23 +190,30 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	assert.Equal(t, 1.0, got[`mcpedge_connections_accepted_total{transport="tcp"}`])
 	assert.Equal(t, 0.0, got[`mcpedge_connections_open{transport="tcp"}`])
 	assert.GreaterOrEqual(t, got[`mcpedge_connections_accepted_total{transport="http"}`], 1.0)
-	assert.Greater(t, got[`mcpedge_bytes_in_total{transport="tcp"}`], 300.0)
-	assert.Greater(t, got[`mcpedge_bytes_out_total{transport="tcp"}`], 300.0)
-	assert.Greater(t, got[`mcpedge_bytes_in_total{transport="http"}`], 100.0)
+	assert.Greater(t, got[`mcpedge_received_bytes_total{transport="tcp"}`], 300.0)
+	assert.Greater(t, got[`mcpedge_sent_bytes_total{transport="tcp"}`], 300.0)
+	assert.Greater(t, got[`mcpedge_received_bytes_total{transport="http"}`], 100.0)
 	assert.Equal(t, 1.0, got[`mcpedge_sessions_closed_total{transport="tcp",reason="closed"}`])
 	assert.Equal(t, 1.0, got[`mcpedge_sessions_live`], "the HTTP session")
 	assert.GreaterOrEqual(t, got[`mcpedge_bus_published_total`], 1.0)
 	for _, series := range []string{
 		`mcpedge_requests_in_flight`, `mcpedge_workers_busy`, `mcpedge_workers_queued`,
-		`mcpedge_event_store_bytes`, `mcpedge_panics_total`, `mcpedge_auth_failures_total`,
+		`mcpedge_event_store_bytes`, `mcpedge_panics_total`, `mcpedge_auth_failures_total{reason="missing"}`,
 		`go_goroutines`, `process_cpu_seconds_total`,
 	} {
 		assert.Contains(t, got, series)
 	}
 
-	s.m.AuthFailed()
-	(*admin.Metrics)(nil).AuthFailed() // nil-safe
-	assert.Equal(t, 1.0, scrape(t, s.admin)[`mcpedge_auth_failures_total`])
+	s.m.AuthFailed("invalid")
+	s.m.AuthFailed("insufficient_scope")
+	s.m.AuthFailed("insufficient_scope")
+	s.m.AuthFailed("made-up")
+	(*admin.Metrics)(nil).AuthFailed("invalid") // nil-safe
+	got = scrape(t, s.admin)
+	assert.Equal(t, 0.0, got[`mcpedge_auth_failures_total{reason="missing"}`])
+	assert.Equal(t, 1.0, got[`mcpedge_auth_failures_total{reason="invalid"}`])
+	assert.Equal(t, 2.0, got[`mcpedge_auth_failures_total{reason="insufficient_scope"}`])
+	assert.Equal(t, 1.0, got[`mcpedge_auth_failures_total{reason="other"}`], "reasons are bounded")
 }
 
 func TestHealthAndReadiness(t *testing.T) {
@@ -262,12 +269,12 @@ func TestReason(t *testing.T) {
 
 func TestSetsAreSeparate(t *testing.T) {
 	a, b := admin.NewMetrics(), admin.NewMetrics()
-	a.AuthFailed()
+	a.AuthFailed("missing")
 	var wa, wb bytes.Buffer
 	a.Set().WritePrometheus(&wa)
 	b.Set().WritePrometheus(&wb)
-	assert.Contains(t, wa.String(), "mcpedge_auth_failures_total 1")
-	assert.Contains(t, wb.String(), "mcpedge_auth_failures_total 0")
+	assert.Contains(t, wa.String(), `mcpedge_auth_failures_total{reason="missing"} 1`)
+	assert.Contains(t, wb.String(), `mcpedge_auth_failures_total{reason="missing"} 0`)
 }
 
 func mustURL(t *testing.T, s string) *url.URL {

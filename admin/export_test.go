@@ -2,3 +2,4 @@ package admin
 
 // MethodIndex exports methodIndex to tests.
 var MethodIndex, Methods = methodIndex, methods[:]
+var Families = families

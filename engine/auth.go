@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 )
@@ -39,9 +40,31 @@ type Authorizer interface {
 	// there. Authorize must be safe for concurrent use.
 	Authorize(ctx context.Context, sess *session.Session, method string, params []byte, block bool) (caller any, err error)
 	// AuthorizeTool refuses (an error, as Authorize's) a caller that
-	// lacks scopes a tool requires (handlers.ToolOptions.RequiredScopes),
-	// before the tool runs: tools/call on every path, tasks included.
-	AuthorizeTool(caller any, scopes []string) error
+	// lacks scopes the tool named tool requires: scopes, its
+	// handlers.ToolOptions.RequiredScopes, and any the Authorizer
+	// requires of it itself. It is asked before the tool runs, about
+	// every tools/call on every path, tasks included.
+	AuthorizeTool(caller any, tool string, scopes []string) error
+}
+
+// A Policy narrows what each caller sees and may use. An Authorizer that
+// is also a Policy (package auth's Verifier, whose rules decide) has the
+// engine serve each caller the lists of its class
+// (handlers.Registry.ListPageFor), and answer a request naming an item
+// its class hides (tools/call, prompts/get, resources/read,
+// completion/complete, resources/subscribe, and the URIs of
+// subscriptions/listen) as it answers one naming an item that does not
+// exist: the caller learns nothing of what it may not use. Lists of a
+// class are pages encoded once per class and registry change, and an
+// item is checked by a lookup in its class's view: no rule is evaluated
+// per request.
+type Policy interface {
+	// Class returns the policy class of caller, what Authorize returned
+	// for a request: nil when it may see and use every item (no rules).
+	// It is asked once per request that lists or names an item, and
+	// must be cheap (a lookup): safe for concurrent use, and on an
+	// event loop.
+	Class(caller any) handlers.Class
 }
 
 // ErrAuthWouldBlock is what an Authorizer returns when it cannot decide
@@ -158,11 +181,23 @@ func (s *Server) authDone(r *request) {
 }
 
 // authorizeTool refuses r, a tools/call of the tool named name, when its
-// caller lacks a scope the tool requires.
+// caller's class hides the tool (answered as for a tool that does not
+// exist, before any scope is named), or when it lacks a scope the tool
+// requires.
 func (s *Server) authorizeTool(r *request, name string) error {
-	o, ok := s.reg.ToolOptionsOf(name)
-	if !ok || len(o.RequiredScopes) == 0 {
+	caller := r.caller()
+	if err := s.reg.Check(s.class(caller), handlers.ListNameTools, name); err != nil {
+		return err
+	}
+	o, _ := s.reg.ToolOptionsOf(name)
+	return s.authz.AuthorizeTool(caller, name, o.RequiredScopes)
+}
+
+// class returns the policy class of caller (Policy), nil without a
+// Policy or rules: the caller then sees and uses every item.
+func (s *Server) class(caller any) handlers.Class {
+	if s.policy == nil {
 		return nil
 	}
-	return s.authz.AuthorizeTool(r.caller(), o.RequiredScopes)
+	return s.policy.Class(caller)
 }

@@ -115,11 +115,14 @@ func (s *Server) handleMessage(sess *session.Session, m *codec.Message, frame, o
 	if s.obs != nil && m.Kind == codec.KindRequest {
 		return s.handleObserved(sess, m, frame, out, reply) // observe.go
 	}
-	return s.handleMessageInner(sess, m, frame, out, reply)
+	var f toolFields
+	return s.handleMessageInner(sess, m, frame, out, reply, &f)
 }
 
-// handleMessageInner is handleMessage without the Observer.
-func (s *Server) handleMessageInner(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
+// handleMessageInner is handleMessage without the Observer. f receives
+// the tools/call fields scanned, and whether a tool run at once answered
+// with isError (handleObserved reads them).
+func (s *Server) handleMessageInner(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink, f *toolFields) (res []byte, queued bool) {
 	start := len(out)
 	defer func() {
 		if p := recover(); p != nil {
@@ -142,7 +145,7 @@ func (s *Server) handleMessageInner(sess *session.Session, m *codec.Message, fra
 		caller = c
 	}
 	if mayBeModern(sess, m) {
-		if res, queued, ok := s.handleModern(sess, m, frame, out, reply, caller); ok {
+		if res, queued, ok := s.handleModern(sess, m, frame, out, reply, caller, f); ok {
 			return res, queued
 		}
 	}
@@ -155,11 +158,10 @@ func (s *Server) handleMessageInner(sess *session.Session, m *codec.Message, fra
 	if e := s.checkSubscriptions(sess, m); e != nil {
 		return s.refuse(sess, out, reply, m.ID, e), false
 	}
-	var f toolFields
-	if dst, ok := s.fast(sess, m, out, &f); ok {
+	if dst, ok := s.fast(sess, m, out, f); ok {
 		return dst, false
 	}
-	return s.enqueue(sess, m, frame, out, reply, &f, nil)
+	return s.enqueue(sess, m, frame, out, reply, f, nil)
 }
 
 // enqueue queues the request m for a handler on the worker pool: frame is
@@ -281,6 +283,7 @@ func (s *Server) serveBig(r *request) {
 		return
 	}
 	var caller any
+	var f toolFields
 	if s.authz != nil {
 		c, err := s.authorize(sess, m, true)
 		s.authDone(r)
@@ -291,7 +294,7 @@ func (s *Server) serveBig(r *request) {
 		caller = c
 	}
 	if mayBeModern(sess, m) {
-		if dst, q, ok := s.handleModern(sess, m, r.buf, b.B, r.reply, caller); ok {
+		if dst, q, ok := s.handleModern(sess, m, r.buf, b.B, r.reply, caller, &f); ok {
 			b.B, queued = dst, q
 			return
 		}
@@ -304,7 +307,6 @@ func (s *Server) serveBig(r *request) {
 		b.B = s.refuse(sess, b.B, r.reply, m.ID, e)
 		return
 	}
-	var f toolFields
 	if dst, ok := s.fast(sess, m, b.B, &f); ok {
 		b.B = dst
 		return
@@ -432,13 +434,13 @@ func (s *Server) fastDirect(sess *session.Session, m *codec.Message, dst []byte,
 	}
 	switch m.Method {
 	case mcp.MethodToolsList:
-		return s.listPage(handlers.ListNameTools, m, dst), true
+		return s.listPage(handlers.ListNameTools, m, dst, s.sessionClass(sess)), true
 	case mcp.MethodResourcesList:
-		return s.listPage(handlers.ListNameResources, m, dst), true
+		return s.listPage(handlers.ListNameResources, m, dst, s.sessionClass(sess)), true
 	case mcp.MethodResourcesTemplatesList:
-		return s.listPage(handlers.ListNameTemplates, m, dst), true
+		return s.listPage(handlers.ListNameTemplates, m, dst, s.sessionClass(sess)), true
 	case mcp.MethodPromptsList:
-		return s.listPage(handlers.ListNamePrompts, m, dst), true
+		return s.listPage(handlers.ListNamePrompts, m, dst, s.sessionClass(sess)), true
 	case mcp.MethodLoggingSetLevel:
 		return s.setLevel(sess, m, dst), true
 	case mcp.MethodResourcesSubscribe:
@@ -450,16 +452,26 @@ func (s *Server) fastDirect(sess *session.Session, m *codec.Message, dst []byte,
 	case mcp.MethodTasksGet, mcp.MethodTasksList, mcp.MethodTasksCancel:
 		return s.legacyTaskMethod(sess, m, dst), true
 	case mcp.MethodResourcesRead:
-		if res, ok := s.staticRead(m); ok {
+		if res, ok := s.staticRead(m, s.sessionClass(sess)); ok {
 			return codec.AppendResult(dst, m.ID, res), true
 		}
 	}
 	return dst, false
 }
 
+// sessionClass returns the policy class of the caller of sess (class),
+// for a request of an older revision, whose caller is its session's.
+func (s *Server) sessionClass(sess *session.Session) handlers.Class {
+	if s.policy == nil {
+		return nil
+	}
+	return s.policy.Class(sess.Auth())
+}
+
 // staticRead returns the result of resources/read m when it reads a static
-// resource.
-func (s *Server) staticRead(m *codec.Message) ([]byte, bool) {
+// resource that class c allows (nil: any): a hidden one is left to the
+// handler path, which answers it as a URI nothing serves.
+func (s *Server) staticRead(m *codec.Message, c handlers.Class) ([]byte, bool) {
 	uri, ok := routeField(m.Params, "uri")
 	if !ok {
 		p, err := decodeRouting(m.Params)
@@ -468,6 +480,9 @@ func (s *Server) staticRead(m *codec.Message) ([]byte, bool) {
 		}
 		defer putRouting(p)
 		uri = p.URI
+	}
+	if c != nil && !s.reg.Allowed(c, handlers.ListNameResources, uri) {
+		return nil, false
 	}
 	return s.reg.StaticResourceResult(uri)
 }
@@ -496,6 +511,9 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte,
 	if o, ok := s.reg.ToolOptionsOf(name); !ok || !o.NonBlocking {
 		return dst, false
 	}
+	if s.policy != nil && !s.reg.Allowed(s.class(callerOf(sess, mm)), handlers.ListNameTools, name) {
+		return dst, false // callTool answers it as a tool that does not exist
+	}
 	if mm != nil && mm.on {
 		// A tool that supports tasks may become one (modernToolTask).
 		if t, ok := s.reg.Tool(name); ok && t.Execution != nil && t.Execution.TaskSupport != "" && t.Execution.TaskSupport != mcp.TaskForbidden {
@@ -516,11 +534,14 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte,
 	s.active.Add(1)
 	dst = s.serve(r, dst)
 	s.active.Add(-1)
+	f.isError = r.toolErr
 	s.release(r)
 	return dst, true
 }
 
-func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte) []byte {
+// listPage appends the answer to a list request m: the page its cursor
+// names of the list as class c sees it (nil: the whole list).
+func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte, c handlers.Class) []byte {
 	cursor, ok := routeField(m.Params, "cursor")
 	if !ok {
 		p, err := decodeRouting(m.Params)
@@ -530,7 +551,7 @@ func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte) 
 		cursor = p.Cursor
 		defer putRouting(p)
 	}
-	page, err := s.reg.ListPage(list, cursor)
+	page, err := s.reg.ListPageFor(c, list, cursor)
 	if err != nil {
 		return codec.AppendErrorObject(dst, m.ID, codec.AsError(err))
 	}
@@ -565,6 +586,13 @@ func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) 
 	}
 	if len(p.URI) > maxSubscriptionURI {
 		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, errLongURI, nil)
+	}
+	if c := s.sessionClass(sess); c != nil {
+		// A URI the caller may not read, hidden or served by nothing
+		// alike: nothing to subscribe to.
+		if err := s.reg.CheckRead(c, p.URI); err != nil {
+			return codec.AppendErrorObject(dst, m.ID, codec.AsError(err))
+		}
 	}
 	if sess.Subscribed(p.URI) {
 		return codec.AppendResult(dst, m.ID, nil)

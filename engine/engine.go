@@ -164,8 +164,9 @@ type Options struct {
 	// returns reaches handlers in their context (Caller), tools/call is
 	// checked against the tool's RequiredScopes with it, and an
 	// initialize's caller becomes its session's (session.Session.Auth).
-	// Package auth's *Verifier implements it. nil costs one nil check
-	// per request.
+	// An Authorizer that is also a Policy narrows what each caller sees
+	// and uses. Package auth's *Verifier implements both. nil costs one
+	// nil check per request.
 	Authorize Authorizer
 
 	// StateKeys sign the requestState of 2026-07-28 multi round-trip
@@ -243,9 +244,12 @@ type Server struct {
 	receiveFast MethodHandler // around fastInner
 	sender      Sender
 
-	authz Authorizer // Options.Authorize; nil: none
-	obs   Observer   // Options.Observer; nil: none
-	epoch time.Time  // New's time, with its monotonic reading (observe.go)
+	authz Authorizer   // Options.Authorize; nil: none
+	obs   Observer     // Options.Observer; nil: none
+	tobs  ToolObserver // Options.Observer when it is one; nil: none
+	epoch time.Time    // New's time, with its monotonic reading (observe.go)
+
+	policy Policy // Options.Authorize when it is a Policy (auth.go); nil: none
 }
 
 // New returns a Server configured by opts.
@@ -315,6 +319,7 @@ func New(opts Options) *Server {
 	s := &Server{
 		opts:     opts,
 		obs:      opts.Observer,
+		tobs:     toolObserver(opts.Observer),
 		authz:    opts.Authorize,
 		epoch:    time.Now(),
 		reg:      handlers.NewRegistry(handlers.Options{PageSize: opts.PageSize}),
@@ -324,6 +329,7 @@ func New(opts Options) *Server {
 		tasks:    newTaskStore(),
 		adm:      newAdmission(),
 	}
+	s.policy, _ = opts.Authorize.(Policy)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if len(opts.StateKeys) == 0 {
 		s.stateKey = newStateKey()

@@ -35,7 +35,8 @@ type listener struct {
 	s     *Server
 	sess  *session.Session
 	reply session.Sink
-	id    []byte // the request's id, owned
+	id    []byte         // the request's id, owned
+	class handlers.Class // the caller's policy class: the URIs it may subscribe
 	kinds [4]bool
 	since int64 // UnixNano when it opened: older changes are not its
 
@@ -98,20 +99,21 @@ type listenParams struct {
 // admitted here (the drain, the session's in-flight set); its filter is
 // read, and its URIs subscribed, on the worker pool (openListen), and a
 // refusal there is the stream's final answer.
-func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, _ []byte, out []byte, reply session.Sink) (res []byte, queued, handled bool) {
+func (s *Server) listen(sess *session.Session, m *codec.Message, mm *modernMeta, _ []byte, out []byte, reply session.Sink) (res []byte, queued, handled bool) {
 	inline := len(m.Params) <= listenInline
+	class := s.class(mm.caller)
 	var agreed mcp.SubscriptionFilter
 	if inline {
 		var le *LimitError
 		var e *codec.Error
-		if agreed, e, le = s.listenFilter(m.Params, int(s.maxSubs.Load())); e != nil {
+		if agreed, e, le = s.listenFilter(m.Params, int(s.maxSubs.Load()), class); e != nil {
 			reject(reply, e.Code)
 			return codec.AppendErrorObject(out, m.ID, e), false, true
 		} else if le != nil {
 			return s.refuse(sess, out, reply, m.ID, le), false, true
 		}
 	}
-	l := &listener{s: s, sess: sess, reply: reply, id: bytes.Clone(m.ID), since: time.Now().UnixNano()}
+	l := &listener{s: s, sess: sess, reply: reply, id: bytes.Clone(m.ID), since: time.Now().UnixNano(), class: class}
 	if !s.adm.admit() {
 		return s.refuse(sess, out, reply, m.ID, errShutdown), false, true
 	}
@@ -151,10 +153,12 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 
 // listenFilter reads the filter of subscriptions/listen params: the
 // notifications the server serves among those asked for, the resource
-// URIs deduplicated. Its strings alias params. It fails with -32602, or
-// with the subscriptions limit when the distinct URIs are more than max
-// (max <= 0: no limit).
-func (s *Server) listenFilter(params []byte, max int) (mcp.SubscriptionFilter, *codec.Error, *LimitError) {
+// URIs deduplicated, less those class c (nil: none) may not read, hidden
+// or served by nothing alike, so that the acknowledgement tells nothing
+// of a hidden resource. Its strings alias params. It fails with -32602,
+// or with the subscriptions limit when the distinct URIs are more than
+// max (max <= 0: no limit).
+func (s *Server) listenFilter(params []byte, max int, c handlers.Class) (mcp.SubscriptionFilter, *codec.Error, *LimitError) {
 	var p listenParams
 	if err := codec.UnmarshalNoCopy(params, &p); err != nil || p.Notifications == nil {
 		return mcp.SubscriptionFilter{}, codec.NewError(codec.CodeInvalidParams, "invalid params: subscriptions/listen needs a notifications filter"), nil
@@ -176,6 +180,9 @@ func (s *Server) listenFilter(params []byte, max int) (mcp.SubscriptionFilter, *
 		if len(uri) > maxSubscriptionURI {
 			return mcp.SubscriptionFilter{}, codec.NewError(codec.CodeInvalidParams, errLongURI), nil
 		}
+	}
+	if c != nil {
+		uris = slices.DeleteFunc(uris, func(uri string) bool { return s.reg.CheckRead(c, uri) != nil })
 	}
 	agreed.ResourceSubscriptions = uris
 	return agreed, nil, nil
@@ -222,7 +229,7 @@ func (s *Server) openListen(r *request) {
 		}
 	}()
 	max := int(s.maxSubs.Load())
-	agreed, e, le := s.listenFilter(r.buf, max)
+	agreed, e, le := s.listenFilter(r.buf, max, l.class)
 	switch {
 	case e != nil:
 		reject(l.reply, e.Code)

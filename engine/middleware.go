@@ -158,6 +158,7 @@ func (s *Server) serveInner(ctx context.Context, req *Request) ([]byte, error) {
 	if !sameBytes(req.Params, r.msg.Params) {
 		r.msg.Params = req.Params
 		r.tool, r.tokenParsed, r.token = toolFields{}, false, nil
+		r.rawSet, r.rawH = false, nil
 	}
 	dst, err := s.dispatch(r, r.out[:r.outBody])
 	r.out = dst
@@ -185,7 +186,7 @@ func (s *Server) answersItself(sess *session.Session, m *codec.Message) bool {
 		mcp.MethodTasksGet, mcp.MethodTasksList, mcp.MethodTasksCancel:
 		return true
 	case mcp.MethodResourcesRead:
-		_, ok := s.staticRead(m)
+		_, ok := s.staticRead(m, s.sessionClass(sess))
 		return ok
 	}
 	return false

@@ -243,9 +243,8 @@ func removedInModern(method string) bool {
 // all: the caller serves it as a request of its session. caller is what
 // Options.Authorize returned for it (nil without authorization): the
 // request's own, kept in its modernMeta for whatever serves it.
-func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink, caller any) (res []byte, queued, handled bool) {
+func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink, caller any, f *toolFields) (res []byte, queued, handled bool) {
 	var mm modernMeta
-	var f toolFields
 	var meta []byte
 	if m.Method == mcp.MethodToolsCall && f.scan(m.Params) {
 		meta = f.meta // the one scan of the params serves both
@@ -270,17 +269,23 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 	case mcp.MethodServerDiscover:
 		return s.appendDiscover(out, m.ID), false, true
 	case mcp.MethodToolsList:
-		return s.modernTail(s.listPage(handlers.ListNameTools, m, out), start, s.listHint(handlers.ListNameTools)), false, true
+		c := s.class(caller)
+		return s.modernTail(s.listPage(handlers.ListNameTools, m, out, c), start, s.listHint(handlers.ListNameTools, c)), false, true
 	case mcp.MethodResourcesList:
-		return s.modernTail(s.listPage(handlers.ListNameResources, m, out), start, s.listHint(handlers.ListNameResources)), false, true
+		c := s.class(caller)
+		return s.modernTail(s.listPage(handlers.ListNameResources, m, out, c), start, s.listHint(handlers.ListNameResources, c)), false, true
 	case mcp.MethodResourcesTemplatesList:
-		return s.modernTail(s.listPage(handlers.ListNameTemplates, m, out), start, s.listHint(handlers.ListNameTemplates)), false, true
+		c := s.class(caller)
+		return s.modernTail(s.listPage(handlers.ListNameTemplates, m, out, c), start, s.listHint(handlers.ListNameTemplates, c)), false, true
 	case mcp.MethodPromptsList:
-		return s.modernTail(s.listPage(handlers.ListNamePrompts, m, out), start, s.listHint(handlers.ListNamePrompts)), false, true
+		c := s.class(caller)
+		return s.modernTail(s.listPage(handlers.ListNamePrompts, m, out, c), start, s.listHint(handlers.ListNamePrompts, c)), false, true
 	case mcp.MethodSubscriptionsListen:
 		return s.listen(sess, m, &mm, frame, out, reply)
 	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
-		return s.statelessTaskMethod(sess, m, &mm, out, reply), false, true
+		if !hasTasksExt(mm.caps) || !s.foreignTask(m) {
+			return s.statelessTaskMethod(sess, m, &mm, out, reply), false, true
+		}
 	case mcp.MethodToolsCall, mcp.MethodResourcesRead, mcp.MethodPromptsGet, mcp.MethodCompletionComplete:
 	default:
 		reject(reply, codec.CodeMethodNotFound)
@@ -291,11 +296,11 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 		return codec.AppendError(out, m.ID, codec.CodeMethodNotFound, msg, nil), false, true
 	}
 	if m.Method == mcp.MethodToolsCall {
-		if dst, ok := s.inlineTool(sess, m, out, &f, &mm, reply); ok {
+		if dst, ok := s.inlineTool(sess, m, out, f, &mm, reply); ok {
 			return dst, false, true
 		}
 	}
-	out, queued = s.enqueue(sess, m, frame, out, reply, &f, &mm)
+	out, queued = s.enqueue(sess, m, frame, out, reply, f, &mm)
 	return out, queued, true
 }
 
@@ -328,9 +333,14 @@ func (s *Server) ModernCapabilities() mcp.ServerCapabilities {
 	return c
 }
 
-// listHint returns the cache hint of a list's results.
-func (s *Server) listHint(list handlers.ListName) *handlers.CacheHint {
+// listHint returns the cache hint of a list's results as the callers of
+// class c get them: never public when a class narrows them (c not nil),
+// since another caller's list may differ.
+func (s *Server) listHint(list handlers.ListName, c handlers.Class) *handlers.CacheHint {
 	h := s.reg.ListCacheHint(list)
+	if c != nil {
+		h.Public = false
+	}
 	return &h
 }
 
@@ -394,12 +404,11 @@ func (s *Server) modernTail(dst []byte, start int, hint *handlers.CacheHint) []b
 		dst = slices.Insert(dst, resEnd, add...)
 	}
 	if metaEnd >= 0 {
-		var mi []byte
 		if len(bytes.TrimSpace(meta[1:len(meta)-1])) > 0 {
-			mi = append(mi, ',')
+			dst = slices.Insert(dst, metaEnd, ',')
+			metaEnd++
 		}
-		mi = append(mi, s.serverInfoMeta[1:len(s.serverInfoMeta)-1]...)
-		dst = slices.Insert(dst, metaEnd, mi...)
+		dst = slices.Insert(dst, metaEnd, s.serverInfoMeta[1:len(s.serverInfoMeta)-1]...)
 	}
 	return dst
 }

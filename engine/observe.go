@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/internal/bytesconv"
+	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 )
 
@@ -31,6 +33,28 @@ type Observer interface {
 	// (the transports' typed reasons: tcp.ErrIdleTimeout,
 	// mcphttp.ErrSessionIdle, ...; codec.ReasonOf(cause) is its label).
 	SessionClosed(sess *session.Session, cause error)
+}
+
+// A ToolObserver is an Observer told, besides, the tool of each
+// tools/call: an Options.Observer that implements it is found once, at New
+// (package admin's Metrics does, for its per-tool series).
+type ToolObserver interface {
+	// ToolDone is called once per tools/call answered, right after
+	// RequestDone with the same code and d, when the engine knows the
+	// tool's name: tool as the client sent it (it aliases the message: do
+	// not keep it), toolError true when the tool answered a result with
+	// isError set (code 0). A call refused before its tool ran (a limit,
+	// authorization) has the refusal's code; one the engine made a task
+	// is told when it is answered with the task. Calls whose params the
+	// engine's scanner cannot read (a name with escapes, malformed
+	// params) are told to RequestDone only. Like RequestDone, it runs on
+	// the path of every tools/call: cheap, and never blocking.
+	ToolDone(sess *session.Session, tool string, code int, toolError bool, d time.Duration)
+}
+
+func toolObserver(o Observer) ToolObserver {
+	t, _ := o.(ToolObserver)
+	return t
 }
 
 // A ConnObserver is told of the connections a transport opens and closes
@@ -83,9 +107,15 @@ const InlineTimingSample = 16
 // InlineTimingSample. On an event loop, which serves a session alone, it
 // is this message's; where a session's messages arrive on several
 // goroutines at once (HTTP), a later one's at worst.
+//
+// A tools/call answered at once (a NonBlocking tool, a refusal) is told to
+// the ToolObserver with the name the dispatch scanned, and isError as the
+// inline tool left it in f; a refusal decided before the params were
+// scanned (-rate) scans them here, on that path only.
 func (s *Server) handleObserved(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
 	start := len(out)
-	res, queued = s.handleMessageInner(sess, m, frame, out, reply)
+	var f toolFields
+	res, queued = s.handleMessageInner(sess, m, frame, out, reply, &f)
 	if !queued && len(res) >= start {
 		d := time.Duration(-1)
 		if t0 := sess.IdleSince().UnixNano(); t0&(InlineTimingSample-1) == 0 {
@@ -93,9 +123,23 @@ func (s *Server) handleObserved(sess *session.Session, m *codec.Message, frame, 
 				d = -1
 			}
 		}
-		s.obs.RequestDone(sess, m.Method, answerCode(res[start:], m.ID), d)
+		code := answerCode(res[start:], m.ID)
+		s.obs.RequestDone(sess, m.Method, code, d)
+		if s.tobs != nil && m.Method == mcp.MethodToolsCall && (f.ok || f.scan(m.Params)) {
+			s.tobs.ToolDone(sess, bytesconv.B2S(f.name), code, f.isError && code == 0, d)
+		}
 	}
 	return res, queued
+}
+
+// observeQueued tells the Observer (and the ToolObserver) how r, a
+// request served on the worker pool, ended with code.
+func (s *Server) observeQueued(r *request, code int) {
+	d := s.monotonic() - r.obsStart
+	s.obs.RequestDone(r.sess, r.msg.Method, code, d)
+	if s.tobs != nil && r.params.Name != "" {
+		s.tobs.ToolDone(r.sess, r.params.Name, code, r.toolErr && code == 0, d)
+	}
 }
 
 // monotonic is the time since the server was made, read from the

@@ -34,6 +34,44 @@ type reqCtx struct {
 	err    error           // set once cancelled or finished
 	caused context.Context // a cancelled context carrying the cause, once cancelled
 	afters []*afterFunc    // AfterFunc's functions not yet run or stopped
+	notify chan<- struct{} // NotifyDone's channel
+}
+
+// DoneNotifier is implemented by the context the engine gives a handler.
+// A handler that waits on a channel of its own anyway (an answer from
+// elsewhere, on a reused channel) has the context's end signalled on that
+// channel too, rather than selecting on Done as well, which makes a
+// channel per request.
+type DoneNotifier interface {
+	// NotifyDone has a value sent on ch without blocking (give it room)
+	// when the context ends, at once if it has ended. One channel at a
+	// time: a second call replaces the first.
+	NotifyDone(ch chan<- struct{})
+	// StopNotify undoes NotifyDone: nothing is sent once it returns.
+	StopNotify()
+}
+
+var _ DoneNotifier = (*reqCtx)(nil)
+
+// NotifyDone implements DoneNotifier.
+func (c *reqCtx) NotifyDone(ch chan<- struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+		return
+	}
+	c.notify = ch
+}
+
+// StopNotify implements DoneNotifier.
+func (c *reqCtx) StopNotify() {
+	c.mu.Lock()
+	c.notify = nil
+	c.mu.Unlock()
 }
 
 // afterFunc is one function registered with AfterFunc.
@@ -45,7 +83,7 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 // reset prepares c for a request of the session whose context is parent.
 func (c *reqCtx) reset(parent context.Context) {
-	c.parent, c.caller, c.done, c.err, c.caused, c.afters = parent, nil, nil, nil, nil, c.afters[:0]
+	c.parent, c.caller, c.done, c.err, c.caused, c.afters, c.notify = parent, nil, nil, nil, nil, c.afters[:0], nil
 }
 
 // AfterFunc arranges for f to run in its own goroutine once the context
@@ -143,6 +181,13 @@ func (c *reqCtx) finish() {
 func (c *reqCtx) closeLocked() {
 	if c.done != nil && c.done != closedChan {
 		close(c.done)
+	}
+	if c.notify != nil {
+		select {
+		case c.notify <- struct{}{}:
+		default:
+		}
+		c.notify = nil
 	}
 	for i, a := range c.afters {
 		go a.f()

@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/bytedance/sonic"
 	"github.com/mcpedge/mcpedge/codec"
@@ -33,11 +35,18 @@ type request struct {
 	tokenParsed bool
 	token       []byte // progressToken from params._meta, aliasing buf
 
-	tool toolFields // tools/call params, when already scanned
+	tool    toolFields // tools/call params, when already scanned
+	toolErr bool       // the tool's result has isError set (callTool), for ToolObserver
 
 	// What callTool hands the tool's handler, reused.
 	call   handlers.CallToolRequest
 	params mcp.CallToolParams
+
+	// A request a raw handler serves (handlers.RawHandler): found once
+	// (rawRoute), and what it is handed.
+	rawH   handlers.RawHandler
+	rawSet bool
+	raw    handlers.RawRequest
 
 	// A request of the stateless revision (2026-07-28): its _meta, the
 	// client's declarations decoded when asked for, and its input rounds.
@@ -147,7 +156,7 @@ func (s *Server) run(r *request) {
 			b.B = b.B[:0]
 			rf.Refuse(r.msg.ID, r.refused)
 			if s.obs != nil {
-				s.obs.RequestDone(r.sess, r.msg.Method, codec.CodeServerBusy, s.monotonic()-r.obsStart)
+				s.observeQueued(r, codec.CodeServerBusy)
 			}
 		}
 	}
@@ -155,7 +164,7 @@ func (s *Server) run(r *request) {
 		codec.PutBuffer(b)
 		b = nil
 	} else if s.obs != nil {
-		s.obs.RequestDone(r.sess, r.msg.Method, answerCode(b.B, r.msg.ID), s.monotonic()-r.obsStart)
+		s.observeQueued(r, answerCode(b.B, r.msg.ID))
 	}
 	if f, ok := r.reply.(Replier); ok {
 		f.Final(b)
@@ -184,7 +193,9 @@ func (s *Server) serve(r *request, dst []byte) (out []byte) {
 	dst = codec.AppendResultStart(dst, id)
 	body := len(dst)
 	var err error
-	if r.mod.on {
+	if r.mod.on && s.rawRoute(r) == nil {
+		// A raw handler's server owns the input rounds it asks for: their
+		// inputResponses and requestState pass through to it.
 		if err = r.checkMRTR(); err != nil {
 			return codec.AppendErrorObject(dst[:start], id, codec.AsError(err))
 		}
@@ -249,6 +260,11 @@ func (s *Server) finishModern(r *request, dst []byte, start, body int, err error
 
 // dispatch runs the handler of r's method, appending its result to dst.
 func (s *Server) dispatch(r *request, dst []byte) ([]byte, error) {
+	if r.msg.Method != mcp.MethodToolsCall { // callTool decides for tools: tasks
+		if h := s.rawRoute(r); h != nil {
+			return s.serveRaw(r, h, r.raw.Name, dst)
+		}
+	}
 	var err error
 	switch r.msg.Method {
 	case mcp.MethodToolsCall:
@@ -274,6 +290,7 @@ func (s *Server) dispatch(r *request, dst []byte) ([]byte, error) {
 type toolFields struct {
 	ok               bool
 	retry            bool // inputResponses or requestState present (2026-07-28)
+	isError          bool // set by inlineTool: the tool answered with isError
 	name, args, meta []byte
 }
 
@@ -351,10 +368,19 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 			return dst, err
 		}
 	}
-	if r.task == nil {
+	var raw handlers.RawHandler
+	if s.reg.HasRaw() {
+		raw, _ = s.reg.RawTool(p.Name)
+	}
+	// A raw tool's server decides whether a 2026-07-28 call is a task: its
+	// result passes through (Registry.SetForeignTasks).
+	if r.task == nil && (raw == nil || !r.mod.on) {
 		if dst, err, done := s.toolTask(r, p, dst); done {
 			return dst, err
 		}
+	}
+	if raw != nil {
+		return s.serveRaw(r, raw, p.Name, dst)
 	}
 	r.call = handlers.CallToolRequest{Peer: r, Params: p}
 	res, err := s.reg.CallTool(r.ctx, &r.call)
@@ -365,6 +391,7 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 		res = &mcp.CallToolResult{}
 	}
 	r.plain = r.mod.on && len(res.Meta) == 0
+	r.toolErr = res.IsError
 	return res.AppendJSON(dst)
 }
 
@@ -376,10 +403,16 @@ func (s *Server) readResource(r *request, dst []byte) ([]byte, error) {
 	if p.URI == "" {
 		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: resources/read needs a uri")
 	}
+	c := s.class(r.caller())
 	if r.mod.on {
 		r.hint, r.hintSet = s.reg.ResourceCacheHint(p.URI), true
+		r.hint.Public = r.hint.Public && c == nil // what a class narrows is no one else's
 	}
-	res, err := s.reg.ReadResource(r.ctx, &handlers.ReadResourceRequest{Peer: r, Params: &p})
+	err := s.reg.CheckRead(c, p.URI)
+	var res *mcp.ReadResourceResult
+	if err == nil {
+		res, err = s.reg.ReadResource(r.ctx, &handlers.ReadResourceRequest{Peer: r, Params: &p})
+	}
 	if err != nil {
 		if r.mod.on {
 			// 2026-07-28: a resource not found is invalid params.
@@ -400,6 +433,9 @@ func (s *Server) getPrompt(r *request, dst []byte) ([]byte, error) {
 	if err := decodeParams(r, &p); err != nil {
 		return dst, err
 	}
+	if err := s.reg.Check(s.class(r.caller()), handlers.ListNamePrompts, p.Name); err != nil {
+		return dst, err
+	}
 	res, err := s.reg.GetPrompt(r.ctx, &handlers.GetPromptRequest{Peer: r, Params: &p})
 	if err != nil {
 		return dst, err
@@ -413,6 +449,9 @@ func (s *Server) getPrompt(r *request, dst []byte) ([]byte, error) {
 func (s *Server) complete(r *request, dst []byte) ([]byte, error) {
 	var p mcp.CompleteParams
 	if err := decodeParams(r, &p); err != nil {
+		return dst, err
+	}
+	if err := s.reg.CheckComplete(s.class(r.caller()), &p); err != nil {
 		return dst, err
 	}
 	res, err := s.reg.Complete(r.ctx, &handlers.CompleteRequest{Peer: r, Params: &p})
@@ -573,14 +612,66 @@ func (r *request) Log(level, logger string, data any) error {
 }
 
 // appendRelatedTask appends ,"_meta":{related-task} inside a params object
-// when r runs as a task.
+// when r runs as a task, or ,"_meta":{related-request} when its client
+// asked for the link (linked).
 func (r *request) appendRelatedTask(dst []byte) []byte {
 	if r.task == nil || r.task.sess == nil {
-		return dst
+		if !r.linked() {
+			return dst
+		}
+		dst = append(dst, `,"_meta":{"`+mcp.MetaRelatedRequest+`":{"requestId":`...)
+		dst = append(dst, r.msg.ID...)
+		return append(dst, "}}"...)
 	}
 	dst = append(dst, `,"_meta":{"`+relatedTaskKey+`":{"taskId":`...)
 	dst = codec.AppendString(dst, r.task.id)
 	return append(dst, "}}"...)
+}
+
+// linked reports whether the messages r sends its client carry
+// _meta[mcp.MetaRelatedRequest]: its client declared the key among its
+// experimental capabilities, and r is a request, not a task (whose
+// messages carry related-task).
+func (r *request) linked() bool {
+	if r.task != nil || len(r.msg.ID) == 0 {
+		return false
+	}
+	var exp []byte
+	if r.mod.on {
+		exp = r.ClientCapabilities().Experimental
+	} else if c := r.sess.ClientCapabilities(); c != nil {
+		exp = c.Experimental
+	}
+	return len(exp) > 0 && bytes.Contains(exp, []byte(`"`+mcp.MetaRelatedRequest+`"`))
+}
+
+// withRelatedRequest returns the params object obj with
+// _meta[mcp.MetaRelatedRequest] naming r added (a copy): into its _meta
+// when it has one.
+func (r *request) withRelatedRequest(obj []byte) []byte {
+	link := append([]byte(`"`+mcp.MetaRelatedRequest+`":{"requestId":`), r.msg.ID...)
+	link = append(link, '}')
+	if len(obj) < 2 || obj[0] != '{' {
+		obj = []byte("{}")
+	}
+	if meta, found, err := codec.ObjectField(obj, "_meta"); err == nil && found && len(meta) >= 2 && meta[0] == '{' {
+		at := int(uintptr(unsafe.Pointer(unsafe.SliceData(meta)))-uintptr(unsafe.Pointer(unsafe.SliceData(obj)))) + 1
+		out := make([]byte, 0, len(obj)+len(link)+1)
+		out = append(out, obj[:at]...)
+		out = append(out, link...)
+		if len(bytes.TrimSpace(meta[1:len(meta)-1])) > 0 {
+			out = append(out, ',')
+		}
+		return append(out, obj[at:]...)
+	}
+	out := make([]byte, 0, len(obj)+len(link)+12)
+	out = append(out, `{"_meta":{`...)
+	out = append(out, link...)
+	out = append(out, '}')
+	if len(bytes.TrimSpace(obj[1:len(obj)-1])) > 0 {
+		out = append(out, ',')
+	}
+	return append(out, obj[1:]...)
 }
 
 // StreamCloser is implemented by reply sinks whose stream a handler may end
@@ -723,6 +814,9 @@ func (r *request) callClient(ctx context.Context, method string, params, result 
 		if raw, err = codec.Marshal(params); err != nil {
 			return fmt.Errorf("engine: encoding %s params: %w", method, err)
 		}
+	}
+	if r.linked() {
+		raw = r.withRelatedRequest(raw)
 	}
 	if t := r.task; t != nil {
 		// A task waiting on its client is input_required meanwhile, and

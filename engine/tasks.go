@@ -205,6 +205,14 @@ func remoteKey(sess *session.Session) string {
 }
 
 // find returns the task id of owner, nil when there is none.
+// has reports whether a task id is held here, whoever owns it.
+func (st *taskStore) has(id string) bool {
+	st.mu.Lock()
+	_, ok := st.byID[id]
+	st.mu.Unlock()
+	return ok
+}
+
 func (st *taskStore) find(owner, id string) *task {
 	st.mu.Lock()
 	t := st.byID[id]

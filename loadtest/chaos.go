@@ -48,7 +48,9 @@ const (
 	// ChaosOversized initializes, then sends one message of
 	// ChaosExpect.MaxMessage plus 64 KiB. Expected: a -32700 error, then
 	// the connection closed (outcome "size_error+closed"); the close alone
-	// ("closed", when the error was lost to the reset) is accepted. HTTP:
+	// ("closed", when the error was lost to the reset) is accepted, and so
+	// is -32000 {"limit":"max-buffered"} before the close (the budget of
+	// partial messages cut it first: "budget_error+closed"). HTTP:
 	// 413, or the connection closed.
 	ChaosOversized ChaosKind = "oversized"
 	// ChaosHalfSent initializes, sends a prefix of a message (64 KiB or
@@ -58,11 +60,14 @@ const (
 	// run ends first. HTTP: on a connection of its own, the headers of a
 	// POST on the session with a Content-Length of 32 KiB (or MaxMessage,
 	// whichever is less) and half that body; expected: the connection
-	// closed within the same bound, after a 408 ("status_408+closed") or
-	// without one ("closed"). Any other answer is unexpected.
+	// closed within the same bound, after a 408 ("status_408+closed"), a
+	// 503 (the budget of bodies being received, -max-buffered, cut it
+	// first) or without one ("closed"). Any other answer is unexpected.
 	ChaosHalfSent ChaosKind = "half_sent"
 	// ChaosNoRead initializes, then sends echo calls with 16 KiB texts
-	// and never reads an answer. Expected: the server closes it as a slow
+	// and never reads an answer; its connection's receive buffer is a few
+	// KiB (SO_RCVBUF), so that what the server sends stays in the
+	// server's queues rather than in the kernel's. Expected: the server closes it as a slow
 	// consumer (a write fails) before ChaosExpect.SlowConsumerBytes of
 	// answers are due; "stalled" (a write blocked for AnswerWithin: the
 	// server stopped reading but kept the connection) is unexpected.
@@ -102,19 +107,96 @@ const (
 	// ChaosChurn connects and closes over and over, initializing every
 	// other time. Expected: each connection is accepted (and initialized).
 	ChaosChurn ChaosKind = "churn"
+	// ChaosDupListen sends a 2026-07-28 subscriptions/listen naming one
+	// board URI ChaosExpect.ListenURIs times (200,000: 3.4 MB, issue 20's
+	// listen that took minutes of CPU; fewer when that would pass
+	// MaxMessage) and a second URI once, then writes both board entries
+	// (board_write), the repeated one first. Expected: the acknowledgement
+	// lists the two URIs once each, and the repeated URI's write is heard
+	// once before the second's. HTTP: the listen is a POST whose answer is
+	// the SSE stream, the writes stateless POSTs.
+	ChaosDupListen ChaosKind = "dup_listen"
+	// ChaosSubFlood initializes and pipelines ChaosExpect.SubFloodCalls
+	// resources/subscribe calls with distinct URIs. Expected: no more than
+	// ChaosExpect.MaxSubscriptions succeed, every other one is refused
+	// with -32000 (the limit "subscriptions"). HTTP: the calls are POSTs on
+	// the session, refused with 429 and Retry-After; then one stateless
+	// listen naming MaxSubscriptions+1 distinct URIs must be refused 429.
+	ChaosSubFlood ChaosKind = "sub_flood"
+	// ChaosSessionFlood (HTTP only) initializes sessions and pings each
+	// once (so that none looks abandoned), until one initialize is
+	// refused, then deletes them. Expected: a 429 or 503 with Retry-After
+	// before ChaosExpect.SessionFloodMax sessions (the per-address share,
+	// -max-sessions-per-ip). While it holds its share, other clients of
+	// its address may be refused at initialize too: their episodes are
+	// then counted undecided, not unexpected.
+	ChaosSessionFlood ChaosKind = "session_flood"
+	// ChaosBodyDeclare (HTTP only) opens ChaosExpect.DeclareConns
+	// connections at once, each sending the headers of a POST declaring
+	// a Content-Length of ChaosExpect.DeclareBytes and a few bytes of its
+	// body, then silence (issue 20: 500 of them took 2 GB). Expected: each
+	// connection closed within ChaosExpect.ReadTimeout and a second, with
+	// or without an error status (408, 413, 429, 503, 401); the server's
+	// memory is Chaos.RSSBudget's to judge. A 2xx answer is unexpected.
+	ChaosBodyDeclare ChaosKind = "body_declare"
+	// ChaosNoReadMany runs ChaosExpect.NoReadConns never-reading clients
+	// (no_read's episode) at once, so that their answers queue on many
+	// connections together. Expected, for each: closed as a slow consumer
+	// (-max-outbound, or -max-outbound-total, which cuts the biggest
+	// holders first), as for no_read.
+	ChaosNoReadMany ChaosKind = "no_read_many"
+	// ChaosTaskHoard starts ChaosExpect.TaskCalls tasks of
+	// ChaosExpect.TaskTool at once and leaves: in odd episodes 2025-11-25
+	// task-augmented calls in a session, in even ones 2026-07-28 tasks
+	// (which outlive the connection). Expected: at most
+	// ChaosExpect.MaxTasksPerClient created, every other call refused
+	// with -32000 (the limits "tasks" or "task-workers"); HTTP: refused
+	// with 429 or 503 and Retry-After, never answered 200 with an error.
+	// Skipped without a TaskTool.
+	ChaosTaskHoard ChaosKind = "task_hoard"
+	// ChaosUnauth sends, with no token and then with a wrong one, the
+	// 2026-07-28 requests the engine answers itself (server/discover, the
+	// lists, subscriptions/listen, tasks/get and tasks/cancel) and some it
+	// passes to handlers, then initialize. Expected: every one refused
+	// with -31001 (unauthorized); HTTP: 401. Skipped unless
+	// ChaosExpect.Auth says the server requires a token.
+	ChaosUnauth ChaosKind = "unauth"
+	// ChaosNATSLocal connects to a cluster node's embedded NATS client
+	// port (ChaosExpect.NATSURL) as a local process would: with no
+	// credentials, with the route user and a guessed password, with a
+	// token. Expected: each refused (an authorization error, or no port
+	// at all); a client that gets in is unexpected, and what it could
+	// subscribe to is said. Skipped without a NATSURL.
+	ChaosNATSLocal ChaosKind = "nats_local"
 )
 
 // ChaosKinds lists every hostile kind, in report order.
 func ChaosKinds() []ChaosKind {
-	return []ChaosKind{ChaosGarbage, ChaosBadUTF8, ChaosOversized, ChaosHalfSent, ChaosNoRead, ChaosFlood, ChaosAbandon, ChaosChurn}
+	return []ChaosKind{ChaosGarbage, ChaosBadUTF8, ChaosOversized, ChaosHalfSent, ChaosNoRead, ChaosFlood, ChaosAbandon, ChaosChurn,
+		ChaosDupListen, ChaosSubFlood, ChaosSessionFlood, ChaosBodyDeclare, ChaosNoReadMany, ChaosTaskHoard, ChaosUnauth, ChaosNATSLocal}
 }
 
-// chaosHTTP are the kinds that have an HTTP variant (every kind, now); a
-// kind without one would run on TCP targets only and be listed as skipped
-// on HTTP ones.
-var chaosHTTP = map[ChaosKind]bool{
-	ChaosGarbage: true, ChaosBadUTF8: true, ChaosOversized: true, ChaosHalfSent: true,
-	ChaosNoRead: true, ChaosFlood: true, ChaosAbandon: true, ChaosChurn: true,
+// chaosOnly names the one transport of a kind that has no variant on the
+// other, and why.
+var chaosOnly = map[ChaosKind]struct{ transport, why string }{
+	ChaosSessionFlood: {"http", "HTTP only: a TCP session is its connection (abandon, -max-conns)"},
+	ChaosBodyDeclare:  {"http", "HTTP only: its TCP twin is half_sent (-max-buffered)"},
+}
+
+// skipReason says why kind k does not run in this run, or "".
+func (cr *chaosRun) skipReason(k ChaosKind) string {
+	if o, ok := chaosOnly[k]; ok && o.transport != cr.cfg.Target.Transport {
+		return o.why
+	}
+	switch {
+	case k == ChaosTaskHoard && cr.e.TaskTool == "":
+		return "no tool with task support named (-task-tool)"
+	case k == ChaosUnauth && !cr.e.Auth:
+		return "the server is not said to require a token (-expect-auth)"
+	case k == ChaosNATSLocal && cr.e.NATSURL == "":
+		return "no NATS client port named (-nats-url)"
+	}
+	return ""
 }
 
 // ParseChaosClients parses "garbage=2,flood=1" (a kind alone means 1;
@@ -188,6 +270,44 @@ type ChaosExpect struct {
 	AbandonEvery time.Duration
 	// Pause separates one client's episodes; default 10 ms.
 	Pause time.Duration
+
+	// MaxSubscriptions is the server's -max-subscriptions, the most
+	// subscriptions a sub_flood session may get; default 1024 (mcpedge's
+	// default). SubFloodCalls is how many it asks for; default four times
+	// as many.
+	MaxSubscriptions int
+	SubFloodCalls    int
+	// ListenURIs is how many times a dup_listen names its URI (fewer when
+	// that would not fit in MaxMessage); default 200,000.
+	ListenURIs int
+	// SessionFloodMax bounds the sessions a session_flood episode opens
+	// before it calls the server unlimited; default 70,000 (past mcpedge's
+	// default -max-sessions, 65,536).
+	SessionFloodMax int
+	// DeclareConns is how many connections a body_declare episode opens at
+	// once (default 100), DeclareBytes the Content-Length each declares
+	// (default MaxMessage).
+	DeclareConns int
+	DeclareBytes int
+	// NoReadConns is how many never-reading clients a no_read_many
+	// episode runs at once; default 32.
+	NoReadConns int
+	// TaskTool names a tool with task support (mcpedge's conformance set
+	// has slow_compute) and TaskArgs its arguments, a JSON object (default
+	// {}); without a TaskTool, task_hoard is skipped. TaskCalls is how many
+	// tasks a hoarder asks for at once; default 64. MaxTasksPerClient is
+	// the server's -max-tasks-per-client, the most a hoarder may get;
+	// default 16 (mcpedge's default).
+	TaskTool          string
+	TaskArgs          string
+	TaskCalls         int
+	MaxTasksPerClient int
+	// Auth says the server requires a token on every request: unauth runs
+	// only then.
+	Auth bool
+	// NATSURL is a cluster node's embedded NATS client port,
+	// nats://127.0.0.1:PORT: nats_local runs only with it.
+	NATSURL string
 }
 
 // Chaos describes a chaos run: hostile clients beside well-behaved ones.
@@ -200,19 +320,47 @@ type Chaos struct {
 	// Duration bounds the run; default 10 s.
 	Duration time.Duration
 	// Clients is how many clients of each hostile kind run; nil means
-	// DefaultChaosClients. A kind without an HTTP variant (none, now)
-	// would be skipped on an HTTP target and listed as skipped.
+	// DefaultChaosClients. A kind that cannot run here (one of a single
+	// transport, or one that needs ChaosExpect to name something: a task
+	// tool, a token requirement, a NATS port) is listed as skipped.
 	Clients map[ChaosKind]int
 	// Good is the well-behaved load, run by Run for the chaos run's
-	// length (Target, Duration, Warmup and PID are set from the chaos
-	// run). A zero Good means 4 connections at 200 requests per second in
-	// all of echo=4,add=1, every answer verified.
+	// length (Duration, Warmup and PID are set from the chaos run; Target
+	// and Targets too unless Good names its own: the HTTP endpoint, say,
+	// with a Bearer token, of a server whose TCP port the hostile clients
+	// attack without one). A zero Good means 4 connections at 200
+	// requests per second in all of echo=4,add=1, every answer verified.
+	// The server is alive after the run when a fresh well-behaved session
+	// can ping it.
 	Good    Config
 	Expect  ChaosExpect
 	Timeout time.Duration // per request and set-up; default 10 s
 	// PID, if set, is the server process read through /proc before and
-	// after the run.
+	// after the run, and whose resident memory is sampled during it
+	// (ChaosResult.RSS). Its baseline is read once well-behaved clients
+	// alone have warmed the server up: for RSSWarmup before the run, or
+	// with PerKind in its first phase.
 	PID int
+	// PerKind runs the hostile kinds one at a time, each for Duration
+	// beside well-behaved clients of their own, after a phase of Duration
+	// with no hostile client: ChaosResult.Phases gives the well-behaved
+	// clients' latency beside each kind. Without it every kind runs at
+	// once, for Duration.
+	PerKind bool
+	// RSSBudget, with PID, is the most resident memory the server may
+	// reach during the run, in bytes (0: none): ChaosResult.RSS says
+	// whether every sample stayed within it.
+	RSSBudget int64
+	// RSSEvery is the time between samples of the server's memory, and
+	// between readings while it settles; default 100 ms.
+	RSSEvery time.Duration
+	// RSSSettle bounds the wait after the run for the server's memory to
+	// come back within RSSTolerance of its baseline; 0 reads it once.
+	RSSSettle time.Duration
+	// Settle, if set, is called before the baseline reading and each
+	// reading after the run: in process, runtime.GC and
+	// debug.FreeOSMemory, so that what is read is what is held.
+	Settle func()
 }
 
 // DefaultChaosClients is the hostile mix when Chaos.Clients is nil: two
@@ -230,8 +378,7 @@ type ChaosKindResult struct {
 	Kind    ChaosKind `json:"kind"`
 	Clients int       `json:"clients"`
 	Expect  string    `json:"expect"` // the expected outcome, in words
-	// Skipped says why the kind did not run (no HTTP variant; every kind
-	// has one now, so it is empty).
+	// Skipped says why the kind did not run (see Chaos.Clients).
 	Skipped string `json:"skipped,omitempty"`
 	// Episodes is the number of hostile acts (a connection each, but for
 	// flood: a burst of calls).
@@ -249,6 +396,10 @@ type ChaosKindResult struct {
 	// CloseAfter is the time from the hostile act to the server's close,
 	// where the server closed.
 	CloseAfter *LatencyStats `json:"close_after_us,omitempty"`
+	// Took is the time from the hostile act to its answer, where the kind
+	// measures it: dup_listen's acknowledgement, sub_flood's and
+	// task_hoard's last answer, session_flood's refusal.
+	Took *LatencyStats `json:"took_us,omitempty"`
 	// FirstUnexpected describes the first unexpected episode.
 	FirstUnexpected string `json:"first_unexpected,omitempty"`
 }
@@ -256,6 +407,9 @@ type ChaosKindResult struct {
 // ChaosResult is a chaos run's outcome. Good is the well-behaved clients'
 // result; Hostile has one entry per kind, in ChaosKinds order.
 type ChaosResult struct {
+	// Target is the hostile clients' target (the well-behaved clients'
+	// is the Result's, which may differ: Chaos.Good).
+	Target    string            `json:"target"`
 	DurationS float64           `json:"duration_s"`
 	Hostile   []ChaosKindResult `json:"hostile"`
 	// AllAsExpected is true when no hostile episode was unexpected.
@@ -267,10 +421,43 @@ type ChaosResult struct {
 	// ServerBefore and ServerAfter are /proc readings of Chaos.PID.
 	ServerBefore *ProcStats `json:"server_before,omitempty"`
 	ServerAfter  *ProcStats `json:"server_after,omitempty"`
+	// RSS is the server's resident memory over the run: baseline, peak
+	// against Chaos.RSSBudget, and after (Chaos.PID only).
+	RSS *ChaosRSS `json:"rss,omitempty"`
+	// Phases, with Chaos.PerKind, are the well-behaved clients' figures
+	// in each phase: first with no hostile client, then beside each kind
+	// alone.
+	Phases []ChaosPhase `json:"phases,omitempty"`
 	// Good is the well-behaved clients' result: their errors by kind and
-	// latency, apart from the hostile clients'. Result() puts it at the
-	// top of mcpload's result.
+	// latency, apart from the hostile clients' (every phase's together).
+	// Result() puts it at the top of mcpload's result.
 	Good *Result `json:"-"`
+}
+
+// ChaosPhase is what the well-behaved clients met beside one hostile kind
+// running alone (Kind empty: beside none).
+type ChaosPhase struct {
+	Kind         ChaosKind        `json:"kind"`
+	Clients      int              `json:"clients"` // hostile clients
+	DurationS    float64          `json:"duration_s"`
+	Requests     int64            `json:"requests"`
+	Errors       int64            `json:"errors"`
+	ErrorsByKind map[string]int64 `json:"errors_by_kind,omitempty"`
+	Latency      *LatencyStats    `json:"latency_us,omitempty"`
+	// RSSPeakBytes is the server's highest resident memory in the phase.
+	RSSPeakBytes int64 `json:"rss_peak_bytes,omitempty"`
+}
+
+// OK reports whether the run held: every hostile episode as expected, the
+// server answering after it, the well-behaved clients without an error,
+// and its memory within the budget and back near its baseline (where
+// measured).
+func (c *ChaosResult) OK() bool {
+	ok := c.AllAsExpected && c.ServerAlive && c.Good != nil && c.Good.Errors == 0
+	if c.RSS != nil {
+		ok = ok && c.RSS.WithinBudget && c.RSS.Settled
+	}
+	return ok
 }
 
 // Kind returns the result of hostile kind k (a zero one if it is absent).
@@ -295,26 +482,53 @@ func (c *ChaosResult) Result() *Result {
 
 func (c *ChaosResult) writeText(b *strings.Builder) {
 	g := c.Good
+	if c.Target != g.Target {
+		fmt.Fprintf(b, "hostile    %s\n", c.Target)
+	}
 	fmt.Fprintf(b, "duration   %.2fs\n", c.DurationS)
 	fmt.Fprintf(b, "well-behaved  %d connections: %d requests, %d ok, %d errors (%.3f%%), %.0f req/s\n",
 		g.Connections, g.Requests, g.OK, g.Errors, 100*g.ErrorRate, g.Throughput)
 	g.writeLatency(b)
+	if len(c.Phases) > 0 {
+		b.WriteString("well-behaved beside each hostile kind, one kind at a time\n")
+		tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  hostile\tclients\trequests\terrors\tp50\tp99\tmax\tserver rss peak")
+		for _, p := range c.Phases {
+			kind := string(p.Kind)
+			if kind == "" {
+				kind = "(none)"
+			}
+			p50, p99, mx := "-", "-", "-"
+			if l := p.Latency; l != nil {
+				p50, p99, mx = fmtUS(l.P50), fmtUS(l.P99), fmtUS(l.Max)
+			}
+			rss := "-"
+			if p.RSSPeakBytes > 0 {
+				rss = mib(p.RSSPeakBytes)
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", kind, p.Clients, p.Requests, p.Errors, p50, p99, mx, rss)
+		}
+		_ = tw.Flush()
+	}
 	b.WriteString("hostile\n")
 	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  kind\tclients\tepisodes\tas expected\tunexpected\tundecided\toutcomes\tclose after p50/max")
+	fmt.Fprintln(tw, "  kind\tclients\tepisodes\tas expected\tunexpected\tundecided\toutcomes\tclose after p50/max\ttook p50/max")
 	for _, h := range c.Hostile {
 		if h.Clients == 0 {
 			continue
 		}
 		if h.Skipped != "" {
-			fmt.Fprintf(tw, "  %s\t%d\t-\t-\t-\t-\tskipped: %s\t\n", h.Kind, h.Clients, h.Skipped)
+			fmt.Fprintf(tw, "  %s\t%d\t-\t-\t-\t-\tskipped: %s\t\t\n", h.Kind, h.Clients, h.Skipped)
 			continue
 		}
-		closeAfter := "-"
+		closeAfter, took := "-", "-"
 		if h.CloseAfter != nil {
 			closeAfter = fmtUS(h.CloseAfter.P50) + "/" + fmtUS(h.CloseAfter.Max)
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", h.Kind, h.Clients, h.Episodes, h.AsExpected, h.Unexpected, h.Undecided, fmtCounts(h.Outcomes), closeAfter)
+		if h.Took != nil {
+			took = fmtUS(h.Took.P50) + "/" + fmtUS(h.Took.Max)
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", h.Kind, h.Clients, h.Episodes, h.AsExpected, h.Unexpected, h.Undecided, fmtCounts(h.Outcomes), closeAfter, took)
 	}
 	_ = tw.Flush()
 	for _, h := range c.Hostile {
@@ -340,6 +554,9 @@ func (c *ChaosResult) writeText(b *strings.Builder) {
 			float64(c.ServerBefore.RSSBytes)/(1<<20), float64(c.ServerAfter.RSSBytes)/(1<<20),
 			c.ServerBefore.Threads, c.ServerAfter.Threads, c.ServerBefore.FDs, c.ServerAfter.FDs,
 			c.ServerAfter.CPUS-c.ServerBefore.CPUS)
+	}
+	if c.RSS != nil {
+		c.RSS.writeText(b)
 	}
 }
 
@@ -370,6 +587,7 @@ type kindRec struct {
 	mu    sync.Mutex
 	res   ChaosKindResult
 	close *hdrhistogram.Histogram
+	took  *hdrhistogram.Histogram
 }
 
 func (k *kindRec) record(outcome string, v verdict, closeAfter time.Duration, detail string) {
@@ -396,6 +614,13 @@ func (k *kindRec) record(outcome string, v verdict, closeAfter time.Duration, de
 	}
 }
 
+// tookTime records how long a hostile act took to be answered (ChaosKindResult.Took).
+func (k *kindRec) tookTime(d time.Duration) {
+	k.mu.Lock()
+	_ = k.took.RecordValue(min(int64(d), int64(maxLatency)))
+	k.mu.Unlock()
+}
+
 func (k *kindRec) answer(kind string, n int64) {
 	k.mu.Lock()
 	if k.res.Answers == nil {
@@ -410,23 +635,38 @@ func (k *kindRec) answer(kind string, n int64) {
 var chaosExpectText = map[ChaosKind]string{
 	ChaosGarbage:   "a -32700 parse error or the connection closed, never silence",
 	ChaosBadUTF8:   "every request answered (result or error) and a ping after them; the connection stays",
-	ChaosOversized: "a -32700 size error then the connection closed, or the close alone",
+	ChaosOversized: "a -32700 size error (or -32000 max-buffered) then the connection closed, or the close alone",
 	ChaosHalfSent:  "the connection closed within the read timeout",
 	ChaosNoRead:    "closed as a slow consumer before the answer budget is spent",
 	ChaosFlood:     "some calls refused with -32000 (busy, a limit), or the connection closed",
 	ChaosAbandon:   "reaped eventually (not waited for: closed during the run counts as expected)",
 	ChaosChurn:     "every connection accepted (and initialized, every other time)",
+	ChaosDupListen: "acknowledged with each URI once, and one notification per write",
+	ChaosSubFlood:  "at most -max-subscriptions subscriptions, every other one refused with -32000",
+	ChaosBodyDeclare: "each connection closed within the read timeout (with or without a 4xx or 5xx), " +
+		"the declared bodies never allocated",
+	ChaosNoReadMany:   "each closed as a slow consumer (-max-outbound, -max-outbound-total)",
+	ChaosTaskHoard:    "at most -max-tasks-per-client tasks, every other call refused with -32000",
+	ChaosUnauth:       "every request refused with -31001",
+	ChaosNATSLocal:    "refused (an authorization error, or no port)",
+	ChaosSessionFlood: "refused with 429 or 503 and Retry-After before the flood's bound",
 }
 
 var chaosExpectHTTP = map[ChaosKind]string{
 	ChaosGarbage:   "a 4xx answer, never silence",
 	ChaosBadUTF8:   "every POST answered 200 (result or JSON-RPC error) and a ping after them; the session keeps working",
 	ChaosOversized: "413, or the connection closed",
-	ChaosHalfSent:  "the connection closed within the read timeout (with or without a 408)",
+	ChaosHalfSent:  "the connection closed within the read timeout (with or without a 408, or 503 for -max-buffered)",
 	ChaosNoRead:    "the connection closed (stream bound or write timeout) before a client write blocks past the write timeout",
 	ChaosFlood:     "some POSTs refused 429 or 503 with Retry-After, every other one answered 200",
 	ChaosAbandon:   "reaped eventually (not waited for)",
 	ChaosChurn:     "every initialize answered (and the session deleted, every other time)",
+	ChaosDupListen: "the stream acknowledges each URI once, and carries one notification per write",
+	ChaosSubFlood:  "at most -max-subscriptions subscriptions, every other one refused 429 with Retry-After; a listen over the limit 429",
+	ChaosNoReadMany: "each connection closed (stream bound, -max-outbound-total or write timeout) " +
+		"before a client write blocks past the write timeout",
+	ChaosTaskHoard: "at most -max-tasks-per-client tasks, every other call refused 429 or 503 with Retry-After",
+	ChaosUnauth:    "every request answered 401",
 }
 
 func (e *ChaosExpect) defaults() {
@@ -466,22 +706,58 @@ func (e *ChaosExpect) defaults() {
 	if e.Pause <= 0 {
 		e.Pause = 10 * time.Millisecond
 	}
+	if e.MaxSubscriptions <= 0 {
+		e.MaxSubscriptions = 1024
+	}
+	if e.SubFloodCalls <= 0 {
+		e.SubFloodCalls = 4 * e.MaxSubscriptions
+	}
+	if e.ListenURIs <= 0 {
+		e.ListenURIs = 200000
+	}
+	if e.SessionFloodMax <= 0 {
+		e.SessionFloodMax = 70000
+	}
+	if e.DeclareConns <= 0 {
+		e.DeclareConns = 100
+	}
+	if e.DeclareBytes <= 0 {
+		e.DeclareBytes = e.MaxMessage
+	}
+	if e.NoReadConns <= 0 {
+		e.NoReadConns = 32
+	}
+	if e.TaskArgs == "" {
+		e.TaskArgs = "{}"
+	}
+	if e.TaskCalls <= 0 {
+		e.TaskCalls = 64
+	}
+	if e.MaxTasksPerClient <= 0 {
+		e.MaxTasksPerClient = 16
+	}
 }
 
 // chaosRun is the state of one RunChaos.
 type chaosRun struct {
 	cfg     Chaos
 	e       ChaosExpect
-	end     time.Time
+	end     time.Time // the current phase's
 	timeout time.Duration
 	hc      *http.Client // HTTP hostile clients: no keep-alive
+	kc      *http.Client // HTTP hostile clients sending requests in series: keep-alive
 	url     *url.URL     // HTTP: the target's URL
+	// tag tells this run's board entries from another's on the same
+	// server (TestChaosSurvival runs TCP and HTTP at once).
+	tag string
 }
 
 // RunChaos runs hostile clients beside well-behaved ones for cfg.Duration
-// and reports both apart. It returns an error only when the run could not
+// (with PerKind, one phase of Duration per kind and one without) and
+// reports both apart. It returns an error only when the run could not
 // start (a bad configuration, no well-behaved connection at all). It
-// returns within Duration + Timeout plus set-up, or soon after ctx ends.
+// returns within the phases' time, Timeout and RSSSettle plus set-up, or
+// soon after ctx ends.
 func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 	ts, err := targetsOf(cfg.Target, cfg.Targets)
 	if err != nil {
@@ -497,12 +773,21 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
+	if cfg.RSSEvery <= 0 {
+		cfg.RSSEvery = 100 * time.Millisecond
+	}
 	if cfg.Clients == nil {
 		cfg.Clients = DefaultChaosClients()
 	}
 	cfg.Expect.defaults()
 	good := cfg.Good
-	good.Target, good.Targets, good.Duration, good.Warmup, good.PID, good.PIDs, good.Requests = cfg.Target, cfg.Targets, cfg.Duration, 0, 0, nil, 0
+	goodTargets := cfg.Targets
+	if good.Target.Transport != "" || len(good.Targets) > 0 {
+		if goodTargets, err = targetsOf(good.Target, good.Targets); err != nil {
+			return nil, err
+		}
+	}
+	good.Target, good.Targets, good.Duration, good.Warmup, good.PID, good.PIDs, good.Requests = goodTargets[0], goodTargets, cfg.Duration, 0, 0, nil, 0
 	if good.Connections == 0 && good.Rate == 0 {
 		good.Connections, good.Rate = 4, 200
 	}
@@ -516,18 +801,13 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 		}
 		good.Steps = st
 	}
-	if _, err := compile(cfg.Expect.FloodArgs); err != nil {
-		return nil, err
-	}
-
-	out := &ChaosResult{}
-	if cfg.PID > 0 {
-		if st, err := ReadProc(cfg.PID); err == nil {
-			out.ServerBefore = &st
+	for _, a := range []string{cfg.Expect.FloodArgs, cfg.Expect.TaskArgs} {
+		if _, err := compile(a); err != nil {
+			return nil, err
 		}
 	}
-	start := time.Now()
-	cr := &chaosRun{cfg: cfg, e: cfg.Expect, end: start.Add(cfg.Duration), timeout: cfg.Timeout}
+
+	cr := &chaosRun{cfg: cfg, e: cfg.Expect, timeout: cfg.Timeout, tag: cfg.Target.Transport}
 	if cfg.Target.Transport == "http" {
 		u, err := url.Parse(cfg.Target.Addr)
 		if err != nil || u.Host == "" {
@@ -538,48 +818,102 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 	tr := &http.Transport{DisableKeepAlives: true, DisableCompression: true}
 	cr.hc = &http.Client{Transport: tr, Timeout: cfg.Timeout}
 	defer tr.CloseIdleConnections()
-	runCtx, cancel := context.WithDeadline(ctx, cr.end)
-	defer cancel()
+	ktr := &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 64}
+	cr.kc = &http.Client{Transport: ktr, Timeout: cfg.Timeout}
+	defer ktr.CloseIdleConnections()
+
+	out := &ChaosResult{Target: cfg.Target.String()}
+	var watch *rssWatch
+	// baseline reads the server's memory once well-behaved clients alone
+	// have warmed it up (pools filled, code paths run).
+	baseline := func() {
+		if base, anon, err := readRSS(cfg.PID, cfg.Settle); err == nil {
+			out.RSS.BaselineBytes, out.RSS.BaselineAnonBytes = base, anon
+		}
+	}
+	if cfg.PID > 0 {
+		if st, err := ReadProc(cfg.PID); err == nil {
+			out.ServerBefore = &st
+		}
+		if _, err := ProcRSS(cfg.PID); err == nil {
+			out.RSS = &ChaosRSS{BudgetBytes: cfg.RSSBudget}
+			if !cfg.PerKind {
+				warm := good
+				warm.Duration = RSSWarmup
+				if _, err := Run(ctx, warm); err != nil {
+					return nil, fmt.Errorf("loadtest: the well-behaved clients: %w", err)
+				}
+				baseline()
+			}
+			watch = startRSSWatch(cfg.PID, cfg.RSSEvery)
+		}
+	}
 
 	recs := map[ChaosKind]*kindRec{}
-	var wg sync.WaitGroup
+	var active []ChaosKind
 	for _, k := range ChaosKinds() {
 		n := cfg.Clients[k]
 		expect := chaosExpectText[k]
 		if cfg.Target.Transport == "http" && chaosExpectHTTP[k] != "" {
 			expect = chaosExpectHTTP[k]
 		}
-		rec := &kindRec{res: ChaosKindResult{Kind: k, Clients: n, Expect: expect, Outcomes: map[string]int64{}}, close: newHist(2)}
+		rec := &kindRec{res: ChaosKindResult{Kind: k, Clients: n, Expect: expect, Outcomes: map[string]int64{}}, close: newHist(2), took: newHist(2)}
 		recs[k] = rec
 		if n <= 0 {
 			continue
 		}
-		if cfg.Target.Transport == "http" && !chaosHTTP[k] {
-			rec.res.Skipped = "no HTTP variant"
+		if why := cr.skipReason(k); why != "" {
+			rec.res.Skipped = why
 			continue
 		}
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				cr.client(runCtx, k, i, rec)
-			}()
+		active = append(active, k)
+	}
+	phases := [][]ChaosKind{active}
+	if cfg.PerKind {
+		phases = [][]ChaosKind{nil}
+		for _, k := range active {
+			phases = append(phases, []ChaosKind{k})
 		}
 	}
 
-	var goodRes *Result
-	var goodErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		goodRes, goodErr = Run(ctx, good)
-	}()
-	wg.Wait()
-	out.DurationS = time.Since(start).Seconds()
-	if goodErr != nil {
-		return nil, fmt.Errorf("loadtest: the well-behaved clients: %w", goodErr)
+	start := time.Now()
+	var goods []*Result
+	for i, kinds := range phases {
+		if i > 0 && ctx.Err() != nil {
+			break
+		}
+		g, err := cr.phase(ctx, kinds, recs, good)
+		if err != nil {
+			if watch != nil {
+				watch.close(out.RSS)
+			}
+			return nil, err
+		}
+		goods = append(goods, g)
+		if cfg.PerKind {
+			ph := ChaosPhase{DurationS: g.DurationS, Requests: g.Requests, Errors: g.Errors, Latency: g.Latency}
+			if len(kinds) == 1 {
+				ph.Kind, ph.Clients = kinds[0], cfg.Clients[kinds[0]]
+			}
+			for k, n := range g.ErrorsByKind {
+				if n > 0 {
+					if ph.ErrorsByKind == nil {
+						ph.ErrorsByKind = map[string]int64{}
+					}
+					ph.ErrorsByKind[k] = n
+				}
+			}
+			if watch != nil {
+				ph.RSSPeakBytes = watch.endPhase()
+				if i == 0 {
+					baseline()
+				}
+			}
+			out.Phases = append(out.Phases, ph)
+		}
 	}
-	out.Good = goodRes
+	out.DurationS = time.Since(start).Seconds()
+	out.Good = mergeResults(goods)
 	out.AllAsExpected = true
 	for _, k := range ChaosKinds() {
 		rec := recs[k]
@@ -589,6 +923,11 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 			tmp := &Result{}
 			tmp.setHist(rec.close)
 			r.CloseAfter = tmp.Latency
+		}
+		if rec.took.TotalCount() > 0 {
+			tmp := &Result{}
+			tmp.setHist(rec.took)
+			r.Took = tmp.Latency
 		}
 		rec.mu.Unlock()
 		if r.Unexpected > 0 {
@@ -601,10 +940,10 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 	actx, acancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer acancel()
 	out.ServerAlive = true
-	for _, t := range cfg.Targets {
-		if err := alive(actx, t, cfg.Timeout); err != nil {
+	for _, t := range goodTargets {
+		if err := alive(actx, t, cfg.Timeout, good.Bearer); err != nil {
 			out.AliveError = err.Error()
-			if len(cfg.Targets) > 1 {
+			if len(goodTargets) > 1 {
 				out.AliveError = t.String() + ": " + out.AliveError
 			}
 			out.ServerAlive = false
@@ -616,12 +955,98 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 			out.ServerAfter = &st
 		}
 	}
+	if watch != nil {
+		watch.close(out.RSS)
+		settleRSS(out.RSS, cfg.PID, cfg.Settle, cfg.RSSSettle, cfg.RSSEvery)
+	}
 	return out, nil
 }
 
+// phase runs the hostile clients of kinds beside a well-behaved load of
+// its own for the run's Duration: the hostile clients start once the
+// well-behaved ones are connected.
+func (cr *chaosRun) phase(ctx context.Context, kinds []ChaosKind, recs map[ChaosKind]*kindRec, good Config) (*Result, error) {
+	launched := make(chan struct{})
+	var once sync.Once
+	good.launched = func() { once.Do(func() { close(launched) }) }
+	var goodRes *Result
+	var goodErr error
+	goodDone := make(chan struct{})
+	go func() {
+		defer close(goodDone)
+		goodRes, goodErr = Run(ctx, good)
+	}()
+	select {
+	case <-launched:
+	case <-goodDone:
+	}
+	cr.end = time.Now().Add(cr.cfg.Duration)
+	runCtx, cancel := context.WithDeadline(ctx, cr.end)
+	defer cancel()
+	var wg sync.WaitGroup
+	if goodErr == nil {
+		for _, k := range kinds {
+			for i := range cr.cfg.Clients[k] {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					cr.client(runCtx, k, i, recs[k])
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	<-goodDone
+	if goodErr != nil {
+		return nil, fmt.Errorf("loadtest: the well-behaved clients: %w", goodErr)
+	}
+	return goodRes, nil
+}
+
+// mergeResults adds up the well-behaved clients' results of a run's
+// phases: counts, errors and the latency distribution (per-step and
+// per-second figures are each phase's own, and left out).
+func mergeResults(parts []*Result) *Result {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	res := *parts[0]
+	res.Requests, res.OK, res.Errors, res.ConnectFailures, res.DurationS = 0, 0, 0, 0, 0
+	res.ErrorsByKind, res.ErrorSamples = map[string]int64{}, map[string]string{}
+	res.Steps, res.Timeline, res.Targets, res.Latency, res.Percentiles, res.Load, res.Server = nil, nil, nil, nil, nil, nil, nil
+	h := newHist(3)
+	for _, p := range parts {
+		res.Requests += p.Requests
+		res.OK += p.OK
+		res.Errors += p.Errors
+		res.ConnectFailures += p.ConnectFailures
+		res.DurationS += p.DurationS
+		for k, n := range p.ErrorsByKind {
+			res.ErrorsByKind[k] += n
+		}
+		for k, v := range p.ErrorSamples {
+			if _, ok := res.ErrorSamples[k]; !ok {
+				res.ErrorSamples[k] = v
+			}
+		}
+		if p.hist != nil {
+			h.Merge(p.hist)
+		}
+	}
+	res.ErrorRate, res.Throughput = 0, 0
+	if res.Requests > 0 {
+		res.ErrorRate = float64(res.Errors) / float64(res.Requests)
+	}
+	if res.DurationS > 0 {
+		res.Throughput = float64(res.OK) / res.DurationS
+	}
+	res.setHist(h)
+	return &res
+}
+
 // alive opens a fresh session and pings it.
-func alive(ctx context.Context, t Target, timeout time.Duration) error {
-	opts := &sessionOpts{timeout: timeout, maxFrame: 16 << 20}
+func alive(ctx context.Context, t Target, timeout time.Duration, bearer []string) error {
+	opts := &sessionOpts{timeout: timeout, maxFrame: 16 << 20, bearer: bearerHeaders(bearer)}
 	d, err := newDialer([]Target{t}, 1, 1, opts, io.Discard)
 	if err != nil {
 		return err
@@ -642,16 +1067,33 @@ func (cr *chaosRun) client(ctx context.Context, k ChaosKind, i int, rec *kindRec
 		cr.abandon(ctx, rec)
 		return
 	}
+	episode := chaosEpisodes[k]
 	n := 0
 	for ctx.Err() == nil {
 		n++
-		if cr.cfg.Target.Transport == "http" {
+		switch {
+		case episode != nil:
+			episode(cr, ctx, i, n, rec)
+		case cr.cfg.Target.Transport == "http":
 			cr.httpEpisode(ctx, k, n, rec)
-		} else {
+		default:
 			cr.tcpEpisode(ctx, k, i, n, rec)
 		}
 		sleepCtx(ctx, cr.e.Pause)
 	}
+}
+
+// chaosEpisodes are the episodes of the kinds that pick their transport's
+// variant themselves: episode n of client i.
+var chaosEpisodes = map[ChaosKind]func(cr *chaosRun, ctx context.Context, i, n int, rec *kindRec){
+	ChaosDupListen:    (*chaosRun).dupListen,
+	ChaosSubFlood:     (*chaosRun).subFlood,
+	ChaosSessionFlood: (*chaosRun).sessionFlood,
+	ChaosBodyDeclare:  (*chaosRun).bodyDeclare,
+	ChaosNoReadMany:   (*chaosRun).noReadMany,
+	ChaosTaskHoard:    (*chaosRun).taskHoard,
+	ChaosUnauth:       (*chaosRun).unauth,
+	ChaosNATSLocal:    (*chaosRun).natsLocal,
 }
 
 // rawConn is a TCP connection a hostile client drives by hand.
@@ -661,7 +1103,10 @@ type rawConn struct {
 }
 
 func (cr *chaosRun) dialRaw(ctx context.Context) (*rawConn, error) {
-	var d net.Dialer
+	return cr.dialRawWith(ctx, &net.Dialer{})
+}
+
+func (cr *chaosRun) dialRawWith(ctx context.Context, d *net.Dialer) (*rawConn, error) {
 	dctx, cancel := context.WithTimeout(ctx, cr.timeout)
 	defer cancel()
 	c, err := d.DialContext(dctx, "tcp", cr.cfg.Target.Addr)
@@ -670,6 +1115,20 @@ func (cr *chaosRun) dialRaw(ctx context.Context) (*rawConn, error) {
 	}
 	return &rawConn{c: c, r: bufio.NewReaderSize(c, 64<<10)}, nil
 }
+
+// deafDialer dials the connections of clients that never read with a
+// receive buffer of a few KiB, as such a client would: what the server
+// sends them then stays in its own queues (-max-outbound), not in the
+// kernel's buffers (up to tens of MiB on loopback, tcp_rmem).
+var deafDialer = &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10)
+	}); err != nil {
+		return err
+	}
+	return serr
+}}
 
 // deadline is now+d, but not past the run's end.
 func (cr *chaosRun) deadline(d time.Duration) time.Time {
@@ -778,7 +1237,11 @@ func garbageLine(rng *rand64, n int) []byte {
 }
 
 func (cr *chaosRun) tcpEpisode(ctx context.Context, k ChaosKind, client, n int, rec *kindRec) {
-	rc, err := cr.dialRaw(ctx)
+	d := &net.Dialer{}
+	if k == ChaosNoRead {
+		d = deafDialer
+	}
+	rc, err := cr.dialRawWith(ctx, d)
 	if err != nil {
 		if ctx.Err() != nil || cr.ended() {
 			return
@@ -907,9 +1370,12 @@ func (cr *chaosRun) oversized(rc *rawConn, rec *kindRec) {
 	// Read while writing: the server may answer and close mid-way.
 	type answer struct {
 		sizeErr bool
-		other   string
-		err     error
-		at      time.Time
+		// budgetErr: -32000 {"limit":"max-buffered"}, the message cut by
+		// the budget of partial messages before it reached the limit.
+		budgetErr bool
+		other     string
+		err       error
+		at        time.Time
 	}
 	ans := make(chan answer, 1)
 	sent := time.Now()
@@ -923,9 +1389,12 @@ func (cr *chaosRun) oversized(rc *rawConn, rec *kindRec) {
 				ans <- a
 				return
 			}
-			if m.Kind == codec.KindError && errorCode(&m) == codec.CodeParseError {
+			switch {
+			case m.Kind == codec.KindError && errorCode(&m) == codec.CodeParseError:
 				a.sizeErr = true
-			} else if a.other == "" {
+			case m.Kind == codec.KindError && errorCode(&m) == codec.CodeServerBusy && limitName(m.Error) == "max-buffered":
+				a.budgetErr = true
+			case a.other == "":
 				a.other = answerName(&m)
 			}
 		}
@@ -950,6 +1419,8 @@ func (cr *chaosRun) oversized(rc *rawConn, rec *kindRec) {
 		rec.record("answered_"+a.other, unexpected, 0, "the oversized message was served")
 	case a.sizeErr && closed:
 		rec.record("size_error+closed", asExpected, a.at.Sub(sent), "")
+	case a.budgetErr && closed:
+		rec.record("budget_error+closed", asExpected, a.at.Sub(sent), "")
 	case closed:
 		rec.record("closed", asExpected, a.at.Sub(sent), "")
 	case isTimeout(a.err) && cr.ended():

@@ -21,6 +21,11 @@ import (
 // their own by hand.
 
 func (cr *chaosRun) post(ctx context.Context, body io.Reader, sid string) (*http.Response, error) {
+	return cr.postWith(ctx, cr.hc, body, sid)
+}
+
+// postWith POSTs body on session sid (none: "") with client hc.
+func (cr *chaosRun) postWith(ctx context.Context, hc *http.Client, body io.Reader, sid string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cr.cfg.Target.Addr, body)
 	if err != nil {
 		return nil, err
@@ -31,34 +36,50 @@ func (cr *chaosRun) post(ctx context.Context, body io.Reader, sid string) (*http
 		req.Header.Set(hSession, sid)
 		req.Header.Set(hVersion, protocolVersion)
 	}
-	return cr.hc.Do(req)
+	return hc.Do(req)
+}
+
+// initRefused is an initialize answered with another status than 200.
+type initRefused struct {
+	status     int
+	retryAfter string
+}
+
+func (e *initRefused) Error() string {
+	return "initialize answered " + strconv.Itoa(e.status) + " " + http.StatusText(e.status)
+}
+
+// limited reports a refusal by a session limit: 429 (the address's share)
+// or 503 (the table), with Retry-After.
+func (e *initRefused) limited() bool {
+	return (e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable) && e.retryAfter != ""
 }
 
 // httpInit posts initialize and returns the session id.
-func (cr *chaosRun) httpInit(ctx context.Context) (string, error) {
-	resp, err := cr.post(ctx, bytes.NewReader(codec.AppendRequest(nil, []byte("0"), "initialize", []byte(initParams))), "")
+func (cr *chaosRun) httpInit(ctx context.Context, hc *http.Client) (string, error) {
+	resp, err := cr.postWith(ctx, hc, bytes.NewReader(codec.AppendRequest(nil, []byte("0"), "initialize", []byte(initParams))), "")
 	if err != nil {
 		return "", err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("initialize answered %s", resp.Status)
+		return "", &initRefused{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
 	}
 	return resp.Header.Get(hSession), nil
 }
 
 // httpSession opens a session that is ready for requests: initialize, then
 // notifications/initialized.
-func (cr *chaosRun) httpSession(ctx context.Context) (string, error) {
-	sid, err := cr.httpInit(ctx)
+func (cr *chaosRun) httpSession(ctx context.Context, hc *http.Client) (string, error) {
+	sid, err := cr.httpInit(ctx, hc)
 	if err != nil {
 		return "", err
 	}
 	if sid == "" {
 		return "", errors.New("initialize answered without " + hSession)
 	}
-	resp, err := cr.post(ctx, bytes.NewReader(codec.AppendNotification(nil, "notifications/initialized", nil)), sid)
+	resp, err := cr.postWith(ctx, hc, bytes.NewReader(codec.AppendNotification(nil, "notifications/initialized", nil)), sid)
 	if err != nil {
 		return "", err
 	}
@@ -70,8 +91,22 @@ func (cr *chaosRun) httpSession(ctx context.Context) (string, error) {
 	return sid, nil
 }
 
+// httpInitFailed records an episode whose session could not be opened:
+// undecided when a session limit refused it (session_flood may hold the
+// address's share), as httpFailed says otherwise.
+func (cr *chaosRun) httpInitFailed(ctx context.Context, rec *kindRec, err error) {
+	var r *initRefused
+	if errors.As(err, &r) && r.limited() {
+		rec.record("initialize_refused_"+strconv.Itoa(r.status), undecided, 0, "")
+		return
+	}
+	cr.httpFailed(ctx, rec, err)
+}
+
 // httpDelete ends a session, best effort, even once the run has ended.
-func (cr *chaosRun) httpDelete(sid string) {
+func (cr *chaosRun) httpDelete(sid string) { cr.httpDeleteWith(cr.hc, sid) }
+
+func (cr *chaosRun) httpDeleteWith(hc *http.Client, sid string) {
 	ctx, cancel := context.WithTimeout(context.Background(), cr.e.AnswerWithin)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, cr.cfg.Target.Addr, nil)
@@ -80,7 +115,7 @@ func (cr *chaosRun) httpDelete(sid string) {
 	}
 	req.Header.Set(hSession, sid)
 	req.Header.Set(hVersion, protocolVersion)
-	if resp, err := cr.hc.Do(req); err == nil {
+	if resp, err := hc.Do(req); err == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
 	}
@@ -99,7 +134,12 @@ type httpAnswer struct {
 
 // httpCall POSTs one request with id on session sid and reads its answer.
 func (cr *chaosRun) httpCall(ctx context.Context, sid string, body []byte, id string) (httpAnswer, error) {
-	resp, err := cr.post(ctx, bytes.NewReader(body), sid)
+	return cr.httpCallWith(ctx, cr.hc, sid, body, id)
+}
+
+// httpCallWith is httpCall with client hc.
+func (cr *chaosRun) httpCallWith(ctx context.Context, hc *http.Client, sid string, body []byte, id string) (httpAnswer, error) {
+	resp, err := cr.postWith(ctx, hc, bytes.NewReader(body), sid)
 	if err != nil {
 		return httpAnswer{}, err
 	}
@@ -181,26 +221,33 @@ func (cr *chaosRun) httpBadUTF8(ctx, runCtx context.Context, sid string, rec *ki
 
 // dialHTTP opens a connection of its own to the HTTP target.
 func (cr *chaosRun) dialHTTP(ctx context.Context) (net.Conn, error) {
+	return cr.dialHTTPWith(ctx, &net.Dialer{})
+}
+
+func (cr *chaosRun) dialHTTPWith(ctx context.Context, d *net.Dialer) (net.Conn, error) {
 	host := cr.url.Host
 	if cr.url.Port() == "" {
 		host = net.JoinHostPort(cr.url.Hostname(), "80")
 	}
-	var d net.Dialer
 	dctx, cancel := context.WithTimeout(ctx, cr.timeout)
 	defer cancel()
 	return d.DialContext(dctx, "tcp", host)
 }
 
-// appendPostHead appends the head of a POST of n bytes on session sid.
+// appendPostHead appends the head of a POST of n bytes on session sid
+// (none: "").
 func (cr *chaosRun) appendPostHead(dst []byte, sid string, n int) []byte {
 	dst = append(dst, "POST "...)
 	dst = append(dst, cr.url.RequestURI()...)
 	dst = append(dst, " HTTP/1.1\r\nHost: "...)
 	dst = append(dst, cr.url.Host...)
 	dst = append(dst, "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"...)
-	dst = append(dst, hSession+": "...)
-	dst = append(dst, sid...)
-	dst = append(dst, "\r\n"+hVersion+": "+protocolVersion+"\r\nContent-Length: "...)
+	if sid != "" {
+		dst = append(dst, hSession+": "...)
+		dst = append(dst, sid...)
+		dst = append(dst, "\r\n"+hVersion+": "+protocolVersion+"\r\n"...)
+	}
+	dst = append(dst, "Content-Length: "...)
 	dst = strconv.AppendInt(dst, int64(n), 10)
 	return append(dst, "\r\n\r\n"...)
 }
@@ -226,7 +273,17 @@ func (cr *chaosRun) httpHalfSent(ctx, runCtx context.Context, sid string, rec *k
 		cr.writeFailed(rec, err)
 		return
 	}
-	sent := time.Now()
+	// 408 at the read timeout; 503 when the budget of bodies being
+	// received (-max-buffered) cut it first.
+	cr.awaitClose(c, time.Now(), rec, "the half body", func(code int) bool {
+		return code == http.StatusRequestTimeout || code == http.StatusServiceUnavailable
+	})
+}
+
+// awaitClose waits, up to ReadTimeout and a second after sent, for the
+// server to close c, reading what it says first: the close alone, or after
+// a status that accept takes, is as expected.
+func (cr *chaosRun) awaitClose(c net.Conn, sent time.Time, rec *kindRec, after string, accept func(code int) bool) {
 	grace := cr.e.ReadTimeout + time.Second
 	_ = c.SetReadDeadline(cr.deadline(grace))
 	got, err := io.ReadAll(io.LimitReader(c, 64<<10))
@@ -234,28 +291,29 @@ func (cr *chaosRun) httpHalfSent(ctx, runCtx context.Context, sid string, rec *k
 		err = io.EOF // the limit: the server said a lot, then
 	}
 	took := time.Since(sent)
-	status := ""
+	status, code := "", 0
 	if len(got) > 0 {
 		status = "status_?"
 		if f := bytes.Fields(got); len(f) > 1 && bytes.HasPrefix(f[0], []byte("HTTP/")) {
 			status = "status_" + string(f[1])
+			code, _ = strconv.Atoi(string(f[1]))
 		}
 	}
 	switch {
-	case isClose(err) && took <= grace && (status == "" || status == "status_408"):
+	case isClose(err) && took <= grace && (status == "" || accept(code)):
 		outcome := "closed"
 		if status != "" {
 			outcome = status + "+closed"
 		}
 		rec.record(outcome, asExpected, took, "")
 	case isClose(err) && took <= grace:
-		rec.record(status+"+closed", unexpected, took, "the half-sent request was answered: "+clip(got))
+		rec.record(status+"+closed", unexpected, took, "answered after "+after+": "+clip(got))
 	case isClose(err):
 		rec.record("closed_late", unexpected, took, "")
 	case isTimeout(err) && cr.ended() && took < grace:
 		rec.record("open_at_end", undecided, 0, "")
 	case isTimeout(err):
-		rec.record("not_closed", unexpected, 0, "still open "+took.Round(time.Millisecond).String()+" after the half body")
+		rec.record("not_closed", unexpected, 0, "still open "+took.Round(time.Millisecond).String()+" after "+after)
 	default:
 		rec.record("failed", unexpected, 0, err.Error())
 	}
@@ -269,7 +327,7 @@ const noReadAnswer = 100 * 120
 // and reads nothing, until the server closes it or a write blocks past the
 // write timeout.
 func (cr *chaosRun) httpNoRead(ctx, runCtx context.Context, sid string, rec *kindRec) {
-	c, err := cr.dialHTTP(ctx)
+	c, err := cr.dialHTTPWith(ctx, deafDialer)
 	if err != nil {
 		cr.httpFailed(runCtx, rec, err)
 		return
@@ -390,8 +448,12 @@ func (cr *chaosRun) httpFlood(ctx, runCtx context.Context, sid string, rec *kind
 func (cr *chaosRun) httpAbandon(ctx context.Context, rec *kindRec) {
 	ictx, cancel := context.WithTimeout(ctx, cr.timeout)
 	defer cancel()
-	if _, err := cr.httpInit(ictx); err != nil {
-		if ctx.Err() == nil && !cr.ended() {
+	if _, err := cr.httpInit(ictx, cr.hc); err != nil {
+		var r *initRefused
+		switch {
+		case errors.As(err, &r) && r.limited():
+			rec.record("initialize_refused_"+strconv.Itoa(r.status), undecided, 0, "")
+		case ctx.Err() == nil && !cr.ended():
 			rec.record("initialize_failed", unexpected, 0, err.Error())
 		}
 		return
@@ -404,9 +466,9 @@ func (cr *chaosRun) httpEpisode(ctx context.Context, k ChaosKind, n int, rec *ki
 	defer cancel()
 	switch k {
 	case ChaosBadUTF8, ChaosHalfSent, ChaosNoRead, ChaosFlood:
-		sid, err := cr.httpSession(ectx)
+		sid, err := cr.httpSession(ectx, cr.hc)
 		if err != nil {
-			cr.httpFailed(ctx, rec, err)
+			cr.httpInitFailed(ctx, rec, err)
 			return
 		}
 		defer cr.httpDelete(sid)
@@ -439,9 +501,9 @@ func (cr *chaosRun) httpEpisode(ctx context.Context, k ChaosKind, n int, rec *ki
 		}
 	case ChaosOversized:
 		// An initialized session, so the size is what is refused.
-		sid, err := cr.httpInit(ectx)
+		sid, err := cr.httpInit(ectx, cr.hc)
 		if err != nil {
-			cr.httpFailed(ctx, rec, err)
+			cr.httpInitFailed(ctx, rec, err)
 			return
 		}
 		size := cr.e.MaxMessage + 64<<10
@@ -467,9 +529,13 @@ func (cr *chaosRun) httpEpisode(ctx context.Context, k ChaosKind, n int, rec *ki
 			rec.record(fmt.Sprintf("status_%d", resp.StatusCode), unexpected, 0, "")
 		}
 	case ChaosChurn:
-		sid, err := cr.httpInit(ectx)
+		sid, err := cr.httpInit(ectx, cr.hc)
 		if err != nil {
-			if ctx.Err() == nil && !cr.ended() {
+			var r *initRefused
+			switch {
+			case errors.As(err, &r) && r.limited():
+				rec.record("initialize_refused_"+strconv.Itoa(r.status), undecided, 0, "")
+			case ctx.Err() == nil && !cr.ended():
 				rec.record("initialize_failed", unexpected, 0, err.Error())
 			}
 			return

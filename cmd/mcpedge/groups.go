@@ -98,6 +98,7 @@ var flagGroups = []struct {
 	{"auth-client-id", groupAuth},
 	{"auth-client-secret", groupAuth},
 	{"auth-client-secret-file", groupAuth},
+	{"auth-max-classes", groupAuth},
 
 	{"tls-cert", groupTLS},
 	{"tls-key", groupTLS},
@@ -116,6 +117,11 @@ var flagGroups = []struct {
 	{"cluster-name", groupCluster},
 	{"cluster-forward-timeout", groupCluster},
 
+	{"upstream", groupGateway},
+	{"upstream-max-message", groupGateway},
+	{"upstream-max-pending", groupGateway},
+	{"upstream-notify-rate", groupGateway},
+	{"upstream-start-timeout", groupGateway},
 	{"admin", groupObservability},
 	{"log-level", groupObservability},
 	{"log-format", groupObservability},

@@ -97,6 +97,11 @@ type config struct {
 	auth    authFlags    // auth.go
 	admin   adminConfig  // admin.go
 	cluster clusterFlags // cluster.go
+
+	tables  fileTables   // the config file's tables (tables.go)
+	gateway gatewayFlags // gateway.go
+
+	handlersSet bool // -handlers given (flag, environment or file)
 }
 
 func main() {
@@ -116,13 +121,17 @@ func parse(args []string, usage io.Writer) (*config, error) {
 func parseFlags(args []string, usage io.Writer) (*config, *flag.FlagSet, error) {
 	c := &config{}
 	fs := newFlagSet(c)
-	if err := applySources(fs, args); err != nil {
+	if err := applySources(fs, args, &c.tables); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(usage, fs)
 		}
 		return nil, nil, err
 	}
+	c.handlersSet = handlersGiven(fs)
 	if err := validate(c); err != nil {
+		return nil, nil, err
+	}
+	if err := compileTables(c); err != nil {
 		return nil, nil, err
 	}
 	return c, fs, nil
@@ -185,6 +194,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Var(newSize(&c.maxOutboundTotal, netlimit.DefaultMaxOutboundTotal()), "max-outbound-total", "`bytes` queued for clients across connections: TCP answers, SSE streams, large HTTP answers being written; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
 	registerAuthFlags(fs, &c.auth)
 	registerClusterFlags(fs, &c.cluster)
+	registerGatewayFlags(fs, &c.gateway)
 	adminFlags(fs, &c.admin)
 	addOpsFlags(fs, c)
 	return fs
@@ -273,6 +283,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	info, _ := builtin.Info(c.handlers)
+	useBuiltin, handlerSet := true, c.handlers
+	if len(c.gateway.upstreams.specs) > 0 || len(c.gateway.upstreams.tables) > 0 {
+		// A gateway: the built-in handlers only when asked for.
+		useBuiltin = c.handlersSet
+		if !useBuiltin {
+			info.Name, info.Version, handlerSet = "mcpedge", engine.Version, "none (a gateway)"
+		}
+	}
 	opts := mcpedge.Options{
 		EngineOptions: mcpedge.EngineOptions{
 			Name:             info.Name,
@@ -366,28 +384,45 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcpedge:", err)
 		return 2
 	}
-	if adm != nil && verifier != nil {
-		verifier.OnFailure(adm.metrics.AuthFailed)
+	if verifier != nil {
+		verifier.OnFailure(authFailures(log, adm.metricsOrNil())) // logging.go
 	}
 	defer adm.stop()
 	if adm != nil && node != nil {
 		adm.ready.SetCheck(node.Ready)
-		clusterMetrics(adm.metrics.Set(), node)
+		clusterMetrics(adm.metrics, node, len(splitList(c.cluster.routes)))
 	}
-	srv := mcpedge.New(opts)
-	if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: srv.Engine().Bus().Publish, Subscribe: srv.Engine().Bus().Subscribe}); err != nil {
-		_ = srv.Shutdown(context.Background())
+	gw, err := newGateway(c, &opts, log) // gateway.go
+	if err != nil {
 		fmt.Fprintln(stderr, "mcpedge:", err)
 		return 2
 	}
+	srv := mcpedge.New(opts)
+	srv.Registry().SetMaxClasses(c.auth.maxClasses)
+	if useBuiltin {
+		if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: srv.Engine().Bus().Publish, Subscribe: srv.Engine().Bus().Subscribe}); err != nil {
+			_ = srv.Shutdown(context.Background())
+			fmt.Fprintln(stderr, "mcpedge:", err)
+			return 2
+		}
+	}
 
-	// SIGINT and SIGTERM end ctx: Serve and ServeStdio then shut the server
-	// down in the documented order (readiness off, listeners closed, idle
-	// connections closed, the engine drains, the transports stop) within
-	// -drain. SIGHUP does not stop it.
-	// SIGHUP: logged here, applied by reload.watch below.
-	ctx, stop := signals(log, func() { log.Info("SIGHUP: reloading the configuration") })
-	defer stop()
+	if gw != nil {
+		if err := gw.Start(context.Background(), srv.Engine()); err != nil {
+			_ = srv.Shutdown(context.Background())
+			fmt.Fprintln(stderr, "mcpedge:", err)
+			return 2
+		}
+		// After the server's drain (deferred later, run earlier): the
+		// upstreams answer the calls in flight.
+		defer gw.Close()
+		if node != nil {
+			gatewayAdmin(adm, gw, node)
+		} else {
+			gatewayAdmin(adm, gw, nil)
+		}
+	}
+
 	// SIGHUP reloads the configuration (reload.go).
 	reload, err := newReloader(args, c, log, level, srv, tlsState)
 	if err != nil {
@@ -395,7 +430,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if verifier != nil {
-		reload.hooks = append(reload.hooks, authReloadHook(verifier, log))
+		reload.hooks = append(reload.hooks, authReloadHook(verifier, srv.Registry(), log))
 	}
 	if adm != nil {
 		reload.hooks = append(reload.hooks, adm.reloadHook()) // admin.go
@@ -403,11 +438,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if buffered != nil {
 		reload.hooks = append(reload.hooks, budgetReloadHook(buffered, outbound))
 	}
-	defer reload.watch(ctx)()
+	if gw != nil {
+		reload.hooks = append(reload.hooks, gatewayReloadHook(gw))
+	}
+	// SIGINT and SIGTERM end ctx: Serve and ServeStdio then shut the server
+	// down in the documented order (readiness off, listeners closed, idle
+	// connections closed, the engine drains, the transports stop) within
+	// -drain. SIGHUP does not stop it: it reloads, one SIGHUP at a time,
+	// and logs one line when done.
+	ctx, stop := signals(log, reload.onHUP)
+	defer stop()
 
 	if c.stdio {
 		adm.serve(ctx, srv)
-		log.Info("serving MCP on stdio", "handlers", c.handlers, "framing", framer.Name())
+		log.Info("serving MCP on stdio", "handlers", handlerSet, "framing", framer.Name())
 		adm.markReady()
 		// A drain that ran out of time (a request cut) exits 1, as does a
 		// stdio error.
@@ -446,14 +490,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if opts.TCP.TLS != nil {
 			tcpScheme = "tcps"
 		}
-		log.Info("serving MCP over TCP", "addr", tcpAddr.String(), "url", tcpScheme+"://"+tcpAddr.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered, "max_outbound_total", c.maxOutboundTotal)
+		log.Info("serving MCP over TCP", "addr", tcpAddr.String(), "url", tcpScheme+"://"+tcpAddr.String(), "handlers", handlerSet, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered, "max_outbound_total", c.maxOutboundTotal)
 	}
 	scheme := "http"
 	if tlsState != nil {
 		scheme = "https"
 	}
 	if httpAddr != nil {
-		log.Info("serving MCP over Streamable HTTP", "addr", httpAddr.String(), "url", scheme+"://"+httpAddr.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
+		log.Info("serving MCP over Streamable HTTP", "addr", httpAddr.String(), "url", scheme+"://"+httpAddr.String()+c.httpPath, "handlers", handlerSet, "stateless", c.stateless)
 	}
 	adm.serve(ctx, srv)
 	adm.markReady()

@@ -10,6 +10,7 @@
 //	mcpload -mode fanout -subscribers 200 -updates 100 tcp://127.0.0.1:7400
 //	mcpload -mode soak -c 5000 -every 5s -duration 10m -pid 1234 tcp://127.0.0.1:7400
 //	mcpload -mode chaos -hostile all=2 -c 4 -rate 200 -duration 30s tcp://127.0.0.1:7400
+//	mcpload -mode chaos -per-kind -hostile all=2 -duration 8s -pid 1234 -rss-budget-mib 512 -rss-settle 3m tcp://127.0.0.1:7400
 //	mcpload -c 64 -pids 1234,1235 http://127.0.0.1:7401/mcp http://127.0.0.1:7411/mcp
 //
 // Several targets, given as arguments or as one comma-separated list, are
@@ -31,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -92,6 +94,23 @@ type options struct {
 	floodTool, floodArgs      string
 	slowConsumerBytes         int
 	failUnexpected            bool
+	perKind                   bool
+	rssBudgetMiB              int64
+	rssSettle                 time.Duration
+	rssGCURL                  string
+	good                      string
+	maxSubscriptions          int
+	subFloodCalls             int
+	listenURIs                int
+	sessionFloodMax           int
+	declareConns              int
+	declareBytes              int
+	noReadConns               int
+	taskTool, taskArgs        string
+	taskCalls                 int
+	maxTasksPerClient         int
+	expectAuth                bool
+	natsURL                   string
 
 	cpuProfile string // hidden: profiles mcpload itself
 
@@ -121,8 +140,8 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.BoolVar(&o.viaClient, "client", false, "drive the load through the client library's pool (client.NewPool, CallRaw) instead of mcpload's own lean transports")
 	fs.StringVar(&o.strategy, "strategy", "round-robin", "with -client: the pool's strategy, round-robin, random or least-busy")
 	fs.StringVar(&o.protocol, "protocol", loadtest.ProtocolSession, "protocol revision: "+loadtest.ProtocolSession+" (initialize, then a session per connection) or "+loadtest.ProtocolStateless+" (stateless: no initialize, every request carries its _meta, over HTTP the revision's headers and no session); load mode only, not with -client")
-	fs.StringVar(&o.bearer, "bearer", "", "send `token` as \"Authorization: Bearer TOKEN\" on every HTTP request (prefer -bearer-file: arguments are visible to other users); load mode only")
-	fs.StringVar(&o.bearerFile, "bearer-file", "", "bearer tokens from `file`, one a line, used in turn, one per request (distinct tokens defeat a server's cache of verified ones); load mode only")
+	fs.StringVar(&o.bearer, "bearer", "", "send `token` as \"Authorization: Bearer TOKEN\" on every HTTP request (prefer -bearer-file: arguments are visible to other users); load mode, and chaos mode's well-behaved clients")
+	fs.StringVar(&o.bearerFile, "bearer-file", "", "bearer tokens from `file`, one a line, used in turn, one per request (distinct tokens defeat a server's cache of verified ones); load mode, and chaos mode's well-behaved clients")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bar")
 	fs.BoolVar(&o.childStderr, "stdio-stderr", false, "pass a stdio server's standard error through")
 	fs.IntVar(&o.sessions, "sessions", 1000, "sessions mode: sessions to open")
@@ -143,7 +162,25 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.IntVar(&o.floodCalls, "flood-calls", 2000, "chaos mode: calls a flood client pipelines at once")
 	fs.StringVar(&o.floodTool, "flood-tool", "count", "chaos mode: the tool a flood calls")
 	fs.StringVar(&o.floodArgs, "flood-args", `{"n":10,"delayMs":100}`, "chaos mode: its arguments, a JSON template")
-	fs.BoolVar(&o.failUnexpected, "fail-unexpected", false, "chaos mode: exit 1 when a hostile episode is unexpected or the server does not answer after the run")
+	fs.BoolVar(&o.failUnexpected, "fail-unexpected", false, "chaos mode: exit 1 when a hostile episode is unexpected, the server does not answer after the run, or (with -pid) its memory passed -rss-budget-mib or did not come back within 10% of its baseline")
+	fs.BoolVar(&o.perKind, "per-kind", false, "chaos mode: run the hostile kinds one at a time, each for -duration beside fresh well-behaved clients, after a phase with none, and report the well-behaved clients' latency beside each kind")
+	fs.Int64Var(&o.rssBudgetMiB, "rss-budget-mib", 0, "chaos mode, with -pid: the most resident memory the server may reach during the run, in MiB (sampled every 100ms); 0: none")
+	fs.DurationVar(&o.rssSettle, "rss-settle", 0, "chaos mode, with -pid: how long to wait after the run for the server's memory to come back within 10% of its baseline (0: read it once)")
+	fs.StringVar(&o.rssGCURL, "rss-gc-url", "", "chaos mode, with -pid: a `URL` to GET before the baseline and each reading after the run, that makes the server collect its garbage (mcpedge's admin listener: http://127.0.0.1:9090/debug/pprof/heap?gc=1)")
+	fs.StringVar(&o.good, "good", "", "chaos mode: the well-behaved clients' `target`, when not the hostile clients' (an HTTP endpoint with -bearer, beside a TCP port attacked without a token)")
+	fs.IntVar(&o.maxSubscriptions, "expect-max-subscriptions", 1024, "chaos mode: the server's -max-subscriptions (sub_flood)")
+	fs.IntVar(&o.subFloodCalls, "sub-flood-calls", 0, "chaos mode: resources/subscribe calls a sub_flood client sends in one session (0: four times -expect-max-subscriptions)")
+	fs.IntVar(&o.listenURIs, "listen-uris", 200000, "chaos mode: how many times a dup_listen names its URI (fewer if that passes -expect-max-message)")
+	fs.IntVar(&o.sessionFloodMax, "session-flood-max", 70000, "chaos mode: sessions a session_flood episode opens before it calls the server unlimited")
+	fs.IntVar(&o.declareConns, "declare-conns", 100, "chaos mode: connections a body_declare episode opens at once")
+	fs.IntVar(&o.declareBytes, "declare-bytes", 0, "chaos mode: the Content-Length a body_declare connection declares (0: -expect-max-message)")
+	fs.IntVar(&o.noReadConns, "no-read-conns", 32, "chaos mode: never-reading clients a no_read_many episode runs at once")
+	fs.StringVar(&o.taskTool, "task-tool", "", "chaos mode: a tool with task support for task_hoard (mcpedge -handlers conformance: slow_compute); none: task_hoard is skipped")
+	fs.StringVar(&o.taskArgs, "task-args", "{}", "chaos mode: its arguments, a JSON template")
+	fs.IntVar(&o.taskCalls, "task-calls", 64, "chaos mode: tasks a task_hoard client asks for at once")
+	fs.IntVar(&o.maxTasksPerClient, "expect-tasks-per-client", 16, "chaos mode: the server's -max-tasks-per-client (task_hoard)")
+	fs.BoolVar(&o.expectAuth, "expect-auth", false, "chaos mode: the server requires a token on every request; unauth runs only then")
+	fs.StringVar(&o.natsURL, "nats-url", "", "chaos mode: a cluster node's embedded NATS client port, nats://127.0.0.1:PORT (ss -ltnp shows it); nats_local runs only with it")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "tcps targets: verify the server's certificate against the CAs in this PEM `file` (default: the system's)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "tcps targets: present the client certificate in this PEM `file` (with -tls-key), for a server with -tls-client-ca")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "the PEM private key `file` of -tls-cert")
@@ -229,8 +266,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		fmt.Fprintf(stderr, "mcpload: -protocol %s: only in load mode (-mode %s speaks the session revision)\n", o.protocol, o.mode)
 		return 2
 	}
-	if o.mode != "load" && (o.bearer != "" || o.bearerFile != "") {
-		fmt.Fprintf(stderr, "mcpload: -bearer, -bearer-file: only in load mode\n")
+	if o.mode != "load" && o.mode != "chaos" && (o.bearer != "" || o.bearerFile != "") {
+		fmt.Fprintf(stderr, "mcpload: -bearer, -bearer-file: only in load and chaos modes\n")
 		return 2
 	}
 	bearer, err := bearerTokens(o)
@@ -349,25 +386,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			fmt.Fprintln(stderr, "mcpload:", err)
 			return 2
 		}
-		good := loadtest.Config{Connections: o.conns, InFlight: o.inflight, Rate: o.rate, Steps: steps, Timeout: o.timeout}
+		good := loadtest.Config{Connections: o.conns, InFlight: o.inflight, Rate: o.rate, Steps: steps, Timeout: o.timeout, Bearer: bearer}
 		if !o.set["c"] && !o.set["rate"] {
 			good.Connections, good.Rate = 4, 200
 		}
-		var cr *loadtest.ChaosResult
-		cr, err = loadtest.RunChaos(ctx, loadtest.Chaos{
+		if o.good != "" {
+			if good.Target, err = loadtest.ParseTarget(o.good); err != nil {
+				fmt.Fprintln(stderr, "mcpload: -good:", err)
+				return 2
+			}
+		}
+		if (o.rssBudgetMiB > 0 || o.rssSettle > 0 || o.rssGCURL != "") && pid == 0 {
+			fmt.Fprintln(stderr, "mcpload: -rss-budget-mib, -rss-settle, -rss-gc-url: need -pid")
+			return 2
+		}
+		cc := loadtest.Chaos{
 			Target: target, Targets: targets, Duration: o.duration, Clients: clients, Good: good, Timeout: o.timeout, PID: pid,
+			PerKind: o.perKind, RSSBudget: o.rssBudgetMiB << 20, RSSSettle: o.rssSettle,
 			Expect: loadtest.ChaosExpect{
 				MaxMessage: o.maxMessage, ReadTimeout: o.readTimeout, WriteTimeout: o.writeTimeout, AnswerWithin: o.answerWithin,
 				SlowConsumerBytes: o.slowConsumerBytes, FloodCalls: o.floodCalls, FloodTool: o.floodTool, FloodArgs: o.floodArgs,
+				MaxSubscriptions: o.maxSubscriptions, SubFloodCalls: o.subFloodCalls, ListenURIs: o.listenURIs,
+				SessionFloodMax: o.sessionFloodMax, DeclareConns: o.declareConns, DeclareBytes: o.declareBytes,
+				NoReadConns: o.noReadConns, TaskTool: o.taskTool, TaskArgs: o.taskArgs, TaskCalls: o.taskCalls,
+				MaxTasksPerClient: o.maxTasksPerClient, Auth: o.expectAuth, NATSURL: o.natsURL,
 			},
-		})
+		}
+		if o.rssGCURL != "" {
+			cc.Settle = collect(o.rssGCURL, o.timeout)
+		}
+		var cr *loadtest.ChaosResult
+		cr, err = loadtest.RunChaos(ctx, cc)
 		if err != nil {
 			finishBar(bar)
 			fmt.Fprintln(stderr, "mcpload:", err)
 			return exitFor(err)
 		}
 		res = cr.Result()
-		if o.failUnexpected && (!cr.AllAsExpected || !cr.ServerAlive) {
+		if o.failUnexpected && (!cr.AllAsExpected || !cr.ServerAlive || (cr.RSS != nil && (!cr.RSS.WithinBudget || !cr.RSS.Settled))) {
 			chaosFailed = true
 		}
 	default:
@@ -400,6 +456,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		return 1
 	}
 	return 0
+}
+
+// collect returns a function that GETs url, best effort, within timeout:
+// a server's endpoint that makes it collect its garbage.
+func collect(url string, timeout time.Duration) func() {
+	hc := &http.Client{Timeout: timeout}
+	return func() {
+		if resp, err := hc.Get(url); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
 }
 
 func chaosKindNames() []string {

@@ -11,7 +11,8 @@
 // demo set's. A second page from an origin not listed fails to connect.
 //
 // It skips, saying why, where Chromium, the npm packages or bin/mcpedge
-// are missing; CI installs them all (make interop-browser). The Inspector
+// are missing, except in CI, which installs them all and where it fails
+// (make interop-browser). The Inspector
 // is its 1.x line, the last whose web client connects directly; 2.x sends
 // every request through its own server.
 import { test } from "node:test";
@@ -82,7 +83,11 @@ function start(t, cmd, args, env, ready) {
   });
 }
 
+// In CI (CI=true) nothing may be missing: the test fails instead.
 const why = missing();
+if (why && process.env.CI) {
+  test("interop-browser has what it needs in CI", () => assert.fail(why));
+}
 
 test("the MCP Inspector in Chromium lists mcpedge's tools across origins", { skip: why || false, timeout: 120000 }, async (t) => {
   const { chromium: pw } = await import("playwright-core");

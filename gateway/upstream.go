@@ -1,0 +1,369 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/handlers"
+	"github.com/mcpedge/mcpedge/mcp"
+)
+
+// upstream is one configured upstream server: its pools of connections
+// (one per era, or one per downstream session with share = "session"),
+// what it mirrors into the engine's registry, and its health.
+type upstream struct {
+	g   *Gateway
+	cfg Upstream
+	log *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	session   *pool // the session revisions' connections, shared (pool:N); with share = "session", the mirror's
+	stateless *pool // 2026-07-28's connections, started on first use
+
+	sessMu sync.Mutex
+	bySess map[string]*pool // share = "session": each downstream session's
+
+	noStateless atomic.Bool // the upstream answered server/discover without 2026-07-28
+	httpErr     error
+
+	m    *mirror
+	http *httpShared // HTTP upstreams: the keep-alive pools
+
+	stats   stats
+	lastMu  sync.Mutex
+	lastErr error
+	lastAt  time.Time
+
+	warnMu   sync.Mutex
+	warnNext time.Time
+	warnSupp int
+}
+
+// stats are an upstream's counters (metrics, /upstreams).
+type stats struct {
+	calls      atomic.Uint64
+	errors     atomic.Uint64
+	timeouts   atomic.Uint64
+	restarts   atomic.Uint64
+	children   atomic.Uint64 // stdio children started
+	garbage    atomic.Uint64 // messages that were not JSON-RPC
+	unknownIDs atomic.Uint64 // answers to ids not in flight
+	unrouted   atomic.Uint64 // messages no downstream request could take
+	dropped    atomic.Uint64 // notifications over the rate limit
+}
+
+func newUpstream(g *Gateway, cfg Upstream) *upstream {
+	u := &upstream{g: g, cfg: cfg, log: g.log.With("upstream", cfg.Name)}
+	u.ctx, u.cancel = context.WithCancel(context.Background())
+	n := cfg.Share.Pool
+	if cfg.Share.Session {
+		n = 1 // the mirror's connection
+	}
+	u.session = newPool(u, sessionEra, n)
+	u.stateless = newPool(u, statelessEra, max(1, cfg.Share.Pool))
+	u.m = newMirror(u)
+	if cfg.Transport == HTTP {
+		// The URL was checked by Normalize: this cannot fail but on an
+		// OAuth configuration the client refuses, reported at connect.
+		u.http, u.httpErr = newHTTPShared(u)
+	}
+	return u
+}
+
+// run starts the upstream's connections: the first of the session pool
+// at once (it mirrors the lists), the others unless Lazy.
+func (u *upstream) run() {
+	u.session.start(0)
+	if !u.cfg.Lazy && !u.cfg.Share.Session {
+		for i := 1; i < len(u.session.slots); i++ {
+			u.session.start(i)
+		}
+	}
+	u.wg.Add(1)
+	go u.sweeper()
+}
+
+// stop stops every connection (for stdio, every child) and waits.
+func (u *upstream) stop() {
+	u.cancel()
+	u.session.stop()
+	u.stateless.stop()
+	u.sessMu.Lock()
+	for _, p := range u.bySess {
+		p.stop()
+	}
+	u.bySess = nil
+	u.sessMu.Unlock()
+	u.wg.Wait()
+}
+
+// sweeper times out the calls past their deadline, on every connection,
+// a few times per timeout.
+func (u *upstream) sweeper() {
+	defer u.wg.Done()
+	tick := min(max(u.cfg.Timeout/8, 10*time.Millisecond), time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-u.ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := nanotime()
+		for _, p := range u.pools() {
+			for _, s := range p.slots {
+				if c := s.cur.Load(); c != nil && c.inflight.Load() > 0 {
+					c.sweep(now)
+				}
+			}
+		}
+	}
+}
+
+// pools returns every pool of the upstream.
+func (u *upstream) pools() []*pool {
+	out := []*pool{u.session, u.stateless}
+	u.sessMu.Lock()
+	for _, p := range u.bySess {
+		out = append(out, p)
+	}
+	u.sessMu.Unlock()
+	return out
+}
+
+// connected is called when a connection is up.
+func (u *upstream) connected(c *muxConn) {
+	u.log.Debug("connected", "era", c.era, "conn", c.idx, "version", c.info.version)
+	if c.era == sessionEra && c.p == u.session && c.idx == 0 {
+		// The mirror's connection: (re)read the lists, and renew the
+		// subscriptions it carried before.
+		go u.m.refresh(handlers.ListTools, handlers.ListResources, handlers.ListPrompts)
+		go u.g.resubscribe(u)
+	}
+}
+
+// failed is called when a connection could not be opened or ended.
+func (u *upstream) failed(c *muxConn, err error) {
+	u.stats.restarts.Add(1)
+	u.lastMu.Lock()
+	u.lastErr, u.lastAt = err, time.Now()
+	u.lastMu.Unlock()
+	u.log.Warn("upstream connection failed; reconnecting", "era", c.era, "conn", c.idx, "err", err)
+}
+
+func (u *upstream) lastError() error {
+	u.lastMu.Lock()
+	defer u.lastMu.Unlock()
+	if u.lastErr == nil {
+		return errors.New("not connected yet")
+	}
+	return u.lastErr
+}
+
+// warn logs a warning about the upstream's messages, at most a few per
+// second.
+func (u *upstream) warn(msg string, args ...any) {
+	u.warnMu.Lock()
+	now := time.Now()
+	if now.Before(u.warnNext) {
+		u.warnSupp++
+		u.warnMu.Unlock()
+		return
+	}
+	supp := u.warnSupp
+	u.warnSupp, u.warnNext = 0, now.Add(200*time.Millisecond)
+	u.warnMu.Unlock()
+	if supp > 0 {
+		args = append(args, "suppressed", supp)
+	}
+	u.log.Warn(msg, args...)
+}
+
+func (u *upstream) warnGarbage(msg []byte, err error) {
+	if len(msg) > 64 {
+		msg = msg[:64]
+	}
+	u.warn("upstream sent a message that is not JSON-RPC; ignored", "err", err, "start", string(msg))
+}
+
+// The errors a downstream client gets for an upstream's failures. Each
+// names the upstream; data carries {"upstream": NAME}.
+
+// unavailable is the error of a call the upstream could not take: not
+// connected, connection lost.
+func (u *upstream) unavailable(cause error) *codec.Error {
+	return &codec.Error{Code: codec.CodeServerBusy, Message: "upstream " + strconv.Quote(u.cfg.Name) + " unavailable: " + cause.Error(), Data: u.data()}
+}
+
+func (u *upstream) data() codec.RawJSON {
+	return codec.RawJSON(`{"upstream":` + strconv.Quote(u.cfg.Name) + `}`)
+}
+
+// errTimedOut is wrapped by timeouts.
+var errTimedOut = errors.New("timed out")
+
+// timeoutError is a timeout's *codec.Error, which errors.Is
+// errTimedOut.
+type timeoutError struct{ e *codec.Error }
+
+func (e timeoutError) Error() string   { return e.e.Error() }
+func (e timeoutError) Unwrap() []error { return []error{e.e, errTimedOut} }
+
+// timedOut is the error of a call the upstream did not answer in time.
+func (u *upstream) timedOut() error {
+	u.stats.timeouts.Add(1)
+	return timeoutError{&codec.Error{Code: codec.CodeRequestTimeout, Message: "upstream " + strconv.Quote(u.cfg.Name) + " did not answer within " + u.cfg.Timeout.String(), Data: u.data()}}
+}
+
+// garbage is the error of a call the upstream answered with something
+// that is not an answer.
+func (u *upstream) garbage(what string) *codec.Error {
+	return &codec.Error{Code: codec.CodeInternalError, Message: "upstream " + strconv.Quote(u.cfg.Name) + " answered " + what, Data: u.data()}
+}
+
+// connError is the error of a call that could not be sent.
+func (u *upstream) connError(err error) error {
+	if errors.Is(err, errSlotsFull) {
+		return &codec.Error{Code: codec.CodeServerBusy, Message: "upstream " + strconv.Quote(u.cfg.Name) + ": too many calls in flight", Data: codec.RawJSON(`{"limit":"upstream-inflight","upstream":` + strconv.Quote(u.cfg.Name) + `}`)}
+	}
+	if e, ok := errors.AsType[*codec.Error](err); ok {
+		return e
+	}
+	return u.unavailable(err)
+}
+
+// upstreamError is the error the upstream answered: passed on as it is.
+func (u *upstream) upstreamError(obj []byte) error {
+	e := &codec.Error{}
+	if err := codec.Unmarshal(obj, e); err != nil || e.Code == 0 {
+		return u.garbage("a malformed error object")
+	}
+	return e
+}
+
+// headers returns the static HTTP headers of the upstream.
+func (u *upstream) headers() http.Header {
+	if len(u.cfg.Headers) == 0 {
+		return nil
+	}
+	h := http.Header{}
+	for k, v := range u.cfg.Headers {
+		h.Set(k, v)
+	}
+	return h
+}
+
+// exchange is one downstream request on its way to the upstream.
+type exchange struct {
+	peer     handlers.Peer
+	method   string
+	params   []byte
+	fp       forwardParams
+	linkTask string // the upstream's 2025 task the call waits on (related-task)
+}
+
+// poolFor returns the pool serving a request of peer: 2026-07-28
+// requests go to the stateless pool, the session revisions' to the shared
+// pool, or with share = "session" to the session's own.
+func (u *upstream) poolFor(peer handlers.Peer) (*pool, error) {
+	if peer.ProtocolVersion() == mcp.Version20260728 {
+		return u.stateless, nil
+	}
+	if !u.cfg.Share.Session {
+		return u.session, nil
+	}
+	id := peer.SessionID()
+	u.sessMu.Lock()
+	defer u.sessMu.Unlock()
+	if u.ctx.Err() != nil {
+		return nil, u.unavailable(errStopped)
+	}
+	if p, ok := u.bySess[id]; ok {
+		return p, nil
+	}
+	if len(u.bySess) >= u.cfg.MaxSessions {
+		return nil, &codec.Error{Code: codec.CodeServerBusy, Message: "upstream " + strconv.Quote(u.cfg.Name) + ": too many sessions, each with a connection of its own", Data: codec.RawJSON(`{"limit":"upstream-max-sessions","upstream":` + strconv.Quote(u.cfg.Name) + `}`)}
+	}
+	scope, ok := peer.(handlers.SessionScope)
+	if !ok {
+		return u.session, nil
+	}
+	p := newPool(u, sessionEra, 1)
+	p.sess = id
+	if u.bySess == nil {
+		u.bySess = map[string]*pool{}
+	}
+	u.bySess[id] = p
+	p.start(0)
+	scope.OnSessionClose(func() {
+		u.sessMu.Lock()
+		if u.bySess[id] == p {
+			delete(u.bySess, id)
+		}
+		u.sessMu.Unlock()
+		go p.stop()
+	})
+	return p, nil
+}
+
+// forward sends x to the upstream and appends its result to dst.
+func (u *upstream) forward(ctx context.Context, x *exchange, dst []byte) ([]byte, error) {
+	u.stats.calls.Add(1)
+	p, err := u.poolFor(x.peer)
+	if err != nil {
+		u.stats.errors.Add(1)
+		return dst, err
+	}
+	if p.era == statelessEra {
+		x.fp.stateless, x.fp.linkCap = true, true
+	}
+	// A connection whose table filled since it was picked: another.
+	for range len(p.slots) + 1 {
+		c, err := p.connFor(ctx, x)
+		if err != nil {
+			u.stats.errors.Add(1)
+			return dst, err
+		}
+		out, err := c.do(ctx, x, dst)
+		if errors.Is(err, errSlotsFull) {
+			continue
+		}
+		if err != nil {
+			u.stats.errors.Add(1)
+			return dst, u.connError(err)
+		}
+		return out, nil
+	}
+	u.stats.errors.Add(1)
+	return dst, u.connError(errSlotsFull)
+}
+
+// connFor picks the connection for x: the one a 2026-07-28 retry's
+// requestState or a task names, else the least busy.
+func (p *pool) connFor(ctx context.Context, x *exchange) (*muxConn, error) {
+	if p.era == statelessEra {
+		if st := requestStateOf(x.params); st != nil {
+			if idx, n := stateConn(st); n > 0 {
+				if c := p.conn(idx); c != nil {
+					return c, nil
+				}
+			}
+		}
+	}
+	return p.pick(ctx)
+}
+
+// String names the upstream.
+func (u *upstream) String() string { return fmt.Sprintf("upstream %q", u.cfg.Name) }
