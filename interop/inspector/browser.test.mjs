@@ -120,7 +120,11 @@ test("the MCP Inspector in Chromium lists mcpedge's tools across origins", { ski
   const page = await ctx.newPage();
   const serverUrl = `http://127.0.0.1:${mcpPort}/mcp`;
   await page.goto(`${uiOrigin}/?transport=streamable-http&serverUrl=${encodeURIComponent(serverUrl)}`);
+  // The form holds the URL from the query (the app has started) before
+  // Connect is pressed.
+  await page.locator(`input[value="${serverUrl}"]`).first().waitFor({ timeout: 30000 });
   await page.getByRole("button", { name: "Connect", exact: true }).click();
+  await page.getByText("Connected", { exact: true }).waitFor({ timeout: 30000 });
   await page.getByRole("tab", { name: "Tools" }).click({ timeout: 30000 });
   await page.getByRole("button", { name: "List Tools" }).click();
   // The demo set's tools, listed by the page from mcpedge's answer.
@@ -137,6 +141,7 @@ test("the MCP Inspector in Chromium lists mcpedge's tools across origins", { ski
     /Inspector is up and running/);
   const other = await ctx.newPage();
   await other.goto(`http://localhost:${strangerPort}/?transport=streamable-http&serverUrl=${encodeURIComponent(serverUrl)}`);
+  await other.locator(`input[value="${serverUrl}"]`).first().waitFor({ timeout: 30000 });
   await other.getByRole("button", { name: "Connect", exact: true }).click();
   await other.getByText(/Connection error/i).first().waitFor({ timeout: 30000 });
   assert.equal(await other.getByRole("tab", { name: "Tools" }).count(), 0, "no tools for a stranger");
