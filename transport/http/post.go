@@ -33,6 +33,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	if s.opts.Auth != nil && s.serveMetadata(ctx, path) {
 		return
 	}
+	if s.serveCORS(ctx, path) { // a preflight, answered before credentials (cors.go)
+		return
+	}
 	switch {
 	case bytes.Equal(path, s.path):
 		if !s.checkHostOrigin(ctx) {
@@ -415,7 +418,7 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 		}
 		c.sess = s.eng.OpenStateless(discard{}).Session()
 		c.sess.Transport = "http"
-		c.sess.SetRemote(addrIP(ctx.RemoteAddr())) // its tasks' owner and share, per-address limits
+		c.sess.SetRemote(s.clientIP(ctx)) // its tasks' owner and share, per-address limits
 	case s.opts.Stateless:
 		c.sess = s.eng.Open(discard{}).Session()
 		c.sess.Transport = "http"
@@ -430,7 +433,7 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 				s.putCall(c)
 				return
 			}
-			h, err := s.newSession(addrIP(ctx.RemoteAddr()))
+			h, err := s.newSession(s.clientIP(ctx))
 			if err != nil {
 				s.failLimit(ctx, err)
 				s.putCall(c)
