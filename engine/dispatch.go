@@ -183,6 +183,13 @@ func (s *Server) route(sess *session.Session, m *codec.Message, frame, out []byt
 		if e := s.checkSubscriptions(sess, m); e != nil {
 			return s.refuse(sess, out, reply, m.ID, e), codec.CodeServerBusy, false
 		}
+		if s.receiveFast == nil && sess.Initialized() {
+			dst, code, e := s.subscribeOrLimit(sess, m, out)
+			if e != nil {
+				return s.refuse(sess, out, reply, m.ID, e), codec.CodeServerBusy, false
+			}
+			return dst, code, false
+		}
 	}
 	if dst, code, ok := s.fast(sess, m, row, out, f); ok {
 		return dst, code, false
@@ -463,26 +470,42 @@ var errLongURI = "invalid params: uri longer than " + strconv.Itoa(maxSubscripti
 // subscribe serves resources/subscribe: one bus subscription per URI and
 // session, within the session's Options.MaxSubscriptions.
 func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) ([]byte, int) {
+	dst, code, e := s.subscribeOrLimit(sess, m, dst)
+	if e != nil {
+		return e.AppendAnswer(dst, m.ID), codec.CodeServerBusy
+	}
+	return dst, code
+}
+
+// subscribeOrLimit is subscribe, but a refusal for the session's
+// subscriptions limit is returned, not appended, so that route hands it
+// to a reply sink that answers limits in its own terms (Refuser: HTTP
+// 429) even when a concurrent subscribe took the last place after
+// checkSubscriptions.
+func (s *Server) subscribeOrLimit(sess *session.Session, m *codec.Message, dst []byte) ([]byte, int, *LimitError) {
 	var p mcp.SubscribeParams
 	if len(m.Params) == 0 || codec.UnmarshalNoCopy(m.Params, &p) != nil || p.URI == "" {
-		return errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: resources/subscribe needs a uri")
+		dst, code := errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: resources/subscribe needs a uri")
+		return dst, code, nil
 	}
 	if len(p.URI) > maxSubscriptionURI {
-		return errAnswer(dst, m.ID, codec.CodeInvalidParams, errLongURI)
+		dst, code := errAnswer(dst, m.ID, codec.CodeInvalidParams, errLongURI)
+		return dst, code, nil
 	}
 	if c := s.sessionClass(sess); c != nil {
 		// A URI the caller may not read, hidden or served by nothing
 		// alike: nothing to subscribe to.
 		if err := s.reg.CheckRead(c, p.URI); err != nil {
-			return errObject(dst, m.ID, codec.AsError(err))
+			dst, code := errObject(dst, m.ID, codec.AsError(err))
+			return dst, code, nil
 		}
 	}
 	if sess.Subscribed(p.URI) {
-		return codec.AppendResult(dst, m.ID, nil), 0
+		return codec.AppendResult(dst, m.ID, nil), 0, nil
 	}
 	max := int(s.maxSubs.Load())
 	if !sess.CanSubscribe(p.URI, max) {
-		return errSubs.AppendAnswer(dst, m.ID), codec.CodeServerBusy
+		return dst, 0, errSubs
 	}
 	// One copy of the URI (p.URI aliases the frame): the topic, which
 	// the session's key shares.
@@ -496,9 +519,9 @@ func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) 
 		_ = s.sendTo(sess, out, mcp.NotificationResourceUpdated, b)
 	})
 	if sess.Subscribe(topic[len(session.TopicResourceUpdated):], unsub, max) == session.ErrSubscriptionLimit {
-		return errSubs.AppendAnswer(dst, m.ID), codec.CodeServerBusy // a concurrent subscribe took the last place
+		return dst, 0, errSubs // a concurrent subscribe took the last place
 	}
-	return codec.AppendResult(dst, m.ID, nil), 0
+	return codec.AppendResult(dst, m.ID, nil), 0, nil
 }
 
 // checkSubscriptions refuses, before dispatch, a resources/subscribe from a
