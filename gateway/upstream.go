@@ -106,6 +106,9 @@ func (u *upstream) stop() {
 	u.bySess = nil
 	u.sessMu.Unlock()
 	u.wg.Wait()
+	if u.http != nil {
+		u.http.close()
+	}
 }
 
 // sweeper times out the calls past their deadline, on every connection,

@@ -336,6 +336,7 @@ func upstreamTable(name string, t map[string]any) (gateway.Upstream, error) {
 	u.MaxInflight = r.integer("max-inflight")
 	u.MaxSessions = r.integer("max-sessions")
 	u.Lazy = r.boolean("lazy")
+	u.Pipeline = r.integer("pipeline")
 	u.Headers = r.strMap("headers")
 	if f := r.str("headers-file"); f != "" {
 		h, err := readHeaderFile(f)
