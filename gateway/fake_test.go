@@ -27,6 +27,7 @@ import (
 //	elicit       asks an elicitation (linked to the call), and answers what it got
 //	log          sends a log message linked to the call, then answers
 //	cancelled    answers how many notifications/cancelled it received
+//	rpcerror     answers a JSON-RPC error of its own
 func serveFake() {
 	var (
 		wmu       sync.Mutex
@@ -64,7 +65,7 @@ func serveFake() {
 			return json.RawMessage(`"timeout"`)
 		}
 	}
-	tools := []string{"echo", "crash", "hang", "garbage", "wrongid", "big", "flood", "progress", "elicit-gone", "elicit", "log", "cancelled"}
+	tools := []string{"echo", "crash", "hang", "garbage", "wrongid", "big", "flood", "progress", "elicit-gone", "elicit", "log", "cancelled", "rpcerror"}
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
 	for {
 		line, err := in.ReadBytes('\n')
@@ -167,6 +168,8 @@ func serveFake() {
 				text(id, "logged")
 			case "cancelled":
 				text(id, strconv.FormatInt(cancelled.Load(), 10))
+			case "rpcerror":
+				write(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":-32000,"message":"the fake refuses"}}`)
 			default:
 				write(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":-32602,"message":"unknown tool"}}`)
 			}

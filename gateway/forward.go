@@ -56,7 +56,12 @@ func (u *upstream) resourceHandler(ctx context.Context, req *handlers.RawRequest
 // elicitations, with related-task) reach the downstream task's Peer. A
 // downstream cancellation cancels the upstream task.
 func (u *upstream) callAsTask(ctx context.Context, x *exchange, dst []byte) ([]byte, error) {
-	u.stats.calls.Add(1)
+	start := u.callBegin()
+	out, err := u.runAsTask(ctx, x, dst)
+	return out, u.callEnd(ctx, start, err)
+}
+
+func (u *upstream) runAsTask(ctx context.Context, x *exchange, dst []byte) ([]byte, error) {
 	p, err := u.poolFor(x.peer)
 	if err != nil {
 		return dst, err
@@ -68,13 +73,11 @@ func (u *upstream) callAsTask(ctx context.Context, x *exchange, dst []byte) ([]b
 	x.fp.addTask = true
 	cl, err := c.start(x, nil)
 	if err != nil {
-		u.stats.errors.Add(1)
 		return dst, u.connError(err)
 	}
 	created, err := c.wait(ctx, cl)
 	if created, err = c.result(created, 0, err); err != nil {
 		c.end(cl)
-		u.stats.errors.Add(1)
 		return dst, err
 	}
 	id := createdTask(created)
@@ -91,7 +94,6 @@ func (u *upstream) callAsTask(ctx context.Context, x *exchange, dst []byte) ([]b
 	start := len(dst)
 	wait, err := c.start(&y, dst)
 	if err != nil {
-		u.stats.errors.Add(1)
 		return dst, u.connError(err)
 	}
 	out, err := c.wait(ctx, wait)
@@ -103,7 +105,6 @@ func (u *upstream) callAsTask(ctx context.Context, x *exchange, dst []byte) ([]b
 			_, _ = c.internal(cctx, mcp.MethodTasksCancel, params)
 			cancel()
 		}
-		u.stats.errors.Add(1)
 		return dst, err
 	}
 	// The result names the upstream's task in its _meta: the engine names
@@ -131,11 +132,11 @@ func (g *Gateway) foreignTask(ctx context.Context, req *handlers.RawRequest, dst
 		return dst, u.unavailable(errors.New("the connection that created the task has ended"))
 	}
 	x := exchange{peer: req.Peer, method: req.Method, params: req.Params, fp: forwardParams{stateless: true, linkCap: true}}
-	u.stats.calls.Add(1)
+	start := u.callBegin()
 	out, err := c.do(ctx, &x, dst)
 	if err != nil {
-		u.stats.errors.Add(1)
-		return dst, u.connError(err)
+		return dst, u.connError(u.callEnd(ctx, start, err))
 	}
+	u.callEnd(ctx, start, nil)
 	return out, nil
 }

@@ -59,6 +59,9 @@ type Options struct {
 	StartTimeout time.Duration
 	// Logger receives the gateway's logs; nil discards them.
 	Logger *slog.Logger
+	// LatencyBuckets are the upper bounds, in seconds, of the histogram
+	// of each upstream's call latencies (Status.Latency); nil keeps none.
+	LatencyBuckets []float64
 }
 
 // Gateway serves the upstreams it is configured with through an engine.
@@ -67,6 +70,8 @@ type Gateway struct {
 	log  *slog.Logger
 	srv  *engine.Server
 	reg  *handlers.Registry
+
+	bounds []int64 // Options.LatencyBuckets, in nanoseconds
 
 	mu     sync.Mutex
 	ups    []*upstream // in configuration order
@@ -109,6 +114,9 @@ func New(opts Options) (*Gateway, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	g := &Gateway{opts: opts, log: log}
+	for _, b := range opts.LatencyBuckets {
+		g.bounds = append(g.bounds, int64(b*1e9))
+	}
 	for i := range g.claims {
 		g.claims[i] = map[string]*upstream{}
 	}

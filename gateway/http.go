@@ -823,13 +823,24 @@ func (p *httpPipe) failRequest(m *codec.Message, err error) {
 	p.failID(m.ID, err)
 }
 
-// failID fails the call of the request with id.
+// failID fails the call of the request with id: the upstream is
+// unavailable to it (the HTTP exchange failed).
 func (p *httpPipe) failID(id []byte, err error) {
 	if len(id) == 0 {
 		return
 	}
-	b := codec.AppendError(nil, id, codec.CodeServerBusy, "upstream HTTP: "+err.Error(), nil)
-	p.deliver(b)
+	p.dmu.RLock()
+	defer p.dmu.RUnlock()
+	if p.ended.Load() {
+		return
+	}
+	mc, ok := p.in.(*muxConn)
+	n, isOurs := parseID(id)
+	if !ok || !isOurs {
+		p.in.Message(codec.AppendError(nil, id, codec.CodeServerBusy, "upstream HTTP: "+err.Error(), nil))
+		return
+	}
+	mc.failCall(n, mc.u.unavailable(fmt.Errorf("upstream HTTP: %w", err)))
 }
 
 // headerSafe reports whether v may be sent as a header value as it is:

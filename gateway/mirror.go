@@ -334,7 +334,7 @@ func (m *mirror) refreshTools(ctx context.Context, c *muxConn) error {
 			nm.toolsAll = append(nm.toolsAll, it.served)
 			continue
 		}
-		if err := reg.AddRawTool(it.desc, u.toolHandler); err != nil {
+		if err := reg.AddRawTool(it.desc, u.toolHandler, handlers.RawOptions{Upstream: u.cfg.Name}); err != nil {
 			m.forget(listTool, []string{it.served})
 			g.release(listTool, it.served, u)
 			u.log.Warn("tool not served", "tool", it.served, "err", err)
