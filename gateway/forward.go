@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/mcp"
 )
@@ -76,7 +77,7 @@ func (u *upstream) runAsTask(ctx context.Context, x *exchange, dst []byte) ([]by
 		return dst, u.connError(err)
 	}
 	created, err := c.wait(ctx, cl)
-	if created, err = c.result(created, 0, err); err != nil {
+	if created, _, err = c.result(created, 0, err); err != nil {
 		c.end(cl)
 		return dst, err
 	}
@@ -98,7 +99,7 @@ func (u *upstream) runAsTask(ctx context.Context, x *exchange, dst []byte) ([]by
 	}
 	out, err := c.wait(ctx, wait)
 	c.end(wait)
-	out, err = c.result(out, start, err)
+	out, _, err = c.result(out, start, err)
 	if err != nil {
 		if ctx.Err() != nil {
 			cctx, cancel := context.WithTimeout(u.ctx, u.cfg.Timeout)
@@ -120,15 +121,16 @@ func (u *upstream) runAsTask(ctx context.Context, x *exchange, dst []byte) ([]by
 
 // foreignTask serves tasks/get, tasks/update and tasks/cancel of
 // 2026-07-28 for the tasks an upstream created: at the connection whose
-// call created the task.
+// call created the task, for the caller that created it. Anyone else is
+// answered as for an id never issued.
 func (g *Gateway) foreignTask(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
-	u := g.taskOwner(req.Name)
-	if u == nil {
-		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: unknown task "+req.Name)
+	r, ok := g.task(req.Name, engine.TaskOwnerOf(req.Peer))
+	if !ok {
+		return dst, engine.ErrTaskNotFound
 	}
-	i, ok := u.stateless.taskConn(req.Name)
-	c := u.stateless.conn(i)
-	if !ok || c == nil {
+	u := r.u
+	c := u.stateless.conn(r.conn)
+	if c == nil {
 		return dst, u.unavailable(errors.New("the connection that created the task has ended"))
 	}
 	x := exchange{peer: req.Peer, method: req.Method, params: req.Params, fp: forwardParams{stateless: true, linkCap: true}}

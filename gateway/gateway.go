@@ -62,6 +62,11 @@ type Options struct {
 	// LatencyBuckets are the upper bounds, in seconds, of the histogram
 	// of each upstream's call latencies (Status.Latency); nil keeps none.
 	LatencyBuckets []float64
+	// TaskTTL is how long the gateway routes the tasks methods of a
+	// 2026-07-28 task an upstream created (to its connection, for its
+	// caller) after the task was created; <= 0 means 10 minutes (the
+	// engine's default -task-ttl).
+	TaskTTL time.Duration
 }
 
 // Gateway serves the upstreams it is configured with through an engine.
@@ -85,8 +90,8 @@ type Gateway struct {
 	elOrder []string
 
 	taskMu    sync.Mutex
-	tasks     map[string]*upstream // 2026-07-28 task id → upstream
-	taskOrder []string
+	tasks     map[string]taskRoute // 2026-07-28 task id → where it lives, whose it is
+	taskOrder []string             // in the order noted, for the bound
 }
 
 // New returns a gateway for opts, after checking the upstreams'
@@ -108,6 +113,9 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 30 * time.Second
+	}
+	if opts.TaskTTL <= 0 {
+		opts.TaskTTL = 10 * time.Minute
 	}
 	log := opts.Logger
 	if log == nil {
@@ -418,25 +426,55 @@ func (g *Gateway) elicitationComplete(id string) {
 	}
 }
 
-// noteTask remembers which upstream created a 2026-07-28 task.
-func (g *Gateway) noteTask(id string, u *upstream) {
+// taskRoute is a 2026-07-28 task an upstream created: the connection of
+// its stateless pool that created it, where its tasks methods go, and
+// the caller it is bound to (engine.TaskOwnerOf: its subject, else its
+// address), the only one who reaches it.
+type taskRoute struct {
+	u       *upstream
+	conn    int
+	owner   string
+	expires int64 // nanotime
+}
+
+// noteTask binds task id, created through connection conn of u's
+// stateless pool, to owner, for Options.TaskTTL. The table is bounded
+// (maxTaskOwners): the expired go first, then the oldest.
+func (g *Gateway) noteTask(id string, u *upstream, conn int, owner string) {
+	now := nanotime()
 	g.taskMu.Lock()
 	defer g.taskMu.Unlock()
 	if g.tasks == nil {
-		g.tasks = map[string]*upstream{}
+		g.tasks = map[string]taskRoute{}
 	}
 	if _, ok := g.tasks[id]; !ok {
-		g.taskOrder = append(g.taskOrder, id)
-		if len(g.taskOrder) > maxTaskOwners {
+		for len(g.taskOrder) > 0 {
+			old, ok := g.tasks[g.taskOrder[0]]
+			if ok && old.expires > now && len(g.taskOrder) < maxTaskOwners {
+				break
+			}
 			delete(g.tasks, g.taskOrder[0])
 			g.taskOrder = g.taskOrder[1:]
 		}
+		g.taskOrder = append(g.taskOrder, id)
 	}
-	g.tasks[id] = u
+	g.tasks[id] = taskRoute{u: u, conn: conn, owner: owner, expires: now + int64(g.opts.TaskTTL)}
 }
 
-func (g *Gateway) taskOwner(id string) *upstream {
+// task returns the route of task id for a request whose tasks are bound
+// to owner; false when there is none, it expired, or it is another's.
+func (g *Gateway) task(id, owner string) (taskRoute, bool) {
 	g.taskMu.Lock()
 	defer g.taskMu.Unlock()
-	return g.tasks[id]
+	r, ok := g.tasks[id]
+	switch {
+	case !ok:
+		return taskRoute{}, false
+	case r.expires <= nanotime():
+		delete(g.tasks, id)
+		return taskRoute{}, false
+	case r.owner != owner:
+		return taskRoute{}, false
+	}
+	return r, true
 }

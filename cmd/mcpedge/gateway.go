@@ -474,6 +474,9 @@ func gatewayOptions(c *config, ups []gateway.Upstream, log *slog.Logger) gateway
 		Logger:       log.With("component", "gateway"),
 		// Each upstream's call latencies, for its histogram in /metrics.
 		LatencyBuckets: admin.LatencyBuckets,
+		// The upstreams' 2026-07-28 tasks are routed as long as the
+		// engine keeps its own.
+		TaskTTL: c.taskTTL,
 	}
 }
 
