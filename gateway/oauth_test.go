@@ -170,5 +170,3 @@ func startHTTPFront(t *testing.T, opts gateway.Options) (*gateway.Gateway, strin
 	})
 	return gw, "http://" + a.String() + "/mcp"
 }
-
-
