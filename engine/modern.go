@@ -310,7 +310,7 @@ func (s *Server) appendDiscover(dst, id []byte) []byte {
 		ResultType:        mcp.ResultComplete,
 		SupportedVersions: mcp.AllVersions[:],
 		Capabilities:      s.ModernCapabilities(),
-		Instructions:      s.opts.Instructions,
+		Instructions:      s.Instructions(),
 		TTLMs:             s.opts.DiscoverCache.TTL.Milliseconds(),
 		CacheScope:        s.opts.DiscoverCache.Scope(),
 		Meta:              s.serverInfoMeta,

@@ -27,6 +27,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ import (
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers"
+	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 )
 
@@ -78,9 +80,11 @@ type Gateway struct {
 
 	bounds []int64 // Options.LatencyBuckets, in nanoseconds
 
-	mu     sync.Mutex
-	ups    []*upstream // in configuration order
-	claims [4]map[string]*upstream
+	mu       sync.Mutex
+	ups      []*upstream // in configuration order
+	claims   [4]map[string]*upstream
+	refs     map[string]*upRef      // by upstream name
+	draining map[*upstream]struct{} // retired by a reload, finishing their calls
 
 	subMu sync.Mutex
 	subs  map[string]int // resource URIs subscribed downstream, with how many subscribers
@@ -88,6 +92,10 @@ type Gateway struct {
 	elMu    sync.Mutex
 	elicits map[string]string // URL elicitation id → downstream session
 	elOrder []string
+
+	insMu   sync.Mutex
+	ownIns  string // the engine's own instructions, before the upstreams'
+	lastIns string // what mergeInstructions set last
 
 	taskMu    sync.Mutex
 	tasks     map[string]taskRoute // 2026-07-28 task id → where it lives, whose it is
@@ -164,6 +172,86 @@ func (b *bus) Subscribe(topic string, fn func(string, []byte)) func() {
 	}
 }
 
+// maxInstructions bounds what one upstream's instructions add to the
+// gateway's (sent in every initialize result).
+const maxInstructions = 16 << 10
+
+// mergeInstructions sets the engine's instructions: its own, then each
+// upstream's in configuration order, under a line naming the upstream
+// (and its prefix). With one upstream and none of its own, the gateway
+// passes the upstream's as they are. An upstream down keeps the
+// instructions it gave last.
+func (g *Gateway) mergeInstructions() {
+	g.insMu.Lock()
+	defer g.insMu.Unlock()
+	if g.srv == nil {
+		return
+	}
+	g.mu.Lock()
+	ups := slices.Clone(g.ups)
+	g.mu.Unlock()
+	var b strings.Builder
+	b.WriteString(g.ownIns)
+	for _, u := range ups {
+		p := u.instructions.Load()
+		if p == nil || strings.TrimSpace(*p) == "" {
+			continue
+		}
+		text := *p
+		if len(text) > maxInstructions {
+			text = strings.ToValidUTF8(text[:maxInstructions], "") + "…"
+		}
+		if len(ups) == 1 && g.ownIns == "" {
+			b.WriteString(text)
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString("From the server " + strconv.Quote(u.cfg.Name))
+		if prefix := u.m.naming().prefix(len(ups)); prefix != "" {
+			b.WriteString(" (its tools and prompts are named " + prefix + "...)")
+		}
+		b.WriteString(":\n" + text)
+	}
+	if text := b.String(); text != g.lastIns {
+		g.lastIns = text
+		g.srv.SetInstructions(text)
+	}
+}
+
+// RootsListChanged relays a downstream session's
+// notifications/roots/list_changed to the upstream connections that
+// session has of its own (share = "session"): such an upstream may keep
+// the client's roots, and ask for them again (roots/list, answered with
+// that session's). Pooled connections are not told: many sessions share
+// them, and a roots/list asked outside a call there names no session.
+// Give it as engine.Options.OnRootsListChanged; it does not block.
+func (g *Gateway) RootsListChanged(sess *session.Session) {
+	id := sess.ID()
+	g.mu.Lock()
+	ups := slices.Clone(g.ups)
+	g.mu.Unlock()
+	for _, u := range ups {
+		if !u.cfg.Share.Session {
+			continue
+		}
+		u.sessMu.Lock()
+		p := u.bySess[id]
+		u.sessMu.Unlock()
+		if p == nil {
+			continue
+		}
+		if c := p.conn(0); c != nil {
+			go func() {
+				if err := c.notify(mcp.NotificationRootsListChanged, nil); err != nil {
+					u.log.Debug("roots/list_changed not relayed", "err", err)
+				}
+			}()
+		}
+	}
+}
+
 // Start connects to the upstreams and mirrors their lists into srv's
 // registry. It waits, within ctx and Options.StartTimeout, for each
 // upstream's first lists; an upstream down by then is mirrored once it is
@@ -171,10 +259,13 @@ func (b *bus) Subscribe(topic string, fn func(string, []byte)) func() {
 // handler's) are an error naming both; Start then stops everything.
 func (g *Gateway) Start(ctx context.Context, srv *engine.Server) error {
 	g.srv, g.reg = srv, srv.Registry()
+	g.ownIns = srv.Instructions()
 	g.reg.SetForeignTasks(g.foreignTask)
 	g.mu.Lock()
 	for _, cfg := range g.opts.Upstreams {
-		g.ups = append(g.ups, newUpstream(g, cfg))
+		u := newUpstream(g, cfg)
+		g.current(u)
+		g.ups = append(g.ups, u)
 	}
 	ups := slices.Clone(g.ups)
 	g.mu.Unlock()
@@ -207,12 +298,60 @@ func (g *Gateway) Close() {
 	g.mu.Lock()
 	ups := g.ups
 	g.ups = nil
+	for u := range g.draining {
+		ups = append(ups, u)
+	}
+	g.draining = nil
 	g.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, u := range ups {
 		wg.Go(u.stop)
 	}
 	wg.Wait()
+}
+
+// current makes u the upstream its name's items call (g.mu held).
+func (g *Gateway) current(u *upstream) {
+	if g.refs == nil {
+		g.refs = map[string]*upRef{}
+	}
+	r := g.refs[u.cfg.Name]
+	if r == nil {
+		r = &upRef{}
+		g.refs[u.cfg.Name] = r
+	}
+	u.ref = r
+	r.cur.Store(u)
+}
+
+// retire has u, replaced or removed by a reload, finish its calls in
+// flight, then stop (in the background).
+func (g *Gateway) retire(u *upstream) {
+	g.mu.Lock()
+	if g.draining == nil {
+		g.draining = map[*upstream]struct{}{}
+	}
+	g.draining[u] = struct{}{}
+	g.mu.Unlock()
+	u.retired.Store(true)
+	go func() {
+		u.drain()
+		g.mu.Lock()
+		delete(g.draining, u)
+		g.mu.Unlock()
+	}()
+}
+
+// handOver gives the names old claims to nu, which replaces it (g.mu
+// held).
+func (g *Gateway) handOver(old, nu *upstream) {
+	for k := range g.claims {
+		for name, o := range g.claims[k] {
+			if o == old {
+				g.claims[k][name] = nu
+			}
+		}
+	}
 }
 
 // upstreamCount is the number of upstreams, which decides the default

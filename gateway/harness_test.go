@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpedge/mcpedge"
 	"github.com/mcpedge/mcpedge/client"
+	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/gateway"
 	"github.com/mcpedge/mcpedge/handlers/builtin"
 	"github.com/stretchr/testify/require"
@@ -96,6 +97,7 @@ func tryFront(t *testing.T, opts gateway.Options) (*front, error) {
 	}
 	eo := mcpedge.Options{TCP: &mcpedge.TCPOptions{Addr: "127.0.0.1:0", Loops: 1}}
 	eo.Bus = gw.Bus(nil)
+	eo.OnRootsListChanged = gw.RootsListChanged
 	eo.MaxInflight = -1
 	eo.Workers = 4096 // a proxied call holds a worker while its upstream works
 	srv := mcpedge.New(eo)
@@ -177,4 +179,15 @@ func httpChild(t testing.TB, set string) string {
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	require.NoError(t, err)
 	return strings.TrimSpace(line)
+}
+
+// signalSink is a downstream session's sink that hands over a copy of
+// each message.
+type signalSink struct{ ch chan []byte }
+
+func (s signalSink) Send(buf *codec.Buffer) error {
+	b := append([]byte(nil), buf.B...)
+	codec.PutBuffer(buf)
+	s.ch <- b
+	return nil
 }

@@ -79,9 +79,10 @@ func (e era) String() string {
 
 // initInfo is what the upstream told of itself.
 type initInfo struct {
-	version    string
-	serverInfo mcp.Implementation
-	caps       mcp.ServerCapabilities
+	version      string
+	serverInfo   mcp.Implementation
+	caps         mcp.ServerCapabilities
+	instructions string
 }
 
 // call is one request in flight on a connection.
@@ -664,7 +665,7 @@ func (c *muxConn) handshake(ctx context.Context) error {
 		if !ok {
 			return errNoStateless
 		}
-		c.info = &initInfo{version: mcp.Version20260728, caps: d.Capabilities}
+		c.info = &initInfo{version: mcp.Version20260728, caps: d.Capabilities, instructions: d.Instructions}
 		// 2026-07-28 announces list changes on a listen stream: the
 		// gateway keeps one open on each connection, for as long as it
 		// lives.
@@ -678,7 +679,7 @@ func (c *muxConn) handshake(ctx context.Context) error {
 	if err := codec.Unmarshal(res, &ir); err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
-	c.info = &initInfo{version: ir.ProtocolVersion, serverInfo: ir.ServerInfo, caps: ir.Capabilities}
+	c.info = &initInfo{version: ir.ProtocolVersion, serverInfo: ir.ServerInfo, caps: ir.Capabilities, instructions: ir.Instructions}
 	if err := c.notify(mcp.NotificationInitialized, nil); err != nil {
 		return err
 	}

@@ -23,6 +23,11 @@ type upstream struct {
 	g   *Gateway
 	cfg Upstream
 	log *slog.Logger
+	ref *upRef // what the registry's items call: this upstream, or the one that replaced it
+
+	active  atomic.Int64  // calls in flight (callBegin to callEnd)
+	retired atomic.Bool   // replaced or removed by a reload: draining its calls
+	idle    chan struct{} // cap 1: a retired upstream's last call ended
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -34,8 +39,9 @@ type upstream struct {
 	sessMu sync.Mutex
 	bySess map[string]*pool // share = "session": each downstream session's
 
-	noStateless atomic.Bool // the upstream answered server/discover without 2026-07-28
-	httpErr     error
+	noStateless  atomic.Bool // the upstream answered server/discover without 2026-07-28
+	httpErr      error
+	instructions atomic.Pointer[string] // what the upstream's last handshake said (the mirror's connection)
 
 	m    *mirror
 	http *httpShared // HTTP upstreams: the keep-alive pools
@@ -120,6 +126,7 @@ func (s *stats) observe(d int64) {
 // callBegin counts a call and returns when it began.
 func (u *upstream) callBegin() int64 {
 	u.stats.calls.Add(1)
+	u.active.Add(1)
 	return nanotime()
 }
 
@@ -131,11 +138,56 @@ func (u *upstream) callEnd(ctx context.Context, start int64, err error) error {
 		u.stats.errors.Add(1)
 		u.stats.classes[classOf(ctx, err)].Add(1)
 	}
+	if u.active.Add(-1) == 0 && u.retired.Load() {
+		select {
+		case u.idle <- struct{}{}:
+		default:
+		}
+	}
 	return err
 }
 
+// upRef is what the registry's items of an upstream call: the upstream
+// configured under its name now. A reload that changes the upstream's
+// connection settings points it at the new one, whose mirror takes over
+// the items: nothing is registered again, and the calls in flight finish
+// on the old one (drain).
+type upRef struct {
+	cur atomic.Pointer[upstream]
+}
+
+func (r *upRef) tool(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
+	return r.cur.Load().toolHandler(ctx, req, dst)
+}
+
+func (r *upRef) prompt(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
+	return r.cur.Load().promptHandler(ctx, req, dst)
+}
+
+func (r *upRef) resource(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
+	return r.cur.Load().resourceHandler(ctx, req, dst)
+}
+
+// drain stops u, retired by a reload, once its calls in flight have
+// ended, or its timeout passed (a call cannot outlive it).
+func (u *upstream) drain() {
+	u.retired.Store(true)
+	t := time.NewTimer(u.cfg.Timeout)
+	defer t.Stop()
+	for u.active.Load() > 0 {
+		select {
+		case <-u.idle:
+		case <-t.C:
+			u.log.Warn("calls still in flight when the drain ended", "calls", u.active.Load())
+			u.stop()
+			return
+		}
+	}
+	u.stop()
+}
+
 func newUpstream(g *Gateway, cfg Upstream) *upstream {
-	u := &upstream{g: g, cfg: cfg, log: g.log.With("upstream", cfg.Name)}
+	u := &upstream{g: g, cfg: cfg, log: g.log.With("upstream", cfg.Name), idle: make(chan struct{}, 1)}
 	if len(g.bounds) > 0 {
 		u.stats.bounds = g.bounds
 		u.stats.lat = make([]atomic.Uint64, len(g.bounds)+1)
@@ -225,8 +277,12 @@ func (u *upstream) pools() []*pool {
 func (u *upstream) connected(c *muxConn) {
 	u.log.Debug("connected", "era", c.era, "conn", c.idx, "version", c.info.version)
 	if c.era == sessionEra && c.p == u.session && c.idx == 0 {
-		// The mirror's connection: (re)read the lists, and renew the
-		// subscriptions it carried before.
+		// The mirror's connection: take its instructions (before the
+		// first lists are read: Start returns with them merged), (re)read
+		// the lists, and renew the subscriptions it carried before.
+		if old := u.instructions.Swap(&c.info.instructions); old == nil || *old != c.info.instructions {
+			u.g.mergeInstructions()
+		}
 		go u.m.refresh(handlers.ListTools, handlers.ListResources, handlers.ListPrompts)
 		go u.g.resubscribe(u)
 	}

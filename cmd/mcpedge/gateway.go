@@ -445,8 +445,9 @@ func validateGateway(c *config) error {
 	return err
 }
 
-// newGateway returns the gateway of c, nil without upstreams, and wraps
-// opts' bus so that resource subscriptions reach the upstreams.
+// newGateway returns the gateway of c, nil without upstreams, wraps
+// opts' bus so that resource subscriptions reach the upstreams, and has
+// the clients' roots/list_changed relayed.
 func newGateway(c *config, opts *mcpedge.Options, log *slog.Logger) (*gateway.Gateway, error) {
 	ups, err := c.gateway.upstreams.Upstreams()
 	if err != nil || len(ups) == 0 {
@@ -461,6 +462,7 @@ func newGateway(c *config, opts *mcpedge.Options, log *slog.Logger) (*gateway.Ga
 		bus = session.NewLocalBus()
 	}
 	opts.Bus = gw.Bus(bus)
+	opts.OnRootsListChanged = gw.RootsListChanged
 	return gw, nil
 }
 
