@@ -153,12 +153,13 @@ type httpPipe struct {
 	nwork atomic.Int32
 	max   int32
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup
-	once   sync.Once
-	ended  atomic.Bool
-	dmu    sync.RWMutex // held (read) while a message is fed to in: Closed waits for it
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	wg       sync.WaitGroup
+	once     sync.Once
+	ended    atomic.Bool
+	dmu      sync.RWMutex // held (read) while a message is fed to in: Closed waits for it
+	closedIn bool         // in was told Closed: nothing more is fed to it (under dmu)
 
 	smu     sync.Mutex
 	streams map[*fasthttp.Response]struct{} // event streams being read, interrupted by end
@@ -283,11 +284,11 @@ func (p *httpPipe) sendFast(msg []byte, m *codec.Message) error {
 	return c.send(p, m.ID, b.B, retry)
 }
 
-// deliver feeds msg to the muxConn, unless the pipe has ended (Closed
+// deliver feeds msg to the muxConn, unless it was told Closed (which
 // comes after every delivery begun).
 func (p *httpPipe) deliver(msg []byte) {
 	p.dmu.RLock()
-	if !p.ended.Load() {
+	if !p.closedIn {
 		p.in.Message(msg)
 	}
 	p.dmu.RUnlock()
@@ -358,7 +359,8 @@ func (p *httpPipe) end(cause error) {
 			// after Closed.
 			p.wg.Wait()
 			p.dmu.Lock()
-			p.dmu.Unlock() //nolint:staticcheck // waits for the deliveries in progress
+			p.closedIn = true // waited for the deliveries in progress
+			p.dmu.Unlock()
 			if sid := p.sid.Load(); sid != nil && !errors.Is(cause, errSessionGone) {
 				p.deleteSession(*sid)
 			}
@@ -831,7 +833,7 @@ func (p *httpPipe) failID(id []byte, err error) {
 	}
 	p.dmu.RLock()
 	defer p.dmu.RUnlock()
-	if p.ended.Load() {
+	if p.closedIn {
 		return
 	}
 	mc, ok := p.in.(*muxConn)
