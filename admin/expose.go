@@ -26,7 +26,7 @@ import (
 // of other packages (the cluster's, a gateway's).
 var families = map[string]string{
 	"mcpedge_requests_total":             "Requests answered, errors and refusals included, by transport and method.",
-	"mcpedge_request_duration_seconds":   "Time from a request's arrival to its answer handed to the transport; requests answered at once on an event loop are sampled (engine.InlineTimingSample).",
+	"mcpedge_request_duration_seconds":   "Time from a request's arrival to its answer handed to the transport; requests answered at once on an event loop are sampled (one in 16).",
 	"mcpedge_request_errors_total":       "Requests answered with a JSON-RPC error, by transport and code.",
 	"mcpedge_requests_refused_total":     "Requests refused by a limit, by transport and limit.",
 	"mcpedge_requests_in_flight":         "Requests being served by handlers now.",
@@ -51,7 +51,7 @@ var families = map[string]string{
 	"mcpedge_draining":                   "1 from the moment shutdown began (SIGTERM, SIGINT): requests in flight drain within -drain, then are cut.",
 	"mcpedge_panics_total":               "Panics recovered.",
 	"mcpedge_tool_calls_total":           "tools/call requests answered, by tool, upstream and outcome.",
-	"mcpedge_tool_duration_seconds":      "Time from a tools/call's arrival to its answer, by tool and upstream; calls answered at once on an event loop are sampled (engine.InlineTimingSample).",
+	"mcpedge_tool_duration_seconds":      "Time from a tools/call's arrival to its answer, by tool and upstream; calls answered at once on an event loop are sampled (one in 16).",
 }
 
 // helps is a Metrics' help texts: families, and what Describe added.

@@ -46,21 +46,10 @@ func transportIndex(t string) int {
 	return 3
 }
 
-// methods are the values of the method label; any other method is
-// "other", so that a client cannot grow the label set.
-var methods = [...]string{
-	mcp.MethodInitialize, mcp.MethodPing,
-	mcp.MethodToolsList, mcp.MethodToolsCall,
-	mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList, mcp.MethodResourcesRead,
-	mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
-	mcp.MethodPromptsList, mcp.MethodPromptsGet,
-	mcp.MethodCompletionComplete, mcp.MethodLoggingSetLevel,
-	mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksList, mcp.MethodTasksCancel, mcp.MethodTasksUpdate,
-	mcp.MethodServerDiscover, mcp.MethodSubscriptionsListen,
-	"other",
-}
-
-const nMethods = len(methods)
+// nMethods is the number of values of the method label: the methods of
+// the engine's method table (engine.MethodIndex, engine.MethodLabel), and
+// "other" for any other, so that a client cannot grow the label set.
+const nMethods = engine.NumMethods + 1
 
 // codes are the JSON-RPC error codes counted by their own label value;
 // others are "other".
@@ -185,14 +174,14 @@ func (m *Metrics) writeRequests(w io.Writer) {
 					m.writeFamily(w, "mcpedge_requests_total", "counter")
 					head = true
 				}
-				writeSample(w, `mcpedge_requests_total{transport="`+transports[t]+`",method="`+methods[mi]+`"}`, n)
+				writeSample(w, `mcpedge_requests_total{transport="`+transports[t]+`",method="`+engine.MethodLabel(mi)+`"}`, n)
 			}
 		}
 	}
 	var buf bytes.Buffer
 	for t := range m.latency {
 		for mi := range m.latency[t] {
-			m.latency[t][mi].write(&buf, "mcpedge_request_duration_seconds", `transport="`+transports[t]+`",method="`+methods[mi]+`"`)
+			m.latency[t][mi].write(&buf, "mcpedge_request_duration_seconds", `transport="`+transports[t]+`",method="`+engine.MethodLabel(mi)+`"`)
 		}
 	}
 	if buf.Len() > 0 {
@@ -274,60 +263,11 @@ func NewMetrics() *Metrics {
 // one's own to /metrics.
 func (m *Metrics) Set() *metrics.Set { return m.set }
 
-// methodIndex is the index in methods of a method's label value: a
-// switch, cheaper than a map lookup on this path (a test holds it to
-// methods).
-func methodIndex(name string) int {
-	switch name {
-	case mcp.MethodInitialize:
-		return 0
-	case mcp.MethodPing:
-		return 1
-	case mcp.MethodToolsList:
-		return 2
-	case mcp.MethodToolsCall:
-		return 3
-	case mcp.MethodResourcesList:
-		return 4
-	case mcp.MethodResourcesTemplatesList:
-		return 5
-	case mcp.MethodResourcesRead:
-		return 6
-	case mcp.MethodResourcesSubscribe:
-		return 7
-	case mcp.MethodResourcesUnsubscribe:
-		return 8
-	case mcp.MethodPromptsList:
-		return 9
-	case mcp.MethodPromptsGet:
-		return 10
-	case mcp.MethodCompletionComplete:
-		return 11
-	case mcp.MethodLoggingSetLevel:
-		return 12
-	case mcp.MethodTasksGet:
-		return 13
-	case mcp.MethodTasksResult:
-		return 14
-	case mcp.MethodTasksList:
-		return 15
-	case mcp.MethodTasksCancel:
-		return 16
-	case mcp.MethodTasksUpdate:
-		return 17
-	case mcp.MethodServerDiscover:
-		return 18
-	case mcp.MethodSubscriptionsListen:
-		return 19
-	}
-	return nMethods - 1
-}
-
 // RequestDone implements engine.Observer.
 func (m *Metrics) RequestDone(sess *session.Session, method string, code int, d time.Duration) {
-	t, mi := transportIndex(sess.Transport), methodIndex(method)
+	t, mi := transportIndex(sess.Transport), engine.MethodIndex(method)
 	m.requests[t][mi].s[shardOf(sess)].n.Add(1)
-	if d >= 0 { // timed (engine.InlineTimingSample)
+	if d >= 0 { // timed (one in 16 answers given at once: engine.Observer)
 		m.latency[t][mi].observe(d)
 	}
 	if code != 0 {

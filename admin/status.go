@@ -169,7 +169,7 @@ func (m *Metrics) Status(ctx context.Context, ready *Readiness) *Status {
 	for i, t := range transports[:2] {
 		st.Connections[t] = m.open[i].Load()
 	}
-	for mi := range methods {
+	for mi := range nMethods {
 		var n uint64
 		var lat [nBuckets + 1]uint64
 		for t := range transports {
@@ -180,7 +180,7 @@ func (m *Metrics) Status(ctx context.Context, ready *Readiness) *Status {
 			}
 		}
 		if n > 0 {
-			st.Methods = append(st.Methods, MethodStats{Method: methods[mi], Requests: n, Latency: lat[:]})
+			st.Methods = append(st.Methods, MethodStats{Method: engine.MethodLabel(mi), Requests: n, Latency: lat[:]})
 		}
 	}
 	tt := m.tools.current()

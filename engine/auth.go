@@ -11,8 +11,8 @@ import (
 	"github.com/mcpedge/mcpedge/session"
 )
 
-// Authorization is one step of the path of every request
-// (handleMessage, and serveBig, which repeats that path on a worker): it
+// Authorization is one step of the path of every request (route, from
+// the transport's goroutine or, for serveBig, from a worker): it
 // runs after responses and notifications are set aside and before
 // anything else, so no answer of the engine's own (ping, list pages,
 // server/discover, subscriptions/listen, tasks), no limit and no handler
@@ -119,7 +119,7 @@ func (s *Server) authorize(sess *session.Session, m *codec.Message, block bool) 
 
 // callerOf returns the verified caller of a request of sess: a
 // 2026-07-28 request's own (mm, when not nil), else its session's.
-func callerOf(sess *session.Session, mm *modernMeta) any {
+func callerOf(sess *session.Session, mm *statelessMeta) any {
 	if mm != nil && mm.caller != nil {
 		return mm.caller
 	}
@@ -127,7 +127,7 @@ func callerOf(sess *session.Session, mm *modernMeta) any {
 }
 
 // caller returns the verified caller of r (callerOf).
-func (r *request) caller() any { return callerOf(r.sess, &r.mod) }
+func (r *request) caller() any { return callerOf(r.sess, &r.stateless) }
 
 // deferRequest hands the request in frame, which Options.Authorize cannot
 // decide without blocking, to the worker pool whole, as a big frame is
@@ -135,8 +135,8 @@ func (r *request) caller() any { return callerOf(r.sess, &r.mod) }
 // answers going to reply. Until it is authorized it is in its session's
 // in-flight set, so that one session's verifications hold no more than
 // its share of the pool (-max-inflight) and a drain waits for them. A
-// full pool refuses it at once.
-func (s *Server) deferRequest(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) ([]byte, bool) {
+// full pool refuses it at once (its code returned).
+func (s *Server) deferRequest(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) ([]byte, int, bool) {
 	if reply == nil {
 		reply = sess.Out
 	}
@@ -150,13 +150,15 @@ func (s *Server) deferRequest(sess *session.Session, m *codec.Message, frame, ou
 		r.authWait, r.authID = true, r.msg.ID
 	case session.ErrInflightLimit:
 		s.release(r)
-		return s.refuse(sess, out, reply, m.ID, errInflight), false
+		return s.refuse(sess, out, reply, m.ID, errInflight), codec.CodeServerBusy, false
 	case session.ErrDuplicateID:
 		s.release(r)
-		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "invalid request: a request with this id is in flight", nil), false
+		out, code := errAnswer(out, m.ID, codec.CodeInvalidRequest, errDuplicateID)
+		return out, code, false
 	default:
 		s.release(r)
-		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "session closed", nil), false
+		out, code := errAnswer(out, m.ID, codec.CodeInvalidRequest, errSessionClosed)
+		return out, code, false
 	}
 	if s.obs != nil {
 		r.obsStart = s.monotonic()
@@ -164,9 +166,9 @@ func (s *Server) deferRequest(sess *session.Session, m *codec.Message, frame, ou
 	if err := s.pool.Invoke(r); err != nil {
 		s.authDone(r)
 		s.release(r)
-		return s.refuse(sess, out, reply, m.ID, errWorkers), false
+		return s.refuse(sess, out, reply, m.ID, errWorkers), codec.CodeServerBusy, false
 	}
-	return out, true
+	return out, 0, true
 }
 
 // authDone takes r, a request deferRequest handed over, out of its

@@ -6,13 +6,16 @@
 // in package mcpedge: the transports stop accepting and close their idle
 // connections, this engine drains, then the transports stop.
 //
-// Transports need one thing of it, a Conn per session (Open): one
-// message's path is Conn.HandleFrame from an event loop (cheap answers are
-// appended to the caller's output at once; the rest is copied once and run
-// on the worker pool) or Conn.ServeFrame from a goroutine of the
-// transport's own (the handler runs on it). Answers and request-scoped
-// messages go to the request's reply Sink; other server messages go to the
-// session's Out sink.
+// Transports need one thing of it, a Conn per session (Open, or
+// OpenStateless for one exchange of the stateless revision): a message's
+// path is Conn.HandleFrame (a frame, decoded here) or Conn.HandleMessage (a
+// message the transport decoded), which never block: an answer the engine
+// gives at once is appended to the caller's output, and a request for a
+// handler is copied once and run on the worker pool, its answer going to
+// the request's reply sink (a Replier is told which message is the
+// answer). Other server messages go to the session's Out sink. Which
+// method is served how, in which revision, is the method table's to say
+// (methods.go).
 package engine
 
 import (
@@ -123,7 +126,7 @@ type Options struct {
 	TaskIdle time.Duration
 	// NodeID names this node of a cluster in the ids of the sessions it
 	// opens and of the tasks it creates for 2026-07-28 requests
-	// ("<NodeID>.<random>", see TaskNode and SessionNode), so that a
+	// ("<NodeID>.<random>", see SessionNode), so that a
 	// router can send a session's requests, and tasks/get, tasks/update
 	// and tasks/cancel, to the node that owns them. It must not contain a
 	// '.'. Empty: ids are random only.
@@ -142,8 +145,7 @@ type Options struct {
 
 	// Receive wraps the handling of every request that is answered:
 	// Receive[0] is the outermost. It sees the requests served by handlers
-	// (on the worker pool, on a ServeFrame caller's goroutine, NonBlocking
-	// tools on the event loop) and those the engine answers itself (ping,
+	// (on the worker pool, NonBlocking tools on the event loop) and those the engine answers itself (ping,
 	// initialize, list pages, static resources, ...), on every transport
 	// and protocol revision. Requests refused before dispatch
 	// (Options.Authorize, a limit, shutdown, a session not initialized, a
@@ -236,7 +238,7 @@ type Server struct {
 	stateKey       [][]byte // when Options.StateKeys is empty
 	serverInfoMeta []byte   // {"io.modelcontextprotocol/serverInfo":{...}}
 	listeners      listeners
-	memos          [64]atomic.Pointer[session.Memo] // stateless exchanges' _meta (parseModernMemo)
+	memos          [64]atomic.Pointer[session.Memo] // stateless exchanges' _meta (parseStatelessMemo)
 	memoSeed       maphash.Seed
 	// statelessTracker is the Tracker the stateless exchanges share.
 	statelessTracker *session.Tracker

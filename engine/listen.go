@@ -91,15 +91,17 @@ type listenParams struct {
 }
 
 // listen opens a subscriptions/listen stream for m on reply, as
-// handleModern: a request refused is answered at once (queued false: its
-// error appended to out, or handed to reply's Refuse); otherwise the
-// request is open (queued) until it ends, and reply gets its Final.
+// handleStateless: a request refused is answered at once (queued false: its
+// error appended to out, or handed to reply's Refuse, and its code
+// returned); otherwise the request is open (queued) until it ends, and
+// reply gets its Final.
 //
 // A listen whose params are small is served here. A bigger one is only
 // admitted here (the drain, the session's in-flight set); its filter is
 // read, and its URIs subscribed, on the worker pool (openListen), and a
 // refusal there is the stream's final answer.
-func (s *Server) listen(sess *session.Session, m *codec.Message, mm *modernMeta, _ []byte, out []byte, reply session.Sink) (res []byte, queued, handled bool) {
+func (s *Server) listen(sess *session.Session, m *codec.Message, mm *statelessMeta, out []byte, reply session.Sink) (res []byte, code int, queued, handled bool) {
+	const busy = codec.CodeServerBusy
 	inline := len(m.Params) <= listenInline
 	class := s.class(mm.caller)
 	var agreed mcp.SubscriptionFilter
@@ -108,30 +110,32 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, mm *modernMeta,
 		var e *codec.Error
 		if agreed, e, le = s.listenFilter(m.Params, int(s.maxSubs.Load()), class); e != nil {
 			reject(reply, e.Code)
-			return codec.AppendErrorObject(out, m.ID, e), false, true
+			return codec.AppendErrorObject(out, m.ID, e), e.Code, false, true
 		} else if le != nil {
-			return s.refuse(sess, out, reply, m.ID, le), false, true
+			return s.refuse(sess, out, reply, m.ID, le), busy, false, true
 		}
 	}
 	l := &listener{s: s, sess: sess, reply: reply, id: bytes.Clone(m.ID), since: time.Now().UnixNano(), class: class}
 	if !s.adm.admit() {
-		return s.refuse(sess, out, reply, m.ID, errShutdown), false, true
+		return s.refuse(sess, out, reply, m.ID, errShutdown), busy, false, true
 	}
 	s.adm.done() // a stream does not hold the drain up: Shutdown ends it
 	switch err := sess.Track(l.id, l, int(s.maxInflight.Load())); err {
 	case nil:
 	case session.ErrInflightLimit:
-		return s.refuse(sess, out, reply, m.ID, errInflight), false, true
+		return s.refuse(sess, out, reply, m.ID, errInflight), busy, false, true
 	case session.ErrDuplicateID:
-		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "invalid request: a request with this id is in flight", nil), false, true
+		out, code = errAnswer(out, m.ID, codec.CodeInvalidRequest, errDuplicateID)
+		return out, code, false, true
 	default:
-		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "session closed", nil), false, true
+		out, code = errAnswer(out, m.ID, codec.CodeInvalidRequest, errSessionClosed)
+		return out, code, false, true
 	}
 	n, size := len(agreed.ResourceSubscriptions), uriBytes(agreed.ResourceSubscriptions)
 	if inline && !sess.ReserveSubscriptions(n, size, int(s.maxSubs.Load())) {
 		sess.Done(l.id, l)
 		sess.Answered()
-		return s.refuse(sess, out, reply, m.ID, errSubs), false, true
+		return s.refuse(sess, out, reply, m.ID, errSubs), busy, false, true
 	}
 	// A stream is no answer a transport waits for before it closes its
 	// session (session.InFlight): the session's end ends the stream.
@@ -139,7 +143,7 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, mm *modernMeta,
 	sess.StreamOpened() // ended in end
 	if inline {
 		l.start(&agreed, n, size)
-		return out, true, true
+		return out, 0, true, true
 	}
 	job := s.newRequest(sess, reply)
 	job.buf = append(job.buf[:0], m.Params...)
@@ -148,7 +152,7 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, mm *modernMeta,
 		s.release(job)
 		l.refuse(errWorkers)
 	}
-	return out, true, true
+	return out, 0, true, true
 }
 
 // listenFilter reads the filter of subscriptions/listen params: the

@@ -14,7 +14,7 @@ import (
 // engine finds the handler once per request (rawRoute), hands it the
 // params as they came, and appends its bytes as the result: no decode,
 // no re-encode, no check of its own of the request or the result. In a
-// 2026-07-28 request the result is completed as any other (modernTail:
+// 2026-07-28 request the result is completed as any other (statelessTail:
 // resultType, the server's identity, cache hints), once; the handler's
 // server owns the input rounds (inputResponses and requestState pass
 // through) and decides whether a tools/call becomes a task.
@@ -62,7 +62,7 @@ func (s *Server) rawRoute(r *request) handlers.RawHandler {
 	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
 		// Queued here only when the engine holds no such task
 		// (foreignTask).
-		if r.mod.on {
+		if r.stateless.on {
 			if id, ok := routeField(r.msg.Params, "taskId"); ok && id != "" {
 				name = id
 				h = s.reg.ForeignTasks()
@@ -76,13 +76,13 @@ func (s *Server) rawRoute(r *request) handlers.RawHandler {
 // serveRaw runs h for r, appending its result to dst.
 func (s *Server) serveRaw(r *request, h handlers.RawHandler, name string, dst []byte) ([]byte, error) {
 	r.raw = handlers.RawRequest{Peer: r, Method: r.msg.Method, Name: name, Params: r.msg.Params}
-	if r.mod.on && r.msg.Method == mcp.MethodResourcesRead {
+	if r.stateless.on && r.msg.Method == mcp.MethodResourcesRead {
 		r.hint, r.hintSet = s.reg.ResourceCacheHint(name), true
 	}
 	out, err := h(r.ctx, &r.raw, dst)
 	r.raw = handlers.RawRequest{Name: name}
 	if err != nil {
-		if r.mod.on && r.msg.Method == mcp.MethodResourcesRead {
+		if r.stateless.on && r.msg.Method == mcp.MethodResourcesRead {
 			// 2026-07-28: a resource not found is invalid params.
 			if e, ok := errors.AsType[*codec.Error](err); ok && e.Code == codec.CodeResourceNotFound {
 				return dst, &codec.Error{Code: codec.CodeInvalidParams, Message: e.Message, Data: e.Data}

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// modernMeta is the _meta of a 2026-07-28 request declaring caps.
-func modernMeta(caps string) string {
+// statelessMeta is the _meta of a 2026-07-28 request declaring caps.
+func statelessMeta(caps string) string {
 	return `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + caps + `}`
 }
 
@@ -64,7 +64,7 @@ func TestRawHandlers(t *testing.T) {
 	t.Run("2026-07-28", func(t *testing.T) {
 		m2 := f.client(t) // not initialized: stateless requests
 		seen = nil
-		m := m2.call(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"r","arguments":{},"requestState":"not-ours","inputResponses":{"k":{}},` + modernMeta(`{}`) + `}}`)
+		m := m2.call(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"r","arguments":{},"requestState":"not-ours","inputResponses":{"k":{}},` + statelessMeta(`{}`) + `}}`)
 		require.Nil(t, m.Error)
 		res := string(m.Result)
 		assert.Equal(t, 1, strings.Count(res, `"resultType":"complete"`), res)
@@ -72,14 +72,14 @@ func TestRawHandlers(t *testing.T) {
 		require.Len(t, seen, 1)
 		assert.Contains(t, seen[0], `"requestState":"not-ours"`, "input rounds are the raw handler's server's")
 
-		m = m2.call(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"done",` + modernMeta(`{}`) + `}}`)
+		m = m2.call(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"done",` + statelessMeta(`{}`) + `}}`)
 		require.Nil(t, m.Error)
 		res = string(m.Result)
 		assert.Equal(t, 1, strings.Count(res, `"resultType"`), "kept, not added twice: %s", res)
 		assert.Contains(t, res, `"k":1`)
 		assert.Equal(t, 1, strings.Count(res, mcp.MetaServerInfo), res)
 
-		m = m2.call(`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"raw://gone",` + modernMeta(`{}`) + `}}`)
+		m = m2.call(`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"raw://gone",` + statelessMeta(`{}`) + `}}`)
 		requireError(t, m, "3", codec.CodeInvalidParams)
 	})
 }
@@ -96,13 +96,13 @@ func TestForeignTasks(t *testing.T) {
 	})
 	c := f.client(t)
 	ext := `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`
-	m := c.call(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"up-1",` + modernMeta(ext) + `}}`)
+	m := c.call(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"up-1",` + statelessMeta(ext) + `}}`)
 	require.Nil(t, m.Error)
 	assert.Contains(t, string(m.Result), `"status":"working"`)
-	m = c.call(`{"jsonrpc":"2.0","id":2,"method":"tasks/cancel","params":{"taskId":"up-1",` + modernMeta(ext) + `}}`)
+	m = c.call(`{"jsonrpc":"2.0","id":2,"method":"tasks/cancel","params":{"taskId":"up-1",` + statelessMeta(ext) + `}}`)
 	require.Nil(t, m.Error)
 	assert.Equal(t, []string{"tasks/get up-1", "tasks/cancel up-1"}, got)
-	m = c.call(`{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"up-1",` + modernMeta(`{}`) + `}}`)
+	m = c.call(`{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"up-1",` + statelessMeta(`{}`) + `}}`)
 	requireError(t, m, "3", mcp.CodeMissingClientCapability)
 }
 

@@ -35,6 +35,7 @@ type request struct {
 	tokenParsed bool
 	token       []byte // progressToken from params._meta, aliasing buf
 
+	row     *method    // its row in the method table
 	tool    toolFields // tools/call params, when already scanned
 	toolErr bool       // the tool's result has isError set (callTool), for ToolObserver
 
@@ -50,14 +51,14 @@ type request struct {
 
 	// A request of the stateless revision (2026-07-28): its _meta, the
 	// client's declarations decoded when asked for, and its input rounds.
-	mod     modernMeta
-	modCaps *mcp.ClientCapabilities
-	modInfo *mcp.Implementation
-	mrtr    *mrtrState // made on the first input request
-	hint    handlers.CacheHint
-	hintSet bool
-	rej     session.Sink // an inline 2026-07-28 request's reply sink, for Reject only
-	plain   bool         // a CallToolResult without _meta: finishModern need not scan it
+	stateless     statelessMeta
+	statelessCaps *mcp.ClientCapabilities
+	statelessInfo *mcp.Implementation
+	mrtr          *mrtrState // made on the first input request
+	hint          handlers.CacheHint
+	hintSet       bool
+	rej           session.Sink // an inline 2026-07-28 request's reply sink, for Reject only
+	shape         resultShape  // what the engine knows of the result it encoded (finishStateless)
 
 	task    *task       // set on a task's own request (not pooled): the task its handler runs
 	refused *LimitError // the request was refused as it was to become a task
@@ -101,6 +102,162 @@ func (s *Server) release(r *request) {
 	requests.Put(r)
 }
 
+// enqueue queues the request m, of method row, for a handler on the
+// worker pool: frame is copied once into a pooled request, and m (with
+// the tools/call fields f scanned, and a stateless request's _meta mm)
+// rebased onto the copy. When here is not nil, m is its message, decoded
+// from its buffer on a worker already: here is admitted, for its caller
+// (serveBig) to run on this worker. It appends a refusal to out (and
+// returns its code), or reports queued.
+func (s *Server) enqueue(sess *session.Session, m *codec.Message, row *method, frame, out []byte, reply session.Sink, f *toolFields, mm *statelessMeta, here *request) ([]byte, int, bool) {
+	r := here
+	if r == nil {
+		r = s.newRequest(sess, reply)
+		r.buf = append(r.buf[:0], frame...)
+		rebase(&r.msg, m, frame, r.buf)
+		r.tool = f.rebase(frame, r.buf)
+		if s.obs != nil {
+			r.obsStart = s.monotonic()
+		}
+	} else {
+		r.tool = *f
+	}
+	r.row = row
+	if mm != nil && mm.on {
+		r.stateless = *mm
+		if here == nil {
+			r.stateless.rebase(frame, r.buf)
+		}
+	}
+	if dst, code, ok := s.admit(r, out); !ok {
+		if here == nil {
+			s.release(r)
+		}
+		return dst, code, false
+	}
+	if here != nil {
+		return out, 0, true
+	}
+	if err := s.pool.Invoke(r); err != nil {
+		s.unadmit(r)
+		s.release(r)
+		return s.refuse(sess, out, reply, m.ID, errWorkers), codec.CodeServerBusy, false
+	}
+	return out, 0, true
+}
+
+// admit takes r, a request about to be served by a handler, into the
+// server's admission (refused while draining) and its session's in-flight
+// set (refused over Options.MaxInflight, or for an id in flight already).
+// On refusal it returns out with the refusal appended, or out as it is
+// when the refusal went to a Refuser, and the refusal's code.
+func (s *Server) admit(r *request, out []byte) ([]byte, int, bool) {
+	id := r.msg.ID
+	if !s.adm.admit() {
+		return s.refuse(r.sess, out, r.reply, id, errShutdown), codec.CodeServerBusy, false
+	}
+	r.rc.reset(r.sess.Context())
+	if s.authz != nil {
+		r.rc.caller = r.caller()
+	}
+	r.ctx = &r.rc
+	code := codec.CodeInvalidRequest
+	switch err := r.sess.Track(id, &r.rc, int(s.maxInflight.Load())); err {
+	case nil:
+		r.tracked = true
+		return out, 0, true
+	case session.ErrInflightLimit:
+		out, code = s.refuse(r.sess, out, r.reply, id, errInflight), codec.CodeServerBusy
+	case session.ErrDuplicateID:
+		out = codec.AppendError(out, id, code, errDuplicateID, nil)
+	default:
+		out = codec.AppendError(out, id, code, errSessionClosed, nil)
+	}
+	s.adm.done()
+	return out, code, false
+}
+
+// unadmit undoes admit for a request that will not be served.
+func (s *Server) unadmit(r *request) {
+	r.sess.Done(r.msg.ID, &r.rc)
+	r.sess.Answered()
+	r.tracked = false
+	s.adm.done()
+}
+
+// handleBig hands a big frame to the worker pool whole, to be decoded and
+// served there (serveBig). It reports false when the pool cannot take it;
+// the caller then serves the frame itself, slowly but correctly.
+func (s *Server) handleBig(sess *session.Session, frame []byte) bool {
+	r := s.newRequest(sess, sess.Out)
+	r.buf = append(r.buf[:0], frame...)
+	r.big = true
+	if s.obs != nil {
+		r.obsStart = s.monotonic()
+	}
+	if err := s.pool.Invoke(r); err != nil {
+		s.release(r)
+		return false
+	}
+	return true
+}
+
+// serveBig decodes and serves, on a worker, a frame that handleBig (or
+// deferRequest) handed over: route, with r as the request that a handler
+// serves, here. Every answer goes to r.reply: to its Final when it is a
+// Replier, which is called once, here or by whatever serves the request.
+func (s *Server) serveBig(r *request) {
+	sess, m := r.sess, &r.msg
+	b := codec.GetBuffer()
+	queued := false // the answer is another's to deliver (run, enqueue)
+	defer func() {
+		s.authDone(r)
+		deliver(r.reply, b, queued)
+	}()
+	if err := s.decode(sess, r.buf, m); err != nil {
+		b.B = codec.AppendDecodeError(b.B, m, err)
+		return
+	}
+	var code int
+	var f toolFields
+	b.B, code, queued = s.route(sess, m, r.buf, b.B, r.reply, r, &f)
+	if r.tracked { // admitted, to be served here
+		s.run(r)
+		return
+	}
+	if s.obs != nil && m.Kind == codec.KindRequest && !queued {
+		s.observeNow(sess, m, observedCode(b.B, code), s.monotonic()-r.obsStart, &f)
+	}
+}
+
+// deliver hands b, what serveBig answered at once, to reply: to its Final
+// when it is a Replier (nil for nothing), unless queued says that the
+// request's answer is delivered by whatever serves it; else with Send
+// when it is not empty.
+func deliver(reply session.Sink, b *codec.Buffer, queued bool) {
+	f, ok := reply.(Replier)
+	if !ok {
+		sendNonEmpty(reply, b)
+		return
+	}
+	if queued || len(b.B) == 0 {
+		codec.PutBuffer(b)
+		b = nil
+	}
+	if !queued {
+		f.Final(b)
+	}
+}
+
+// sendNonEmpty sends b to sink, or recycles it when it is empty.
+func sendNonEmpty(sink session.Sink, b *codec.Buffer) {
+	if len(b.B) == 0 {
+		codec.PutBuffer(b)
+		return
+	}
+	_ = sink.Send(b)
+}
+
 // work is the worker pool's function.
 func (s *Server) work(arg any) {
 	r := arg.(*request)
@@ -138,7 +295,8 @@ type Replier interface {
 func (s *Server) run(r *request) {
 	s.active.Add(1)
 	b := codec.GetBuffer()
-	b.B = s.serve(r, b.B)
+	var code int
+	b.B, code = s.serve(r, b.B)
 	// Out of the session's in-flight set before the answer is sent: a
 	// client may reuse the id as soon as it has its answer.
 	if r.tracked {
@@ -164,7 +322,7 @@ func (s *Server) run(r *request) {
 		codec.PutBuffer(b)
 		b = nil
 	} else if s.obs != nil {
-		s.observeQueued(r, answerCode(b.B, r.msg.ID))
+		s.observeQueued(r, code)
 	}
 	if f, ok := r.reply.(Replier); ok {
 		f.Final(b)
@@ -178,26 +336,27 @@ func (s *Server) run(r *request) {
 	s.adm.done()
 }
 
-// serve runs the handler and appends the answer to dst. It appends nothing
-// when the client cancelled the request: no answer is due then.
-func (s *Server) serve(r *request, dst []byte) (out []byte) {
+// serve runs the handler and appends the answer to dst; code is the
+// answer's JSON-RPC error code (0: a result). It appends nothing when
+// the client cancelled the request: no answer is due then.
+func (s *Server) serve(r *request, dst []byte) (out []byte, code int) {
 	id := r.msg.ID
 	start := len(dst)
 	defer func() {
 		if p := recover(); p != nil {
 			s.recovered(p, "handler", r.sess, r.msg.Method)
 			// dst[:start]: an event loop's output holds earlier answers.
-			out = codec.AppendError(dst[:start], id, codec.CodeInternalError, fmt.Sprintf("internal error: handler panicked: %v", p), nil)
+			out, code = errAnswer(dst[:start], id, codec.CodeInternalError, fmt.Sprintf("internal error: handler panicked: %v", p))
 		}
 	}()
 	dst = codec.AppendResultStart(dst, id)
 	body := len(dst)
 	var err error
-	if r.mod.on && s.rawRoute(r) == nil {
+	if r.stateless.on && s.rawRoute(r) == nil {
 		// A raw handler's server owns the input rounds it asks for: their
 		// inputResponses and requestState pass through to it.
 		if err = r.checkMRTR(); err != nil {
-			return codec.AppendErrorObject(dst[:start], id, codec.AsError(err))
+			return errObject(dst[:start], id, codec.AsError(err))
 		}
 	}
 	if s.receive == nil {
@@ -206,28 +365,30 @@ func (s *Server) serve(r *request, dst []byte) (out []byte) {
 		dst, err = s.serveThrough(r, dst, body)
 	}
 	if errors.Is(r.rc.cause(), session.ErrCancelledByClient) {
-		return dst[:start]
+		return dst[:start], 0
 	}
 	if r.refused != nil {
-		return r.refused.AppendAnswer(dst[:start], id)
+		return r.refused.AppendAnswer(dst[:start], id), codec.CodeServerBusy
 	}
-	if r.mod.on {
-		return s.finishModern(r, dst, start, body, err)
+	if r.stateless.on {
+		return s.finishStateless(r, dst, start, body, err)
 	}
 	if err != nil {
-		return codec.AppendErrorObject(dst[:start], id, codec.AsError(err))
+		return errObject(dst[:start], id, codec.AsError(err))
 	}
 	if len(dst) == body {
 		dst = append(dst, "{}"...)
 	}
-	return append(dst, '}')
+	return append(dst, '}'), 0
 }
 
-// finishModern completes the answer of a 2026-07-28 request: an
-// InputRequiredResult when its handler asked for input the client has
-// not given yet (whatever the handler returned), else the result with
-// what the revision adds to it (modernTail), or the error.
-func (s *Server) finishModern(r *request, dst []byte, start, body int, err error) []byte {
+// finishStateless completes the answer of a 2026-07-28 request, and returns
+// its code: an InputRequiredResult when its handler asked for input the
+// client has not given yet (whatever the handler returned), else the
+// result with what the revision adds to it, or the error. A result the
+// engine encoded gets the members it lacks by its shape (appendTail);
+// only bytes of a middleware's making are scanned (statelessTail).
+func (s *Server) finishStateless(r *request, dst []byte, start, body int, err error) ([]byte, int) {
 	id := r.msg.ID
 	if r.mrtr != nil && len(r.mrtr.pending) > 0 {
 		return s.appendInputRequired(r, dst[:start])
@@ -241,46 +402,44 @@ func (s *Server) finishModern(r *request, dst []byte, start, body int, err error
 				reject(r.rej, e.Code)
 			}
 		}
-		return codec.AppendErrorObject(dst[:start], id, e)
+		return errObject(dst[:start], id, e)
 	}
-	if r.plain && len(dst) > body+2 && dst[len(dst)-1] == '}' {
-		// A CallToolResult this engine encoded, without _meta: its
-		// members are known, so the tail goes in without a scan.
-		dst = dst[:len(dst)-1]
-		dst = append(dst, `,"resultType":"complete","_meta":`...)
-		dst = append(dst, s.serverInfoMeta...)
-		return append(dst, "}}"...)
+	if r.shape != shapeUnknown && len(dst) >= body+2 && dst[len(dst)-1] == '}' {
+		more := len(dst) > body+2
+		dst = s.appendTail(dst[:len(dst)-1], more, r.cacheHint(), r.shape != shapeTyped, r.shape != shapeMeta)
+		return append(dst, "}}"...), 0
 	}
 	if len(dst) == body {
 		dst = append(dst, "{}"...)
 	}
 	dst = append(dst, '}')
-	return s.modernTail(dst, start, r.cacheHint())
+	return s.statelessTail(dst, start, r.cacheHint()), 0
 }
 
-// dispatch runs the handler of r's method, appending its result to dst.
+// dispatch runs the handler of r's method (its row's pool), appending its
+// result to dst: the one switch over what the worker pool serves.
 func (s *Server) dispatch(r *request, dst []byte) ([]byte, error) {
-	if r.msg.Method != mcp.MethodToolsCall { // callTool decides for tools: tasks
+	if r.row == nil {
+		r.row = lookup(r.msg.Method)
+	}
+	if r.row.pool != opCallTool { // callTool decides for tools: tasks
 		if h := s.rawRoute(r); h != nil {
 			return s.serveRaw(r, h, r.raw.Name, dst)
 		}
 	}
-	var err error
-	switch r.msg.Method {
-	case mcp.MethodToolsCall:
-		dst, err = s.callTool(r, dst)
-	case mcp.MethodResourcesRead:
-		dst, err = s.readResource(r, dst)
-	case mcp.MethodPromptsGet:
-		dst, err = s.getPrompt(r, dst)
-	case mcp.MethodCompletionComplete:
-		dst, err = s.complete(r, dst)
-	case mcp.MethodTasksResult:
-		dst, err = s.tasksResult(r, dst)
-	default:
-		err = codec.NewError(codec.CodeMethodNotFound, "method not found: "+r.msg.Method)
+	switch r.row.pool {
+	case opCallTool:
+		return s.callTool(r, dst)
+	case opReadResource:
+		return s.readResource(r, dst)
+	case opGetPrompt:
+		return s.getPrompt(r, dst)
+	case opComplete:
+		return s.complete(r, dst)
+	case opTasksResult:
+		return s.tasksResult(r, dst)
 	}
-	return dst, err
+	return dst, codec.NewError(codec.CodeMethodNotFound, "method not found: "+r.msg.Method)
 }
 
 // toolFields are the fields of tools/call params found by one scan,
@@ -374,7 +533,7 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	}
 	// A raw tool's server decides whether a 2026-07-28 call is a task: its
 	// result passes through (Registry.SetForeignTasks).
-	if r.task == nil && (raw == nil || !r.mod.on) {
+	if r.task == nil && (raw == nil || !r.stateless.on) {
 		if dst, err, done := s.toolTask(r, p, dst); done {
 			return dst, err
 		}
@@ -390,9 +549,81 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	if res == nil {
 		res = &mcp.CallToolResult{}
 	}
-	r.plain = r.mod.on && len(res.Meta) == 0
 	r.toolErr = res.IsError
-	return res.AppendJSON(dst)
+	return s.appendToolResult(r, res, dst)
+}
+
+// toolTask decides whether r, a tools/call with params p, runs as a task,
+// by the rules of its revision: done reports that it answered (dst, err);
+// otherwise the tool runs as a plain request.
+func (s *Server) toolTask(r *request, p *mcp.CallToolParams, dst []byte) (_ []byte, _ error, done bool) {
+	support := mcp.TaskForbidden
+	tool, ok := s.reg.Tool(p.Name)
+	if ok && tool.Execution != nil && tool.Execution.TaskSupport != "" {
+		support = tool.Execution.TaskSupport
+	}
+	if r.stateless.on { // 2026-07-28: the server decides; params.task is ignored
+		if support == mcp.TaskForbidden {
+			return dst, nil, false
+		}
+		if !hasTasksExt(r.stateless.caps) {
+			if support == mcp.TaskRequired {
+				return dst, MissingCapability(tasksExtCaps), true
+			}
+			return dst, nil, false
+		}
+		o, _ := s.reg.ToolOptionsOf(p.Name)
+		dst, err := s.startTask(r, dst, !o.DeferTask)
+		return dst, err, true
+	}
+	if p.Task != nil && !atLeast(r.sess.Version(), mcp.Version20251125) {
+		p.Task = nil // tasks are 2025-11-25's: an older client's call is a plain one
+	}
+	switch {
+	case p.Task != nil && support == mcp.TaskForbidden:
+		if ok {
+			return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" does not support task-augmented calls"), true
+		}
+		return dst, nil, false // an unknown tool: the registry says so
+	case p.Task == nil && support == mcp.TaskRequired:
+		return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" must be called as a task (params.task)"), true
+	case p.Task != nil:
+		dst, err := s.startTask(r, dst, true)
+		return dst, err, true
+	}
+	return dst, nil, false
+}
+
+// appendToolResult appends res, the result of r's tool, to dst. In a
+// 2026-07-28 request, a _meta of the handler's own gets the server's
+// identity (withServerInfo), on a copy of res: the handler may share it.
+func (s *Server) appendToolResult(r *request, res *mcp.CallToolResult, dst []byte) ([]byte, error) {
+	if !r.stateless.on {
+		return res.AppendJSON(dst)
+	}
+	if len(res.Meta) == 0 {
+		r.shape = shapePlain
+		return res.AppendJSON(dst)
+	}
+	cp := *res
+	cp.Meta = s.withServerInfo(res.Meta)
+	r.shape = shapeMeta
+	return cp.AppendJSON(dst)
+}
+
+// resultMeta prepares the _meta of a result of r that is about to be
+// encoded, meta (nil for a result without one), for 2026-07-28
+// (withServerInfo), and records the result's shape.
+func (s *Server) resultMeta(r *request, meta *mcp.Meta) {
+	if !r.stateless.on {
+		return
+	}
+	if meta == nil || len(*meta) == 0 {
+		r.shape = shapePlain
+		return
+	}
+	*meta = s.withServerInfo(*meta)
+	r.shape = shapeMeta
 }
 
 func (s *Server) readResource(r *request, dst []byte) ([]byte, error) {
@@ -404,7 +635,7 @@ func (s *Server) readResource(r *request, dst []byte) ([]byte, error) {
 		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: resources/read needs a uri")
 	}
 	c := s.class(r.caller())
-	if r.mod.on {
+	if r.stateless.on {
 		r.hint, r.hintSet = s.reg.ResourceCacheHint(p.URI), true
 		r.hint.Public = r.hint.Public && c == nil // what a class narrows is no one else's
 	}
@@ -414,7 +645,7 @@ func (s *Server) readResource(r *request, dst []byte) ([]byte, error) {
 		res, err = s.reg.ReadResource(r.ctx, &handlers.ReadResourceRequest{Peer: r, Params: &p})
 	}
 	if err != nil {
-		if r.mod.on {
+		if r.stateless.on {
 			// 2026-07-28: a resource not found is invalid params.
 			if e, ok := errors.AsType[*codec.Error](err); ok && e.Code == codec.CodeResourceNotFound {
 				return dst, &codec.Error{Code: codec.CodeInvalidParams, Message: e.Message, Data: e.Data}
@@ -425,6 +656,7 @@ func (s *Server) readResource(r *request, dst []byte) ([]byte, error) {
 	if res.Contents == nil {
 		res.Contents = []mcp.ResourceContents{}
 	}
+	s.resultMeta(r, &res.Meta)
 	return appendJSON(dst, res)
 }
 
@@ -443,6 +675,7 @@ func (s *Server) getPrompt(r *request, dst []byte) ([]byte, error) {
 	if res.Messages == nil {
 		res.Messages = []mcp.PromptMessage{}
 	}
+	s.resultMeta(r, &res.Meta)
 	return appendJSON(dst, res)
 }
 
@@ -458,6 +691,7 @@ func (s *Server) complete(r *request, dst []byte) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
+	s.resultMeta(r, nil) // a CompleteResult has no _meta
 	return appendJSON(dst, res)
 }
 
@@ -473,7 +707,7 @@ func appendJSON(dst []byte, v any) ([]byte, error) {
 
 // SessionID implements handlers.Peer: "" for a stateless request.
 func (r *request) SessionID() string {
-	if r.mod.on {
+	if r.stateless.on {
 		return ""
 	}
 	return r.sess.ID()
@@ -481,8 +715,8 @@ func (r *request) SessionID() string {
 
 // ProtocolVersion implements handlers.Peer.
 func (r *request) ProtocolVersion() string {
-	if r.mod.on {
-		return r.mod.version
+	if r.stateless.on {
+		return r.stateless.version
 	}
 	return r.sess.Version()
 }
@@ -490,41 +724,41 @@ func (r *request) ProtocolVersion() string {
 // ClientInfo implements handlers.Peer: for a stateless request, what its
 // _meta declares.
 func (r *request) ClientInfo() mcp.Implementation {
-	if !r.mod.on {
+	if !r.stateless.on {
 		return r.sess.ClientInfo()
 	}
 	r.inMu.Lock()
 	defer r.inMu.Unlock()
-	if r.modInfo == nil {
-		r.modInfo = new(mcp.Implementation)
-		if r.mod.info != nil {
-			_ = codec.Unmarshal(r.mod.info, r.modInfo)
+	if r.statelessInfo == nil {
+		r.statelessInfo = new(mcp.Implementation)
+		if r.stateless.info != nil {
+			_ = codec.Unmarshal(r.stateless.info, r.statelessInfo)
 		}
 	}
-	return *r.modInfo
+	return *r.statelessInfo
 }
 
 // ClientCapabilities implements handlers.Peer: for a stateless request,
 // what its _meta declares.
 func (r *request) ClientCapabilities() *mcp.ClientCapabilities {
-	if !r.mod.on {
+	if !r.stateless.on {
 		return r.sess.ClientCapabilities()
 	}
 	r.inMu.Lock() // a handler may ask from several goroutines
 	defer r.inMu.Unlock()
-	if r.modCaps == nil {
-		r.modCaps = new(mcp.ClientCapabilities)
-		_ = codec.Unmarshal(r.mod.caps, r.modCaps)
+	if r.statelessCaps == nil {
+		r.statelessCaps = new(mcp.ClientCapabilities)
+		_ = codec.Unmarshal(r.stateless.caps, r.statelessCaps)
 	}
-	return r.modCaps
+	return r.statelessCaps
 }
 
 // logEnabled reports whether a log message at level index i is sent: for
 // a stateless request, only at or above the level its _meta names, and
 // never without one.
 func (r *request) logEnabled(i int) bool {
-	if r.mod.on {
-		return r.mod.level >= 0 && i >= int(r.mod.level)
+	if r.stateless.on {
+		return r.stateless.level >= 0 && i >= int(r.stateless.level)
 	}
 	return r.sess.LogEnabled(i)
 }
@@ -533,7 +767,7 @@ func (r *request) logEnabled(i int) bool {
 // (traceparent, tracestate, baggage) a stateless request's _meta carries.
 // The strings alias the request: copy them to keep them.
 func (r *request) TraceContext() (traceparent, tracestate, baggage string) {
-	return bytesconv.B2S(r.mod.trace[0]), bytesconv.B2S(r.mod.trace[1]), bytesconv.B2S(r.mod.trace[2])
+	return bytesconv.B2S(r.stateless.trace[0]), bytesconv.B2S(r.stateless.trace[1]), bytesconv.B2S(r.stateless.trace[2])
 }
 
 // progressToken returns the request's params._meta.progressToken, raw.
@@ -637,7 +871,7 @@ func (r *request) linked() bool {
 		return false
 	}
 	var exp []byte
-	if r.mod.on {
+	if r.stateless.on {
 		exp = r.ClientCapabilities().Experimental
 	} else if c := r.sess.ClientCapabilities(); c != nil {
 		exp = c.Experimental
@@ -718,7 +952,7 @@ var ErrCapability = errors.New("engine: client lacks capability")
 // missingCapability is the error of an input the client did not declare
 // the capability for: required is the ClientCapabilities object needed.
 func (r *request) missingCapability(name, required string) error {
-	if !r.mod.on {
+	if !r.stateless.on {
 		return fmt.Errorf("%w: %s", ErrCapability, name)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrCapability, name, MissingCapability(required))
@@ -797,7 +1031,7 @@ func (r *request) ListRoots(ctx context.Context) (*mcp.ListRootsResult, error) {
 // callClient sends a server-to-client request on the request's stream and
 // waits for the answer, ctx and the configured timeout.
 func (r *request) callClient(ctx context.Context, method string, params, result any) error {
-	if r.mod.on {
+	if r.stateless.on {
 		if r.task != nil {
 			return r.task.input(ctx, r, handlers.InputKey(ctx), method, params, result)
 		}

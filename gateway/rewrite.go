@@ -195,7 +195,7 @@ var resultKeys = []string{"_meta", "requestState", "resultType", "taskId"}
 
 // statelessResult rewrites a 2026-07-28 result in place at out[start:]
 // (the result object the upstream answered): the upstream's identity
-// leaves its _meta (the engine puts the gateway's in, modernTail), and a
+// leaves its _meta (the engine puts the gateway's in, statelessTail), and a
 // requestState gets pre, the prefix naming its connection. It returns
 // the result, and the task id of a CreateTaskResult, nil otherwise.
 func statelessResult(out []byte, start int, pre []byte) ([]byte, []byte) {

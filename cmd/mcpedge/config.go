@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/handlers/builtin"
+	"github.com/mcpedge/mcpedge/transport/proxied"
 )
 
 // Configuration sources, in order of precedence: a flag given on the
@@ -291,6 +293,32 @@ func validate(c *config) error {
 	if c.tlsClientCA != "" && c.tlsCert == "" {
 		return errors.New("-tls-client-ca: needs -tls-cert and -tls-key")
 	}
+	if _, err := proxied.Parse(splitList(c.trustedProxies)); err != nil {
+		return fmt.Errorf("-trusted-proxies: %w", err)
+	}
+	if err := checkCORS(splitList(c.corsOrigins)); err != nil {
+		return fmt.Errorf("-cors-origins: %w", err)
+	}
+	return nil
+}
+
+// checkCORS refuses a -cors-origins list mixing "*" with origins (a
+// browser takes one grant: "*" without credentials, or the origin with
+// them) and items that are not origins (scheme://host[:port], nothing
+// after).
+func checkCORS(list []string) error {
+	for _, o := range list {
+		switch {
+		case o == "*" && len(list) > 1:
+			return errors.New(`"*" grants every origin, without credentials: give it alone`)
+		case o == "*":
+		default:
+			u, err := url.Parse(strings.TrimSuffix(o, "/"))
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+				return fmt.Errorf("%q: want an origin, scheme://host[:port] (https://app.example.com)", o)
+			}
+		}
+	}
 	return nil
 }
 
@@ -312,9 +340,12 @@ func atLeast(name string, v, min int64, shown string) error {
 // addOpsFlags registers -config and the TLS flags.
 func addOpsFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.configFile, "config", "", "TOML `file` of settings, keys named as the flags (max-inflight = 64); flags and MCPEDGE_* win over it; SIGHUP re-reads it")
-	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTP over TLS (1.2 or later) with the PEM certificate chain in `file` (with -tls-key; SIGHUP reloads it)")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTP, and TCP unless -tcp-tls=false, over TLS (1.2 or later) with the PEM certificate chain in `file` (with -tls-key; SIGHUP reloads it)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "the PEM private key `file` of -tls-cert")
-	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "require HTTP clients to present a certificate signed by a CA in this PEM `file` (mTLS)")
+	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "require HTTP and TCP clients to present a certificate signed by a CA in this PEM `file` (mTLS)")
+	fs.BoolVar(&c.tcpTLS, "tcp-tls", true, "with -tls-cert, serve TCP over TLS too (tcps://); false keeps TCP plain")
+	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs (or addresses) of the load balancers and proxies whose word on the client's address is taken: a PROXY protocol v1/v2 header on TCP and HTTP, X-Forwarded-For or Forwarded on HTTP; per-address limits and logs then count the client (empty: trust none; a PROXY header from anyone else closes the connection)")
+	fs.StringVar(&c.corsOrigins, "cors-origins", "", "comma-separated origins whose web pages may use the HTTP endpoint across origins (https://app.example.com; * alone for any, without credentials): preflights answered before authorization, Mcp-Session-Id exposed; a listed origin passes the -allowed-origins check too (empty: no CORS)")
 }
 
 // parseLevel parses -log-level.

@@ -57,6 +57,8 @@ var flagGroups = []struct {
 	{"loops", groupListeners},
 	{"allowed-hosts", groupListeners},
 	{"allowed-origins", groupListeners},
+	{"cors-origins", groupListeners},
+	{"trusted-proxies", groupListeners},
 	{"sse-keepalive", groupListeners},
 	{"event-store-bytes", groupListeners},
 	{"session-idle", groupListeners},
@@ -101,6 +103,7 @@ var flagGroups = []struct {
 	{"tls-cert", groupTLS},
 	{"tls-key", groupTLS},
 	{"tls-client-ca", groupTLS},
+	{"tcp-tls", groupTLS},
 
 	{"node", groupCluster},
 	{"cluster-embed", groupCluster},

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpedge/mcpedge/handlers/builtin"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
+	"github.com/mcpedge/mcpedge/transport/proxied"
 	"github.com/mcpedge/mcpedge/transport/tcp"
 )
 
@@ -87,6 +88,11 @@ type config struct {
 	tlsCert     string
 	tlsKey      string
 	tlsClientCA string
+	tcpTLS      bool
+
+	// Edge: the client behind proxies, and browsers (issue 23).
+	trustedProxies string
+	corsOrigins    string
 
 	auth    authFlags    // auth.go
 	admin   adminConfig  // admin.go
@@ -245,8 +251,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	// One TLS configuration for HTTP and TCP, reloaded together.
 	var tlsState *mcphttp.TLS
-	if c.tlsCert != "" && c.http != "" && !c.stdio {
+	tcpTLS := c.tcpTLS && c.tcp != ""
+	if c.tlsCert != "" && (c.http != "" || tcpTLS) && !c.stdio {
 		cfg, err := tlsFiles(c).Load()
 		if err != nil {
 			fmt.Fprintln(stderr, "mcpedge: -tls-cert:", err)
@@ -254,8 +262,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		tlsState = mcphttp.NewTLS(cfg)
 	} else if c.tlsCert != "" {
-		log.Warn("-tls-cert ignored: TLS is for the HTTP transport, which is off")
+		log.Warn("-tls-cert ignored: TLS is for the HTTP and TCP transports, which are off (or -tcp-tls=false)")
 	}
+	trusted, _ := proxied.Parse(splitList(c.trustedProxies)) // validated by parse
 
 	// Every listener the node was asked for must bind, before anything
 	// is served or a cluster joined (listeners.go).
@@ -315,6 +324,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// One connection budget, and one budget of each kind of bytes
 		// clients make the server hold, for every network transport.
 		conns := netlimit.New(c.maxConns, c.maxConnsPerIP)
+		conns.SetTrusted(trusted) // a load balancer's connections count in the total only
 		buffered, outbound = netlimit.NewBudget(orNone(c.maxBuffered)), netlimit.NewBudget(orNone(c.maxOutboundTotal))
 		if c.tcp != "" {
 			opts.TCP = &mcpedge.TCPOptions{
@@ -324,6 +334,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				IdleTimeout: orNone(c.idleTimeout),
 				Buffered:    buffered,
 				Outbound:    outbound,
+
+				TrustedProxies: trusted,
+			}
+			if tcpTLS {
+				opts.TCP.TLS = tlsState
 			}
 		}
 		if c.http != "" {
@@ -347,6 +362,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				Buffered:         buffered,
 				Outbound:         outbound,
 				TLS:              tlsState,
+				TrustedProxies:   trusted,
+				CORSOrigins:      splitList(c.corsOrigins),
 			}
 		}
 	}
@@ -469,7 +486,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if tcpAddr != nil {
-		log.Info("serving MCP over TCP", "addr", tcpAddr.String(), "handlers", handlerSet, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered, "max_outbound_total", c.maxOutboundTotal)
+		tcpScheme := "tcp"
+		if opts.TCP.TLS != nil {
+			tcpScheme = "tcps"
+		}
+		log.Info("serving MCP over TCP", "addr", tcpAddr.String(), "url", tcpScheme+"://"+tcpAddr.String(), "handlers", handlerSet, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered, "max_outbound_total", c.maxOutboundTotal)
 	}
 	scheme := "http"
 	if tlsState != nil {

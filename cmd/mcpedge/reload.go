@@ -81,9 +81,12 @@ func newReloader(args []string, c *config, log *slog.Logger, level *slog.LevelVa
 		}},
 	)
 	if h := srv.HTTPServer(); h != nil {
-		r.hooks = append(r.hooks, reloadHook{name: "HTTP allow-lists", keys: []string{"allowed-hosts", "allowed-origins"}, prepare: func(c *config) (func(), error) {
-			hosts, origins := splitList(c.allowHosts), splitList(c.allowOrigin)
-			return func() { h.SetAllowed(hosts, origins) }, nil
+		r.hooks = append(r.hooks, reloadHook{name: "HTTP allow-lists", keys: []string{"allowed-hosts", "allowed-origins", "cors-origins"}, prepare: func(c *config) (func(), error) {
+			hosts, origins, cors := splitList(c.allowHosts), splitList(c.allowOrigin), splitList(c.corsOrigins)
+			return func() {
+				h.SetAllowed(hosts, origins)
+				h.SetCORS(cors)
+			}, nil
 		}})
 	}
 	if tlsState != nil {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -206,6 +208,43 @@ func TestSIGHUPReloadsTLS(t *testing.T) {
 		"no reload in the log:\n%s", log.String())
 	require.Equal(t, p2.Leaf.SerialNumber.String(), get())
 
+	code, _ := c.stop(syscall.SIGTERM)
+	require.Zero(t, code, "log:\n%s", log.String())
+}
+
+// The same over TCP (issue 23): -tls-cert serves TLS on the TCP port too
+// (tcps://), and SIGHUP reloads its certificate with HTTP's.
+func TestSIGHUPReloadsTCPTLS(t *testing.T) {
+	ca := testcert.NewCA(t, "ca")
+	p1 := ca.Server(t, "one")
+	p2 := ca.Server(t, "two")
+	dir := t.TempDir()
+	cert, key := dir+"/cert.pem", dir+"/key.pem"
+	copyFile(t, p1.CertFile, cert)
+	copyFile(t, p1.KeyFile, key)
+	c := startChild(t, "-http= -tcp 127.0.0.1:0 -tls-cert "+cert+" -tls-key "+key)
+	log, addr := c.log, c.addr
+	assert.Contains(t, log.String(), "url=tcps://")
+	serial := func() string {
+		t.Helper()
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: wait}, "tcp", addr, &tls.Config{RootCAs: ca.Pool()})
+		require.NoError(t, err, "log:\n%s", log.String())
+		defer conn.Close()
+		_, err = io.WriteString(conn, `{"jsonrpc":"2.0","id":1,"method":"ping"}`+"\n")
+		require.NoError(t, err)
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(wait)))
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		require.NoError(t, err)
+		assert.Contains(t, line, `"id":1`)
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	require.Equal(t, p1.Leaf.SerialNumber.String(), serial())
+	copyFile(t, p2.CertFile, cert)
+	copyFile(t, p2.KeyFile, key)
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGHUP))
+	require.Eventually(t, func() bool { return strings.Contains(log.String(), "configuration reloaded") }, wait, 5*time.Millisecond,
+		"no reload in the log:\n%s", log.String())
+	require.Equal(t, p2.Leaf.SerialNumber.String(), serial())
 	code, _ := c.stop(syscall.SIGTERM)
 	require.Zero(t, code, "log:\n%s", log.String())
 }

@@ -26,6 +26,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -54,6 +56,11 @@ func main() {
 }
 
 type options struct {
+	// tcps targets: the CAs the server's certificate must chain to, the
+	// client's certificate and key (mutual TLS), or no verification.
+	tlsCA, tlsCert, tlsKey string
+	tlsInsecure            bool
+
 	mode                      string
 	conns, inflight           int
 	rate                      float64
@@ -174,12 +181,16 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.IntVar(&o.maxTasksPerClient, "expect-tasks-per-client", 16, "chaos mode: the server's -max-tasks-per-client (task_hoard)")
 	fs.BoolVar(&o.expectAuth, "expect-auth", false, "chaos mode: the server requires a token on every request; unauth runs only then")
 	fs.StringVar(&o.natsURL, "nats-url", "", "chaos mode: a cluster node's embedded NATS client port, nats://127.0.0.1:PORT (ss -ltnp shows it); nats_local runs only with it")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "tcps targets: verify the server's certificate against the CAs in this PEM `file` (default: the system's)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "tcps targets: present the client certificate in this PEM `file` (with -tls-key), for a server with -tls-client-ca")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "the PEM private key `file` of -tls-cert")
+	fs.BoolVar(&o.tlsInsecure, "tls-insecure", false, "tcps targets: do not verify the server's certificate (tests only)")
 	// Hidden from the usage text: for work on mcpload itself.
 	hidden := map[string]bool{"cpuprofile": true}
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write mcpload's own CPU profile to `file`")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mcpload [flags] TARGET [TARGET...]\n\n"+
-			"TARGET is tcp://host:port, http://host:port/path or stdio:command args...\n"+
+			"TARGET is tcp://host:port, tcps://host:port (TLS), http://host:port/path or stdio:command args...\n"+
 			"(flags go before TARGET; a stdio command line takes the rest of the arguments).\n"+
 			"Several targets (arguments, or one comma-separated list) are the nodes of one\n"+
 			"cluster, all of one transport: over HTTP, sessions are initialized on each in\n"+
@@ -218,6 +229,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 	}
 	targets, err := loadtest.ParseTargets(specs...)
 	if err != nil {
+		fmt.Fprintln(stderr, "mcpload:", err)
+		return 2
+	}
+	if err := o.applyTLS(targets); err != nil {
 		fmt.Fprintln(stderr, "mcpload:", err)
 		return 2
 	}
@@ -556,4 +571,43 @@ func bearerTokens(o *options) ([]string, error) {
 		return nil, fmt.Errorf("-bearer-file %s: no token in it", o.bearerFile)
 	}
 	return tokens, nil
+}
+
+// applyTLS sets the TLS flags on the tcps targets.
+func (o *options) applyTLS(ts []loadtest.Target) error {
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return errors.New("-tls-cert and -tls-key: give both or neither")
+	}
+	var roots *x509.CertPool
+	if o.tlsCA != "" {
+		pem, err := os.ReadFile(o.tlsCA)
+		if err != nil {
+			return fmt.Errorf("-tls-ca: %w", err)
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("-tls-ca %s: no PEM certificate", o.tlsCA)
+		}
+	}
+	var certs []tls.Certificate
+	if o.tlsCert != "" {
+		c, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return fmt.Errorf("-tls-cert: %w", err)
+		}
+		certs = []tls.Certificate{c}
+	}
+	tlsTargets := 0
+	for i := range ts {
+		if ts[i].TLS == nil {
+			continue
+		}
+		tlsTargets++
+		ts[i].TLS.RootCAs, ts[i].TLS.Certificates = roots, certs
+		ts[i].TLS.InsecureSkipVerify = o.tlsInsecure
+	}
+	if tlsTargets == 0 && (o.tlsCA != "" || o.tlsCert != "" || o.tlsInsecure) {
+		return errors.New("-tls-ca, -tls-cert, -tls-insecure: for tcps:// targets only")
+	}
+	return nil
 }

@@ -17,9 +17,11 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/testcert"
 	"github.com/mcpedge/mcpedge/internal/testserver"
 	"github.com/mcpedge/mcpedge/loadtest"
 	"github.com/mcpedge/mcpedge/transport/tcp"
+	"github.com/mcpedge/mcpedge/transport/tlsconf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -326,4 +328,39 @@ func TestSeveralTargets(t *testing.T) {
 	require.Equal(t, 0, code, "%s%s", out.String(), errb.String())
 	assert.Contains(t, out.String(), "target     "+a+","+b)
 	assert.Contains(t, out.String(), "connections")
+}
+
+// TestTCPS: mcpload speaks TLS to a TCP server serving it (tcps://), on
+// its pipelined path and through the client pool, with a client
+// certificate for mutual TLS; a server certificate it does not trust, or
+// no client certificate where one is required, fails the run.
+func TestTCPS(t *testing.T) {
+	ca, clients := testcert.NewCA(t, "ca"), testcert.NewCA(t, "clients")
+	p, cp := ca.Server(t, "server"), clients.Client(t, "mcpload")
+	cfg, err := tlsconf.Files{Cert: p.CertFile, Key: p.KeyFile, ClientCA: clients.File}.Load()
+	require.NoError(t, err)
+	addr, _ := testserver.TCP(t, testserver.Engine(t, "bench", engine.Options{}), tcp.Options{Loops: 1, TLS: tlsconf.New(cfg)})
+	target := "tcps://" + addr
+	tlsArgs := []string{"-tls-ca", ca.File, "-tls-cert", cp.CertFile, "-tls-key", cp.KeyFile}
+	for _, extra := range [][]string{{"-inflight", "8"}, {"-client"}} {
+		var out, errb bytes.Buffer
+		args := append(append(append([]string{"-n", "200", "-warmup", "0", "-c", "2", "-json", "-"}, tlsArgs...), extra...), target)
+		require.Equal(t, 0, run(context.Background(), args, &out, &errb, true), "%v: %s", extra, errb.String())
+		var res loadtest.Result
+		require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
+		assert.Equal(t, int64(200), res.OK)
+		assert.Equal(t, target, res.Target)
+	}
+	for name, args := range map[string][]string{
+		"untrusted server": {"-tls-cert", cp.CertFile, "-tls-key", cp.KeyFile},
+		"no certificate":   {"-tls-ca", ca.File},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			args := append(append([]string{"-n", "10", "-warmup", "0", "-timeout", "2s"}, args...), target)
+			assert.NotEqual(t, 0, run(context.Background(), args, &out, &errb, true))
+		})
+	}
+	var out, errb bytes.Buffer
+	assert.Equal(t, 2, run(context.Background(), []string{"-tls-ca", ca.File, "tcp://" + addr}, &out, &errb, false), "TLS flags without a tcps target")
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/bytesconv"
 	"github.com/mcpedge/mcpedge/internal/connwatch"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
@@ -30,6 +31,9 @@ const watchAfter = 20 * time.Millisecond
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
 	if s.opts.Auth != nil && s.serveMetadata(ctx, path) {
+		return
+	}
+	if s.serveCORS(ctx, path) { // a preflight, answered before credentials (cors.go)
 		return
 	}
 	switch {
@@ -87,8 +91,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 }
 
 // routeID returns the id Options.Route is offered for a request on the
-// MCP endpoint: its Mcp-Session-Id, else the task a 2026-07-28 tasks/get,
-// tasks/update or tasks/cancel names in Mcp-Name.
+// MCP endpoint: its Mcp-Session-Id, else the task a 2026-07-28 request
+// names in Mcp-Name (the methods whose Mcp-Name mirrors params.taskId in
+// the engine's method table: tasks/get, tasks/update, tasks/cancel).
 func routeID(ctx *fasthttp.RequestCtx) []byte {
 	h := &ctx.Request.Header
 	if sid := h.PeekCanonical(hdrSessionID); len(sid) > 0 {
@@ -97,12 +102,14 @@ func routeID(ctx *fasthttp.RequestCtx) []byte {
 	if !ctx.IsPost() {
 		return nil
 	}
-	switch m := trimOWS(h.PeekCanonical(hdrMethod)); string(m) {
-	case "tasks/get", "tasks/update", "tasks/cancel":
+	if engine.NameParam(bytesconv.B2S(trimOWS(h.PeekCanonical(hdrMethod)))) == taskIDParam {
 		return trimOWS(h.PeekCanonical(hdrName))
 	}
 	return nil
 }
+
+// taskIDParam is the params member that names a task.
+const taskIDParam = "taskId"
 
 // mode is where a call's answer goes.
 type mode uint8
@@ -402,16 +409,16 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 	}
 	created := false
 	switch {
-	case vk == verModern || (m.Kind == codec.KindRequest &&
+	case vk == verStateless || (m.Kind == codec.KindRequest &&
 		(s.opts.Stateless || len(ctx.Request.Header.PeekCanonical(hdrSessionID)) == 0) && metaVersion(m.Params) != nil):
 		// 2026-07-28: stateless, whatever the mode; Mcp-Session-Id is ignored.
-		if m.Kind == codec.KindRequest && !s.checkModernHeaders(ctx, m) {
+		if m.Kind == codec.KindRequest && !s.checkStatelessHeaders(ctx, m) {
 			s.putCall(c)
 			return
 		}
 		c.sess = s.eng.OpenStateless(discard{}).Session()
 		c.sess.Transport = "http"
-		c.sess.SetRemote(addrIP(ctx.RemoteAddr())) // its tasks' owner and share, per-address limits
+		c.sess.SetRemote(s.clientIP(ctx)) // its tasks' owner and share, per-address limits
 	case s.opts.Stateless:
 		c.sess = s.eng.Open(discard{}).Session()
 		c.sess.Transport = "http"
@@ -426,7 +433,7 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 				s.putCall(c)
 				return
 			}
-			h, err := s.newSession(addrIP(ctx.RemoteAddr()))
+			h, err := s.newSession(s.clientIP(ctx))
 			if err != nil {
 				s.failLimit(ctx, err)
 				s.putCall(c)

@@ -1,13 +1,11 @@
 package tcp
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mcpedge/mcpedge/transport/netlimit"
-	"github.com/panjf2000/gnet/v2"
 )
 
 // The sweeper is the one goroutine that enforces the read timeout, the
@@ -136,18 +134,17 @@ func (s *Server) sweep(quit <-chan struct{}) {
 func (k *conn) confirmIdle() {
 	s := k.s
 	seen := k.lastSeen.Load()
-	_ = k.c.EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+	_ = k.exec(func() {
 		if k.closed.Load() {
-			return nil
+			return
 		}
 		if k.lastSeen.Load() != seen || k.c.OutboundBuffered() > 0 || k.c.InboundBuffered() > 0 ||
 			k.pending.Load() > 0 || k.sess.InFlight() > 0 {
 			k.lastSeen.Store(s.now()) // busy, not idle: look again a timeout later
-			return nil
+			return
 		}
 		k.closeWith(ErrIdleTimeout)
-		return nil
-	}))
+	})
 }
 
 // bufferSource lists the connections holding partial messages for the
@@ -198,15 +195,14 @@ func (src outboundSource) AppendHeld(dst []netlimit.Held) ([]netlimit.Held, int6
 			return
 		}
 		left.Add(1)
-		err := k.c.EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		err := k.exec(func() {
 			if !k.closed.Load() {
 				k.syncOut(k.c.OutboundBuffered())
 			}
 			if left.Add(-1) == 0 {
 				close(done)
 			}
-			return nil
-		}))
+		})
 		if err != nil && left.Add(-1) == 0 {
 			close(done)
 		}

@@ -32,9 +32,9 @@ import (
 type verKind uint8
 
 const (
-	verSession verKind = iota // absent, or a session revision
-	verModern                 // a stateless revision, or one that looks newer than every session revision
-	verBad                    // any other value: refused as before
+	verSession   verKind = iota // absent, or a session revision
+	verStateless                // a stateless revision, or one that looks newer than every session revision
+	verBad                      // any other value: refused as before
 )
 
 var (
@@ -59,11 +59,11 @@ func versionOf(v []byte) (string, verKind) {
 			return sv, verSession
 		}
 	}
-	if mcp.ModernVersion(bytesconv.B2S(v)) {
-		return mcp.Version20260728, verModern
+	if mcp.StatelessVersion(bytesconv.B2S(v)) {
+		return mcp.Version20260728, verStateless
 	}
 	if !isDate(v) || string(v) > mcp.SessionVersions[0] {
-		return "", verModern
+		return "", verStateless
 	}
 	return "", verBad
 }
@@ -81,11 +81,11 @@ func isDate(v []byte) bool {
 	return true
 }
 
-// modernHeader reports whether a request's MCP-Protocol-Version header
+// statelessHeader reports whether a request's MCP-Protocol-Version header
 // names a stateless revision (GET and DELETE are then refused).
-func modernHeader(ctx *fasthttp.RequestCtx) bool {
+func statelessHeader(ctx *fasthttp.RequestCtx) bool {
 	_, k := versionOf(ctx.Request.Header.PeekCanonical(hdrVersion))
-	return k == verModern
+	return k == verStateless
 }
 
 // field returns the raw value of key in the JSON object obj, or nil. An
@@ -157,25 +157,12 @@ func decodeHeaderValue(v []byte) (val []byte, ok bool) {
 	return v, true
 }
 
-// nameField is the params member that Mcp-Name mirrors for a method, or "".
-func nameField(method string) string {
-	switch method {
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
-		return "name"
-	case mcp.MethodResourcesRead:
-		return "uri"
-	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
-		return "taskId"
-	}
-	return ""
-}
-
-// checkModernHeaders checks a stateless request's headers against its
+// checkStatelessHeaders checks a stateless request's headers against its
 // body (SEP-2243), in order: Mcp-Method, Mcp-Name, MCP-Protocol-Version
 // against _meta, then the tool's Mcp-Param-* headers. It answers a
 // mismatch with 400 and -32020 carrying the request's id, and reports
 // false.
-func (s *Server) checkModernHeaders(ctx *fasthttp.RequestCtx, m *codec.Message) bool {
+func (s *Server) checkStatelessHeaders(ctx *fasthttp.RequestCtx, m *codec.Message) bool {
 	h := &ctx.Request.Header
 	method := trimOWS(h.PeekCanonical(hdrMethod))
 	switch {
@@ -184,8 +171,9 @@ func (s *Server) checkModernHeaders(ctx *fasthttp.RequestCtx, m *codec.Message) 
 	case string(method) != m.Method:
 		return s.mismatch(ctx, m, "Mcp-Method header value '"+string(method)+"' does not match body value '"+m.Method+"'")
 	}
-	// One scan of the params finds the members the headers mirror.
-	key := nameField(m.Method)
+	// One scan of the params finds the members the headers mirror; the
+	// engine's method table says which member Mcp-Name mirrors.
+	key := engine.NameParam(m.Method)
 	var v [3][]byte // key, _meta, arguments
 	if key == "" || codec.ObjectFields(m.Params, []string{key, "_meta", "arguments"}, v[:]) != nil {
 		if key != "" {

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestModernZeroAlloc holds 2026-07-28 requests to the cost of the
+// TestStatelessZeroAlloc holds 2026-07-28 requests to the cost of the
 // session's: a stateless tools/call through the worker pool, and a list
 // page, allocate nothing on a connection that never initialized.
-func TestModernZeroAlloc(t *testing.T) {
+func TestStatelessZeroAlloc(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	sink := signalSink{ch: make(chan int, 1)}
 	conn := f.srv.Open(sink)

@@ -15,10 +15,10 @@ import (
 
 const meta26 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"stdio-test","version":"1"}}`
 
-// TestModernOverStdio serves the stateless revision on a pipe that never
+// TestStatelessOverStdio serves the stateless revision on a pipe that never
 // initializes: the server/discover probe, tools, a subscriptions/listen
 // stream ended by notifications/cancelled, and a clean end of input.
-func TestModernOverStdio(t *testing.T) {
+func TestStatelessOverStdio(t *testing.T) {
 	eng := newEngine(t, engine.Options{ListChangedDelay: 1})
 	p := serve(t, eng, stdio.Options{})
 

@@ -51,10 +51,10 @@ func (s *codeSink) Reject(code int) {
 	s.mu.Unlock()
 }
 
-// TestModernWithoutInitialize serves 2026-07-28 requests on a connection
+// TestStatelessWithoutInitialize serves 2026-07-28 requests on a connection
 // that never initialized, as a TCP or stdio client of that revision does,
 // every result completed with resultType and the server's identity.
-func TestModernWithoutInitialize(t *testing.T) {
+func TestStatelessWithoutInitialize(t *testing.T) {
 	f := newFixture(t, engine.Options{Name: "srv", Version: "9"})
 	c := f.client(t)
 	type common struct {
@@ -110,14 +110,14 @@ func TestModernWithoutInitialize(t *testing.T) {
 	})
 }
 
-// TestModernAfterInitialize: an initialize selects the session-based
+// TestStatelessAfterInitialize: an initialize selects the session-based
 // revisions for the rest of its connection, as 2026-07-28 says of
 // dual-era servers; server/discover still answers there, and another
 // connection may speak either.
-func TestModernAfterInitialize(t *testing.T) {
+func TestStatelessAfterInitialize(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	c := f.ready(t, `{}`)
-	c.echo(1, "legacy")
+	c.echo(1, "session")
 	m := c.call(req26(2, "tools/call", `"name":"echo","arguments":{"text":"in a session"}`, `{}`))
 	assert.Equal(t, "in a session", m.text(t))
 	assert.NotContains(t, string(m.Result), "resultType", "served as the session's request")
@@ -125,17 +125,17 @@ func TestModernAfterInitialize(t *testing.T) {
 	m = c.call(`{"jsonrpc":"2.0","id":4,"method":"ping"}`)
 	assert.Equal(t, "{}", string(m.Result))
 
-	modern := f.client(t)
-	m = modern.call(req26(5, "tools/call", `"name":"echo","arguments":{"text":"modern"}`, `{}`))
-	assert.Equal(t, "modern", m.text(t))
+	stateless := f.client(t)
+	m = stateless.call(req26(5, "tools/call", `"name":"echo","arguments":{"text":"stateless"}`, `{}`))
+	assert.Equal(t, "stateless", m.text(t))
 	assert.Contains(t, string(m.Result), `"resultType":"complete"`)
 }
 
-// TestModernBadMeta answers a 2026-07-28 request whose _meta is missing or
+// TestStatelessBadMeta answers a 2026-07-28 request whose _meta is missing or
 // malformed with -32602, an unknown version with -32022 naming the
 // versions served, and an unknown or removed method with -32601; each is
 // reported to a Rejecter, and the session is unharmed.
-func TestModernBadMeta(t *testing.T) {
+func TestStatelessBadMeta(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	const ok = `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
 	tests := []struct {
@@ -200,9 +200,9 @@ func TestModernBadMeta(t *testing.T) {
 	})
 }
 
-// TestModernResourceNotFound answers an unknown URI with -32602 and the
+// TestStatelessResourceNotFound answers an unknown URI with -32602 and the
 // URI in data, as 2026-07-28 requires (-32002 in sessions).
-func TestModernResourceNotFound(t *testing.T) {
+func TestStatelessResourceNotFound(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	m := f.client(t).call(req26(1, "resources/read", `"uri":"mem://none"`, `{}`))
 	requireError(t, m, "1", codec.CodeInvalidParams)
@@ -211,9 +211,9 @@ func TestModernResourceNotFound(t *testing.T) {
 	requireError(t, m, "2", codec.CodeResourceNotFound)
 }
 
-// TestModernCacheHints carries the configured hints: per list, per
+// TestStatelessCacheHints carries the configured hints: per list, per
 // resource or template, and for server/discover.
-func TestModernCacheHints(t *testing.T) {
+func TestStatelessCacheHints(t *testing.T) {
 	f := newFixture(t, engine.Options{DiscoverCache: handlers.CacheHint{TTL: time.Hour, Public: true}})
 	r := f.srv.Registry()
 	r.SetListCacheHint(handlers.ListNameTools, handlers.CacheHint{TTL: 2 * time.Second, Public: true})
@@ -243,9 +243,9 @@ func TestModernCacheHints(t *testing.T) {
 	}
 }
 
-// TestModernLogLevel sends notifications/message for a 2026-07-28 request
+// TestStatelessLogLevel sends notifications/message for a 2026-07-28 request
 // only at or above the level its _meta names, and none without one.
-func TestModernLogLevel(t *testing.T) {
+func TestStatelessLogLevel(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	c := f.client(t)
 	m := c.call(req26(1, "tools/call", `"name":"log"`, `{}`))
@@ -271,9 +271,9 @@ func TestModernLogLevel(t *testing.T) {
 	assert.Equal(t, []string{"warning", "error"}, levels)
 }
 
-// TestModernTraceContext hands a handler the trace context of its
+// TestStatelessTraceContext hands a handler the trace context of its
 // request's _meta.
-func TestModernTraceContext(t *testing.T) {
+func TestStatelessTraceContext(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	require.NoError(t, f.srv.Registry().AddTool(&mcp.Tool{Name: "trace"}, func(_ context.Context, req *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
 		tp, ts, bg := req.Peer.(handlers.TraceScope).TraceContext()
@@ -294,10 +294,10 @@ type inputRequired struct {
 	RequestState string `json:"requestState"`
 }
 
-// TestModernMRTR turns a handler's request for client input into an
+// TestStatelessMRTR turns a handler's request for client input into an
 // InputRequiredResult, and serves the retry that carries the answer: one
 // handler, the same Peer calls as in a session.
-func TestModernMRTR(t *testing.T) {
+func TestStatelessMRTR(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	r := f.srv.Registry()
 	require.NoError(t, r.AddTool(&mcp.Tool{Name: "two_steps"}, func(ctx context.Context, req *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -404,10 +404,10 @@ func TestModernMRTR(t *testing.T) {
 	})
 }
 
-// TestModernListen streams the notifications a subscriptions/listen asked
+// TestStatelessListen streams the notifications a subscriptions/listen asked
 // for, acknowledged first and tagged with its id, until the client cancels
 // it or the server shuts down.
-func TestModernListen(t *testing.T) {
+func TestStatelessListen(t *testing.T) {
 	f := newFixture(t, engine.Options{ListChangedDelay: time.Millisecond})
 	c := f.client(t)
 	other := f.client(t)
@@ -485,9 +485,9 @@ func TestModernListen(t *testing.T) {
 	})
 }
 
-// TestModernStatelessExchangeClose frees what a stateless exchange's
+// TestStatelessExchangeClose frees what a stateless exchange's
 // handler registered on its session.
-func TestModernStatelessExchangeClose(t *testing.T) {
+func TestStatelessExchangeClose(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	closed := make(chan struct{})
 	require.NoError(t, f.srv.Registry().AddTool(&mcp.Tool{Name: "scoped"}, func(_ context.Context, req *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -508,9 +508,9 @@ func TestModernStatelessExchangeClose(t *testing.T) {
 	}
 }
 
-// TestModernInlineReject tells the reply sink of a NonBlocking tool's
+// TestStatelessInlineReject tells the reply sink of a NonBlocking tool's
 // -32021, as it does for a pooled one.
-func TestModernInlineReject(t *testing.T) {
+func TestStatelessInlineReject(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	require.NoError(t, f.srv.Registry().AddTool(&mcp.Tool{Name: "inline_needs"}, func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
 		return nil, engine.MissingCapability(`{"roots":{}}`)
@@ -523,9 +523,9 @@ func TestModernInlineReject(t *testing.T) {
 	assert.Equal(t, []int{mcp.CodeMissingClientCapability}, sink.codes)
 }
 
-// TestModernMetaMemo: a connection's requests are read from their own
+// TestStatelessMetaMemo: a connection's requests are read from their own
 // _meta, memoized or not.
-func TestModernMetaMemo(t *testing.T) {
+func TestStatelessMetaMemo(t *testing.T) {
 	f := newFixture(t, engine.Options{})
 	c := f.client(t)
 	for i, tc := range []struct{ caps, want string }{
@@ -548,9 +548,9 @@ func TestModernMetaMemo(t *testing.T) {
 	assert.Equal(t, "b", c.call(fmt.Sprintf(frame, "b")).text(t))
 }
 
-// TestModernListenUnsupportedKinds acknowledges only the kinds the server
+// TestStatelessListenUnsupportedKinds acknowledges only the kinds the server
 // serves: the rest are left out, as the revision says, and never sent.
-func TestModernListenUnsupportedKinds(t *testing.T) {
+func TestStatelessListenUnsupportedKinds(t *testing.T) {
 	srv := engine.New(engine.Options{ListChangedDelay: time.Millisecond})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)

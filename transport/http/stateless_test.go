@@ -18,23 +18,24 @@ import (
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
 )
 
-const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+const statelessMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
 
-// modernBody is a 2026-07-28 request: params (an object's members, or
+// statelessBody is a 2026-07-28 request: params (an object's members, or
 // "") with the stateless _meta added.
-func modernBody(id int, method, params string) string {
+func statelessBody(id int, method, params string) string {
 	if params != "" {
 		params += ","
 	}
-	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s%s}}`, id, method, params, modernMeta)
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s%s}}`, id, method, params, statelessMeta)
 }
 
-// modernReq is a POST of body as a 2026-07-28 client sends it: version,
+// statelessReq is a POST of body as a 2026-07-28 client sends it: version,
 // Mcp-Method and, when name is not empty, Mcp-Name; hdrs override
 // (an empty value deletes).
-func modernReq(method, name, body string, hdrs map[string]string) req {
+func statelessReq(method, name, body string, hdrs map[string]string) req {
 	h := map[string]string{"Mcp-Protocol-Version": mcp.Version20260728, "Mcp-Method": method}
 	if name != "" {
 		h["Mcp-Name"] = name
@@ -87,13 +88,13 @@ func TestHeaderToolRegistration(t *testing.T) {
 	require.ErrorIs(t, err, handlers.ErrInvalidTool)
 }
 
-// TestModernHeaders covers SEP-2243's checks of a 2026-07-28 POST (the
+// TestStatelessHeaders covers SEP-2243's checks of a 2026-07-28 POST (the
 // http-header-validation and http-custom-header-server-validation
 // conformance scenarios) and the statuses of the revision's errors, in
 // both modes: each answer carries the request's id.
-func TestModernHeaders(t *testing.T) {
+func TestStatelessHeaders(t *testing.T) {
 	call := func(id int, tool, args string) string {
-		return modernBody(id, "tools/call", fmt.Sprintf(`"name":%q,"arguments":%s`, tool, args))
+		return statelessBody(id, "tools/call", fmt.Sprintf(`"name":%q,"arguments":%s`, tool, args))
 	}
 	hello := `{"region":"Hello"}`
 	cases := []struct {
@@ -103,49 +104,49 @@ func TestModernHeaders(t *testing.T) {
 		code   int // JSON-RPC error code; 0: a result
 	}{
 		// http-header-validation
-		{"method mismatch", modernReq("prompts/list", "", modernBody(100, "tools/list", ""), nil), 400, -32020},
-		{"method missing", modernReq("", "", modernBody(101, "tools/list", ""), nil), 400, -32020},
-		{"name mismatch", modernReq("tools/call", "wrong_tool_name", call(102, "hdr", `{}`), nil), 400, -32020},
-		{"name with spaces", modernReq("tools/call", "  hdr  ", call(103, "hdr", `{}`), nil), 200, 0},
-		{"name missing", modernReq("tools/call", "", call(104, "hdr", `{}`), nil), 400, -32020},
-		{"method value case", modernReq("TOOLS/LIST", "", modernBody(107, "tools/list", ""), nil), 400, -32020},
-		{"method with spaces", modernReq(" tools/list\t", "", modernBody(108, "tools/list", ""), nil), 200, 0},
-		{"name base64", modernReq("tools/call", "=?base64?aGRy?=", call(109, "hdr", `{}`), nil), 200, 0},
-		{"name bad base64", modernReq("tools/call", "=?base64?aGRy?!?=", call(110, "hdr", `{}`), nil), 400, -32020},
-		{"prompts/get name", modernReq("prompts/get", "other", modernBody(111, "prompts/get", `"name":"summarize","arguments":{"text":"x"}`), nil), 400, -32020},
-		{"resources/read uri", modernReq("resources/read", "demo://nope", modernBody(112, "resources/read", `"uri":"demo://other"`), nil), 400, -32020},
-		{"tasks/get taskId", modernReq("tasks/get", "", modernBody(113, "tasks/get", `"taskId":"t1"`), nil), 400, -32020},
-		{"unknown method needs no name", modernReq("tasks/result", "", modernBody(114, "tasks/result", `"taskId":"t1"`), nil), 404, -32601},
+		{"method mismatch", statelessReq("prompts/list", "", statelessBody(100, "tools/list", ""), nil), 400, -32020},
+		{"method missing", statelessReq("", "", statelessBody(101, "tools/list", ""), nil), 400, -32020},
+		{"name mismatch", statelessReq("tools/call", "wrong_tool_name", call(102, "hdr", `{}`), nil), 400, -32020},
+		{"name with spaces", statelessReq("tools/call", "  hdr  ", call(103, "hdr", `{}`), nil), 200, 0},
+		{"name missing", statelessReq("tools/call", "", call(104, "hdr", `{}`), nil), 400, -32020},
+		{"method value case", statelessReq("TOOLS/LIST", "", statelessBody(107, "tools/list", ""), nil), 400, -32020},
+		{"method with spaces", statelessReq(" tools/list\t", "", statelessBody(108, "tools/list", ""), nil), 200, 0},
+		{"name base64", statelessReq("tools/call", "=?base64?aGRy?=", call(109, "hdr", `{}`), nil), 200, 0},
+		{"name bad base64", statelessReq("tools/call", "=?base64?aGRy?!?=", call(110, "hdr", `{}`), nil), 400, -32020},
+		{"prompts/get name", statelessReq("prompts/get", "other", statelessBody(111, "prompts/get", `"name":"summarize","arguments":{"text":"x"}`), nil), 400, -32020},
+		{"resources/read uri", statelessReq("resources/read", "demo://nope", statelessBody(112, "resources/read", `"uri":"demo://other"`), nil), 400, -32020},
+		{"tasks/get taskId", statelessReq("tasks/get", "", statelessBody(113, "tasks/get", `"taskId":"t1"`), nil), 400, -32020},
+		{"unknown method needs no name", statelessReq("tasks/result", "", statelessBody(114, "tasks/result", `"taskId":"t1"`), nil), 404, -32601},
 		// versions and _meta
-		{"version mismatch", modernReq("server/discover", "", strings.Replace(modernBody(120, "server/discover", ""), `"2026-07-28"`, `"v999.0.0"`, 1), nil), 400, -32020},
-		{"version unsupported", modernReq("server/discover", "", strings.Replace(modernBody(121, "server/discover", ""), `"2026-07-28"`, `"v999.0.0"`, 1), map[string]string{"Mcp-Protocol-Version": "v999.0.0"}), 400, -32022},
-		{"meta missing", modernReq("server/discover", "", `{"jsonrpc":"2.0","id":122,"method":"server/discover","params":{}}`, nil), 400, -32602},
-		{"meta without capabilities", modernReq("server/discover", "", `{"jsonrpc":"2.0","id":123,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, nil), 400, -32602},
-		{"version header missing", modernReq("tools/list", "", modernBody(124, "tools/list", ""), map[string]string{"Mcp-Protocol-Version": ""}), 400, -32020},
-		{"session version header", modernReq("tools/list", "", modernBody(125, "tools/list", ""), map[string]string{"Mcp-Protocol-Version": testVersion}), 400, -32020},
-		{"removed method", modernReq("ping", "", modernBody(126, "ping", ""), nil), 404, -32601},
-		{"unknown method", modernReq("unknown/method", "", modernBody(127, "unknown/method", ""), nil), 404, -32601},
-		{"discover", modernReq("server/discover", "", modernBody(128, "server/discover", ""), nil), 200, 0},
-		{"session id ignored", modernReq("tools/list", "", modernBody(129, "tools/list", ""), map[string]string{"Mcp-Session-Id": "00000000000000000000000000000000"}), 200, 0},
-		{"listen without filter", modernReq("subscriptions/listen", "", modernBody(130, "subscriptions/listen", `"notifications":7`), nil), 400, -32602},
+		{"version mismatch", statelessReq("server/discover", "", strings.Replace(statelessBody(120, "server/discover", ""), `"2026-07-28"`, `"v999.0.0"`, 1), nil), 400, -32020},
+		{"version unsupported", statelessReq("server/discover", "", strings.Replace(statelessBody(121, "server/discover", ""), `"2026-07-28"`, `"v999.0.0"`, 1), map[string]string{"Mcp-Protocol-Version": "v999.0.0"}), 400, -32022},
+		{"meta missing", statelessReq("server/discover", "", `{"jsonrpc":"2.0","id":122,"method":"server/discover","params":{}}`, nil), 400, -32602},
+		{"meta without capabilities", statelessReq("server/discover", "", `{"jsonrpc":"2.0","id":123,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, nil), 400, -32602},
+		{"version header missing", statelessReq("tools/list", "", statelessBody(124, "tools/list", ""), map[string]string{"Mcp-Protocol-Version": ""}), 400, -32020},
+		{"session version header", statelessReq("tools/list", "", statelessBody(125, "tools/list", ""), map[string]string{"Mcp-Protocol-Version": testVersion}), 400, -32020},
+		{"removed method", statelessReq("ping", "", statelessBody(126, "ping", ""), nil), 404, -32601},
+		{"unknown method", statelessReq("unknown/method", "", statelessBody(127, "unknown/method", ""), nil), 404, -32601},
+		{"discover", statelessReq("server/discover", "", statelessBody(128, "server/discover", ""), nil), 200, 0},
+		{"session id ignored", statelessReq("tools/list", "", statelessBody(129, "tools/list", ""), map[string]string{"Mcp-Session-Id": "00000000000000000000000000000000"}), 200, 0},
+		{"listen without filter", statelessReq("subscriptions/listen", "", statelessBody(130, "subscriptions/listen", `"notifications":7`), nil), 400, -32602},
 		// http-custom-header-server-validation
-		{"param base64", modernReq("tools/call", "hdr", call(200, "hdr", hello), map[string]string{"Mcp-Param-Region": "=?base64?SGVsbG8=?="}), 200, 0},
-		{"param bad padding", modernReq("tools/call", "hdr", call(201, "hdr", hello), map[string]string{"Mcp-Param-Region": "=?base64?SGVsbG8?="}), 400, -32020},
-		{"param bad chars", modernReq("tools/call", "hdr", call(202, "hdr", hello), map[string]string{"Mcp-Param-Region": "=?base64?SGVs!!!bG8=?="}), 400, -32020},
-		{"param literal", modernReq("tools/call", "hdr", call(203, "hdr", `{"region":"SGVsbG8="}`), map[string]string{"Mcp-Param-Region": "SGVsbG8="}), 200, 0},
-		{"param literal prefix", modernReq("tools/call", "hdr", call(204, "hdr", `{"region":"=?base64?SGVsbG8="}`), map[string]string{"Mcp-Param-Region": "=?base64?SGVsbG8="}), 200, 0},
-		{"param omitted", modernReq("tools/call", "hdr", call(205, "hdr", `{"region":"test-value"}`), nil), 400, -32020},
-		{"param mismatch", modernReq("tools/call", "hdr", call(206, "hdr", hello), map[string]string{"Mcp-Param-Region": "Bye"}), 400, -32020},
-		{"param header name case", modernReq("tools/call", "hdr", call(207, "hdr", hello), map[string]string{"MCP-PARAM-REGION": "Hello"}), 200, 0},
-		{"param null", modernReq("tools/call", "hdr", call(208, "hdr", `{"region":null}`), nil), 200, 0},
-		{"param absent, header ignored", modernReq("tools/call", "hdr", call(209, "hdr", `{"plain":"x"}`), map[string]string{"Mcp-Param-Region": "anything"}), 200, 0},
-		{"param integer", modernReq("tools/call", "hdr", call(210, "hdr", `{"n":42}`), map[string]string{"Mcp-Param-N": "42.0"}), 200, 0},
-		{"param integer mismatch", modernReq("tools/call", "hdr", call(211, "hdr", `{"n":42}`), map[string]string{"Mcp-Param-N": "43"}), 400, -32020},
-		{"param boolean", modernReq("tools/call", "hdr", call(212, "hdr", `{"b":true}`), map[string]string{"Mcp-Param-B": "true"}), 200, 0},
-		{"param boolean mismatch", modernReq("tools/call", "hdr", call(213, "hdr", `{"b":false}`), map[string]string{"Mcp-Param-B": "0"}), 400, -32020},
-		{"param nested", modernReq("tools/call", "hdr", call(214, "hdr", `{"cfg":{"zone":"eu"}}`), map[string]string{"Mcp-Param-Zone": "eu"}), 200, 0},
-		{"param nested omitted", modernReq("tools/call", "hdr", call(215, "hdr", `{"cfg":{"zone":"eu"}}`), nil), 400, -32020},
-		{"param non-ascii base64", modernReq("tools/call", "hdr", call(216, "hdr", `{"region":"Hello, 世界"}`), map[string]string{"Mcp-Param-Region": "=?base64?SGVsbG8sIOS4lueVjA==?="}), 200, 0},
+		{"param base64", statelessReq("tools/call", "hdr", call(200, "hdr", hello), map[string]string{"Mcp-Param-Region": "=?base64?SGVsbG8=?="}), 200, 0},
+		{"param bad padding", statelessReq("tools/call", "hdr", call(201, "hdr", hello), map[string]string{"Mcp-Param-Region": "=?base64?SGVsbG8?="}), 400, -32020},
+		{"param bad chars", statelessReq("tools/call", "hdr", call(202, "hdr", hello), map[string]string{"Mcp-Param-Region": "=?base64?SGVs!!!bG8=?="}), 400, -32020},
+		{"param literal", statelessReq("tools/call", "hdr", call(203, "hdr", `{"region":"SGVsbG8="}`), map[string]string{"Mcp-Param-Region": "SGVsbG8="}), 200, 0},
+		{"param literal prefix", statelessReq("tools/call", "hdr", call(204, "hdr", `{"region":"=?base64?SGVsbG8="}`), map[string]string{"Mcp-Param-Region": "=?base64?SGVsbG8="}), 200, 0},
+		{"param omitted", statelessReq("tools/call", "hdr", call(205, "hdr", `{"region":"test-value"}`), nil), 400, -32020},
+		{"param mismatch", statelessReq("tools/call", "hdr", call(206, "hdr", hello), map[string]string{"Mcp-Param-Region": "Bye"}), 400, -32020},
+		{"param header name case", statelessReq("tools/call", "hdr", call(207, "hdr", hello), map[string]string{"MCP-PARAM-REGION": "Hello"}), 200, 0},
+		{"param null", statelessReq("tools/call", "hdr", call(208, "hdr", `{"region":null}`), nil), 200, 0},
+		{"param absent, header ignored", statelessReq("tools/call", "hdr", call(209, "hdr", `{"plain":"x"}`), map[string]string{"Mcp-Param-Region": "anything"}), 200, 0},
+		{"param integer", statelessReq("tools/call", "hdr", call(210, "hdr", `{"n":42}`), map[string]string{"Mcp-Param-N": "42.0"}), 200, 0},
+		{"param integer mismatch", statelessReq("tools/call", "hdr", call(211, "hdr", `{"n":42}`), map[string]string{"Mcp-Param-N": "43"}), 400, -32020},
+		{"param boolean", statelessReq("tools/call", "hdr", call(212, "hdr", `{"b":true}`), map[string]string{"Mcp-Param-B": "true"}), 200, 0},
+		{"param boolean mismatch", statelessReq("tools/call", "hdr", call(213, "hdr", `{"b":false}`), map[string]string{"Mcp-Param-B": "0"}), 400, -32020},
+		{"param nested", statelessReq("tools/call", "hdr", call(214, "hdr", `{"cfg":{"zone":"eu"}}`), map[string]string{"Mcp-Param-Zone": "eu"}), 200, 0},
+		{"param nested omitted", statelessReq("tools/call", "hdr", call(215, "hdr", `{"cfg":{"zone":"eu"}}`), nil), 400, -32020},
+		{"param non-ascii base64", statelessReq("tools/call", "hdr", call(216, "hdr", `{"region":"Hello, 世界"}`), map[string]string{"Mcp-Param-Region": "=?base64?SGVsbG8sIOS4lueVjA==?="}), 200, 0},
 	}
 	for _, mode := range []struct {
 		name string
@@ -190,9 +191,9 @@ func TestModernHeaders(t *testing.T) {
 	}
 }
 
-// TestModernRawHeaderNames sends header names in lower and upper case on
+// TestStatelessRawHeaderNames sends header names in lower and upper case on
 // the wire (net/http would canonicalize them).
-func TestModernRawHeaderNames(t *testing.T) {
+func TestStatelessRawHeaderNames(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	for _, tc := range []struct{ name, hdr string }{{"lower", "mcp-method"}, {"upper", "MCP-METHOD"}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -200,7 +201,7 @@ func TestModernRawHeaderNames(t *testing.T) {
 			require.NoError(t, err)
 			defer conn.Close()
 			require.NoError(t, conn.SetDeadline(time.Now().Add(5*time.Second)))
-			b := modernBody(7, "tools/list", "")
+			b := statelessBody(7, "tools/list", "")
 			fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\n%s: tools/list\r\nContent-Length: %d\r\n\r\n%s", tc.hdr, len(b), b)
 			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 			require.NoError(t, err)
@@ -211,9 +212,9 @@ func TestModernRawHeaderNames(t *testing.T) {
 	}
 }
 
-// TestModernGetDelete: no GET stream and no DELETE in 2026-07-28; the
+// TestStatelessGetDelete: no GET stream and no DELETE in 2026-07-28; the
 // session revisions keep theirs.
-func TestModernGetDelete(t *testing.T) {
+func TestStatelessGetDelete(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	for _, method := range []string{http.MethodGet, http.MethodDelete} {
 		t.Run(method, func(t *testing.T) {
@@ -231,9 +232,9 @@ func TestModernGetDelete(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, resp.StatusCode, body(t, resp))
 }
 
-// TestModernLegacyVersions: a bad version header is still refused as
+// TestStatelessSessionVersions: a bad version header is still refused as
 // before, and a request on a session is the session's.
-func TestModernLegacyVersions(t *testing.T) {
+func TestStatelessSessionVersions(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	resp := e.do(t, req{body: `{"jsonrpc":"2.0","id":1,"method":"ping"}`, headers: map[string]string{"Mcp-Protocol-Version": "1999-01-01"}})
 	b := body(t, resp)
@@ -244,24 +245,24 @@ func TestModernLegacyVersions(t *testing.T) {
 	// session's, whatever its _meta says: an initialize scopes what
 	// follows to the session revisions.
 	sid := e.initialize()
-	resp = e.do(t, req{sid: sid, body: modernBody(2, "tools/list", "")})
+	resp = e.do(t, req{sid: sid, body: statelessBody(2, "tools/list", "")})
 	b = body(t, resp)
 	require.Equal(t, http.StatusOK, resp.StatusCode, b)
 	assert.NotContains(t, b, `"resultType"`)
-	resp = e.do(t, req{sid: sid, body: modernBody(3, "ping", "")})
+	resp = e.do(t, req{sid: sid, body: statelessBody(3, "ping", "")})
 	b = body(t, resp)
 	assert.Equal(t, http.StatusOK, resp.StatusCode, b)
 	assert.JSONEq(t, `{}`, string(decodeAnswer(t, b).Result))
 }
 
-// TestModernProgress: a 2026-07-28 request that sends progress first is
+// TestStatelessProgress: a 2026-07-28 request that sends progress first is
 // answered on an SSE stream, its result last (tools-call-with-progress).
-func TestModernProgress(t *testing.T) {
+func TestStatelessProgress(t *testing.T) {
 	for _, mode := range []Options{{}, {Stateless: true}} {
 		t.Run(fmt.Sprint("stateless=", mode.Stateless), func(t *testing.T) {
 			e := newEnv(t, envOpts{opts: mode})
-			b := strings.Replace(modernBody(9, "tools/call", `"name":"spam","arguments":{"n":2,"size":1}`), `"_meta":{`, `"_meta":{"progressToken":"p1",`, 1)
-			resp := e.do(t, modernReq("tools/call", "spam", b, nil))
+			b := strings.Replace(statelessBody(9, "tools/call", `"name":"spam","arguments":{"n":2,"size":1}`), `"_meta":{`, `"_meta":{"progressToken":"p1",`, 1)
+			resp := e.do(t, statelessReq("tools/call", "spam", b, nil))
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 			require.Contains(t, resp.Header.Get("Content-Type"), "text/event-stream")
 			assert.Empty(t, resp.Header.Get("Mcp-Session-Id"))
@@ -285,7 +286,7 @@ func TestModernProgress(t *testing.T) {
 
 // listenReq opens a subscriptions/listen stream for tools list changes.
 func listenReq(id int) req {
-	return modernReq("subscriptions/listen", "", modernBody(id, "subscriptions/listen", `"notifications":{"toolsListChanged":true}`), nil)
+	return statelessReq("subscriptions/listen", "", statelessBody(id, "subscriptions/listen", `"notifications":{"toolsListChanged":true}`), nil)
 }
 
 // readEvent reads the next data event within d.
@@ -322,11 +323,11 @@ func addTool(t *testing.T, r *handlers.Registry, name string) {
 	}))
 }
 
-// TestModernListen: subscriptions/listen over HTTP is an SSE stream
+// TestStatelessListen: subscriptions/listen over HTTP is an SSE stream
 // flushed at once (the acknowledgement first), kept alive with comments,
 // carrying the notifications asked for; the client closing it cancels
 // the request, and other requests are served meanwhile.
-func TestModernListen(t *testing.T) {
+func TestStatelessListen(t *testing.T) {
 	e := newEnv(t, envOpts{loopback: true, opts: Options{KeepAlive: 30 * time.Millisecond}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -340,7 +341,7 @@ func TestModernListen(t *testing.T) {
 	assert.Contains(t, ack.Data, `"io.modelcontextprotocol/subscriptionId":42`)
 
 	// Other requests, on other connections, go on.
-	r2 := e.do(t, modernReq("tools/list", "", modernBody(1, "tools/list", ""), nil))
+	r2 := e.do(t, statelessReq("tools/list", "", statelessBody(1, "tools/list", ""), nil))
 	assert.Equal(t, http.StatusOK, r2.StatusCode, body(t, r2))
 
 	addTool(t, e.eng.Registry(), "added")
@@ -382,10 +383,10 @@ func TestModernListen(t *testing.T) {
 	})
 }
 
-// TestModernListenShutdown: the engine's Shutdown ends a listen stream
+// TestStatelessListenShutdown: the engine's Shutdown ends a listen stream
 // with an empty result; the transport's Shutdown alone ends it at once
 // rather than waiting for its context.
-func TestModernListenShutdown(t *testing.T) {
+func TestStatelessListenShutdown(t *testing.T) {
 	for _, engineFirst := range []bool{true, false} {
 		t.Run(fmt.Sprint("engine first=", engineFirst), func(t *testing.T) {
 			eng := engine.New(engine.Options{})
@@ -397,7 +398,7 @@ func TestModernListenShutdown(t *testing.T) {
 			addTool(t, eng.Registry(), "t") // tools capability: listChanged
 			hc := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 			defer hc.CloseIdleConnections()
-			hr, err := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/mcp", strings.NewReader(modernBody(5, "subscriptions/listen", `"notifications":{"toolsListChanged":true}`)))
+			hr, err := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/mcp", strings.NewReader(statelessBody(5, "subscriptions/listen", `"notifications":{"toolsListChanged":true}`)))
 			require.NoError(t, err)
 			for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": mcp.Version20260728, "Mcp-Method": "subscriptions/listen"} {
 				hr.Header.Set(k, v)
@@ -428,4 +429,49 @@ func TestModernListenShutdown(t *testing.T) {
 			require.NoError(t, <-served)
 		})
 	}
+}
+
+// TestMcpNameFromTable: which methods' Mcp-Name is checked against their
+// params, and which name a task for Options.Route, is the engine's method
+// table's to say (engine.NameParam): a mismatched Mcp-Name is refused
+// with -32020 for exactly the methods whose row names a params member,
+// and ignored for every other, and routeID offers the Mcp-Name of exactly
+// those naming a taskId.
+func TestMcpNameFromTable(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	methods := []string{"x/unknown"}
+	for i := range engine.NumMethods {
+		methods = append(methods, engine.MethodLabel(i))
+	}
+	named, tasks := 0, 0
+	for _, m := range methods {
+		t.Run(m, func(t *testing.T) {
+			param := engine.NameParam(m)
+			params := `"name":"a","uri":"a","taskId":"a","arguments":{}`
+			resp := e.do(t, statelessReq(m, "b", statelessBody(1, m, params), nil))
+			b := body(t, resp)
+			a := decodeAnswer(t, b)
+			if param != "" {
+				named++
+				require.NotNil(t, a.Error, b)
+				assert.Equal(t, mcp.CodeHeaderMismatch, a.Error.Code, b)
+				assert.Contains(t, a.Error.Message, "Mcp-Name", b)
+			} else if a.Error != nil {
+				assert.NotEqual(t, mcp.CodeHeaderMismatch, a.Error.Code, "%s: Mcp-Name is not %s's to check: %s", m, m, b)
+			}
+
+			var ctx fasthttp.RequestCtx
+			ctx.Request.Header.SetMethod(fasthttp.MethodPost)
+			ctx.Request.Header.Set("Mcp-Method", m)
+			ctx.Request.Header.Set("Mcp-Name", "a.task")
+			if param == "taskId" {
+				tasks++
+				assert.Equal(t, "a.task", string(routeID(&ctx)))
+			} else {
+				assert.Nil(t, routeID(&ctx))
+			}
+		})
+	}
+	assert.Equal(t, 6, named, "tools/call, prompts/get, resources/read, tasks/get|update|cancel")
+	assert.Equal(t, 3, tasks, "tasks/get|update|cancel")
 }

@@ -2,7 +2,7 @@ package mcp
 
 import "github.com/mcpedge/mcpedge/codec"
 
-// Revision 2026-07-28 ("modern"): no sessions; every request carries its
+// Revision 2026-07-28, stateless: no sessions; every request carries its
 // version, capabilities and client info in params._meta.
 
 // Request and result _meta keys of 2026-07-28.
@@ -42,11 +42,11 @@ const (
 	CodeUnsupportedProtocolVersion = -32022
 )
 
-// ModernVersions lists the stateless revisions served, newest first.
-var ModernVersions = [...]string{Version20260728}
+// StatelessVersions lists the stateless revisions served, newest first.
+var StatelessVersions = [...]string{Version20260728}
 
-// ModernVersion reports whether v is a stateless revision mcpedge speaks.
-func ModernVersion(v string) bool { return v == Version20260728 }
+// StatelessVersion reports whether v is a stateless revision mcpedge speaks.
+func StatelessVersion(v string) bool { return v == Version20260728 }
 
 // AllVersions lists every revision served, newest first: what
 // server/discover and UnsupportedProtocolVersionError name.

@@ -27,14 +27,14 @@ const (
 	capsNoTasks = `{"elicitation":{}}`
 )
 
-type modernTaskFixture struct {
+type statelessTaskFixture struct {
 	*fixture
 	release chan struct{} // ends every "work" call
 	causes  chan error    // why a "work" call's ctx ended
 }
 
-func newModernTaskFixture(t *testing.T, opts engine.Options) *modernTaskFixture {
-	f := &modernTaskFixture{fixture: newFixture(t, opts), release: make(chan struct{}), causes: make(chan error, 16)}
+func newStatelessTaskFixture(t *testing.T, opts engine.Options) *statelessTaskFixture {
+	f := &statelessTaskFixture{fixture: newFixture(t, opts), release: make(chan struct{}), causes: make(chan error, 16)}
 	r := f.srv.Registry()
 	optional := handlers.ToolOptions{TaskSupport: mcp.TaskOptional}
 	required := handlers.ToolOptions{TaskSupport: mcp.TaskRequired}
@@ -135,13 +135,13 @@ type mclient struct {
 	id      int
 }
 
-func (f *modernTaskFixture) mclient(t testing.TB, viaSink bool) *mclient {
+func (f *statelessTaskFixture) mclient(t testing.TB, viaSink bool) *mclient {
 	return &mclient{t: t, c: f.client(t), viaSink: viaSink}
 }
 
-// modernFrame returns a 2026-07-28 request frame: params is a JSON object,
+// statelessFrame returns a 2026-07-28 request frame: params is a JSON object,
 // to which the _meta declaring caps is added.
-func modernFrame(id int, method, params, caps string) string {
+func statelessFrame(id int, method, params, caps string) string {
 	meta := `"_meta":{"` + mcp.MetaProtocolVersion + `":"` + mcp.Version20260728 + `","` + mcp.MetaClientCapabilities + `":` + caps + `}`
 	inner := strings.TrimSpace(params[1:])
 	if inner != "}" {
@@ -155,7 +155,7 @@ func modernFrame(id int, method, params, caps string) string {
 func (m *mclient) do(method, params, caps string) (msg, []int) {
 	m.t.Helper()
 	m.id++
-	frame := modernFrame(m.id, method, params, caps)
+	frame := statelessFrame(m.id, method, params, caps)
 	if !m.viaSink {
 		return m.c.call(frame), nil
 	}
@@ -234,9 +234,9 @@ func bothPaths(t *testing.T, fn func(t *testing.T, viaSink bool)) {
 	}
 }
 
-func TestModernTaskGating(t *testing.T) {
+func TestStatelessTaskGating(t *testing.T) {
 	bothPaths(t, func(t *testing.T, viaSink bool) {
-		f := newModernTaskFixture(t, engine.Options{})
+		f := newStatelessTaskFixture(t, engine.Options{})
 		m := f.mclient(t, viaSink)
 		missing := `{"requiredCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
 		for _, tc := range []struct {
@@ -249,8 +249,8 @@ func TestModernTaskGating(t *testing.T) {
 			{"cancel without extension", mcp.MethodTasksCancel, `{"taskId":"x"}`, `{}`, mcp.CodeMissingClientCapability, ""},
 			{"required tool without extension", mcp.MethodToolsCall, `{"name":"mustTask","arguments":{}}`, `{}`, mcp.CodeMissingClientCapability, ""},
 			{"optional tool without extension runs", mcp.MethodToolsCall, `{"name":"quick","arguments":{}}`, capsNoTasks, 0, "quick done"},
-			{"sync tool with extension and legacy task param", mcp.MethodToolsCall, `{"name":"sync","arguments":{},"task":{"ttl":60000}}`, capsTasks, 0, "sync done"},
-			{"legacy task param on optional tool without extension", mcp.MethodToolsCall, `{"name":"quick","task":{"ttl":1}}`, `{}`, 0, "quick done"},
+			{"sync tool with extension and a 2025-11-25 task param", mcp.MethodToolsCall, `{"name":"sync","arguments":{},"task":{"ttl":60000}}`, capsTasks, 0, "sync done"},
+			{"2025-11-25 task param on optional tool without extension", mcp.MethodToolsCall, `{"name":"quick","task":{"ttl":1}}`, `{}`, 0, "quick done"},
 			{"tasks/result removed", mcp.MethodTasksResult, `{"taskId":"x"}`, capsTasks, codec.CodeMethodNotFound, ""},
 			{"tasks/list removed", mcp.MethodTasksList, `{}`, capsTasks, codec.CodeMethodNotFound, ""},
 			{"get unknown task", mcp.MethodTasksGet, `{"taskId":"nonexistent"}`, capsTasks, codec.CodeInvalidParams, ""},
@@ -279,9 +279,9 @@ func TestModernTaskGating(t *testing.T) {
 	})
 }
 
-func TestModernTaskLifecycle(t *testing.T) {
+func TestStatelessTaskLifecycle(t *testing.T) {
 	bothPaths(t, func(t *testing.T, viaSink bool) {
-		f := newModernTaskFixture(t, engine.Options{NodeID: "node7"})
+		f := newStatelessTaskFixture(t, engine.Options{NodeID: "node7"})
 		m := f.mclient(t, viaSink)
 
 		// Creation: a flat CreateTaskResult.
@@ -298,7 +298,7 @@ func TestModernTaskLifecycle(t *testing.T) {
 		require.Greater(t, r["pollIntervalMs"], 0.0)
 		id := r["taskId"].(string)
 		require.True(t, strings.HasPrefix(id, "node7."), id)
-		require.Equal(t, "node7", engine.TaskNode(id))
+		require.Equal(t, "node7", string(engine.SessionNode([]byte(id))))
 		require.Greater(t, len(id), len("node7.")+20, "unguessable")
 
 		// Strongly consistent, and working until released.
@@ -337,9 +337,9 @@ func TestModernTaskLifecycle(t *testing.T) {
 
 func must(m msg, _ []int) msg { return m }
 
-func TestModernTaskCancelStopsHandler(t *testing.T) {
+func TestStatelessTaskCancelStopsHandler(t *testing.T) {
 	bothPaths(t, func(t *testing.T, viaSink bool) {
-		f := newModernTaskFixture(t, engine.Options{})
+		f := newStatelessTaskFixture(t, engine.Options{})
 		m := f.mclient(t, viaSink)
 		id := m.create("work", `{}`)
 		requireAck(t, must(m.do(mcp.MethodTasksCancel, `{"taskId":"`+id+`"}`, capsTasks)))
@@ -355,9 +355,9 @@ func TestModernTaskCancelStopsHandler(t *testing.T) {
 	})
 }
 
-func TestModernTaskInputRequired(t *testing.T) {
+func TestStatelessTaskInputRequired(t *testing.T) {
 	bothPaths(t, func(t *testing.T, viaSink bool) {
-		f := newModernTaskFixture(t, engine.Options{})
+		f := newStatelessTaskFixture(t, engine.Options{})
 		m := f.mclient(t, viaSink)
 
 		// One input, under a key the engine mints.
@@ -406,9 +406,9 @@ func TestModernTaskInputRequired(t *testing.T) {
 	})
 }
 
-func TestModernTaskAfterInputRounds(t *testing.T) {
+func TestStatelessTaskAfterInputRounds(t *testing.T) {
 	bothPaths(t, func(t *testing.T, viaSink bool) {
-		f := newModernTaskFixture(t, engine.Options{})
+		f := newStatelessTaskFixture(t, engine.Options{})
 		m := f.mclient(t, viaSink)
 		// Round 1: an InputRequiredResult, synchronously, no task.
 		r1 := result(t, m.call("deferred", `{}`))
@@ -432,9 +432,9 @@ func TestModernTaskAfterInputRounds(t *testing.T) {
 	})
 }
 
-func TestModernTaskBoundsAndExpiry(t *testing.T) {
+func TestStatelessTaskBoundsAndExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newModernTaskFixture(t, engine.Options{MaxTasksPerClient: 2, TaskTTL: time.Minute})
+		f := newStatelessTaskFixture(t, engine.Options{MaxTasksPerClient: 2, TaskTTL: time.Minute})
 		m := f.mclient(t, false)
 		done := m.create("quick", `{}`)
 		synctest.Wait()

@@ -12,10 +12,10 @@ import (
 
 const meta26 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 
-// TestModernOverTCP serves the stateless revision on a connection that
+// TestStatelessOverTCP serves the stateless revision on a connection that
 // never initializes, pipelined, beside a session-based connection, and
 // keeps a subscriptions/listen stream on the connection until it closes.
-func TestModernOverTCP(t *testing.T) {
+func TestStatelessOverTCP(t *testing.T) {
 	s := start(t, engine.Options{ListChangedDelay: 1}, tcp.Options{})
 	legacy := dial(t, s.addr)
 	legacy.init(t)

@@ -15,18 +15,20 @@ import (
 	"github.com/mcpedge/mcpedge/session"
 )
 
-// Revision 2026-07-28 ("modern") is chosen per request: a request whose
+// Revision 2026-07-28, stateless, is chosen per request: a request whose
 // params._meta names io.modelcontextprotocol/protocolVersion, or a
 // server/discover, is served statelessly, with the client's capabilities,
 // info and log level read from that _meta, beside the sessions of the
 // older revisions on the same connection, endpoint or pipe. Its answers
-// take the same path as every other request's (handleMessage, serve);
-// modernTail then adds what the revision requires of a result
-// (resultType, the server's identity in _meta, cache hints).
+// take the same path as every other request's (route, serve), and the
+// method table says which methods the revision serves; appendTail then
+// adds what the revision requires of a result (resultType, the server's
+// identity in _meta, cache hints), from what the engine knows of the
+// result it encoded.
 
-// modernMeta is what the engine reads of a modern request's _meta. Its
+// statelessMeta is what the engine reads of a stateless request's _meta. Its
 // slices alias the request's params.
-type modernMeta struct {
+type statelessMeta struct {
 	on      bool
 	version string
 	caps    []byte // clientCapabilities, a raw object
@@ -36,38 +38,26 @@ type modernMeta struct {
 	caller  any // the request's verified caller (Options.Authorize), when authorized
 }
 
-var modernKeys = []string{
+var statelessKeys = []string{
 	mcp.MetaProtocolVersion, mcp.MetaClientCapabilities, mcp.MetaClientInfo, mcp.MetaLogLevel,
 	mcp.MetaTraceParent, mcp.MetaTraceState, mcp.MetaBaggage,
 }
 
-// mayBeModern reports whether the request m on sess may be of the stateless
-// revision, for parseModern to decide: any request on a stateless
-// session, server/discover, and any request but initialize on a
-// connection that has not initialized. An initialize selects the older
-// revisions for the rest of the connection (a stdio process, a TCP
-// connection), as 2026-07-28's rules for dual-era servers say, so a
-// session's requests pay nothing for the stateless revision.
-func mayBeModern(sess *session.Session, m *codec.Message) bool {
-	return sess.Stateless() || m.Method == mcp.MethodServerDiscover ||
-		(m.Method != mcp.MethodInitialize && sess.State() == session.StateNew)
-}
-
-// errMeta is the answer to a modern request whose _meta is missing or
+// errMeta is the answer to a stateless request whose _meta is missing or
 // malformed.
 func errMeta(msg string) *codec.Error {
 	return codec.NewError(codec.CodeInvalidParams, "invalid params: "+msg)
 }
 
-// parseModern reads params._meta into mm. It reports found false when the
+// parseStateless reads params._meta into mm. It reports found false when the
 // request names no protocol version (then it is a request of an older
 // revision, unless its session is stateless); a request that names one
 // but whose _meta is malformed, or that names a version not served, gets
 // the error returned.
 //
 // meta, when not nil, is params' _meta found by an earlier scan (tools/call).
-func parseModern(params, meta []byte, mm *modernMeta) (found bool, e *codec.Error) {
-	*mm = modernMeta{level: -1}
+func parseStateless(params, meta []byte, mm *statelessMeta) (found bool, e *codec.Error) {
+	*mm = statelessMeta{level: -1}
 	if len(params) == 0 {
 		return false, errMeta("_meta with " + mcp.MetaProtocolVersion + " and " + mcp.MetaClientCapabilities + " is required")
 	}
@@ -84,14 +74,14 @@ func parseModern(params, meta []byte, mm *modernMeta) (found bool, e *codec.Erro
 	return parseMeta(meta, mm)
 }
 
-// parseMeta is parseModern given params' _meta, not null.
-func parseMeta(meta []byte, mm *modernMeta) (found bool, e *codec.Error) {
-	*mm = modernMeta{level: -1}
+// parseMeta is parseStateless given params' _meta, not null.
+func parseMeta(meta []byte, mm *statelessMeta) (found bool, e *codec.Error) {
+	*mm = statelessMeta{level: -1}
 	if meta[0] != '{' {
 		return false, errMeta("_meta must be an object")
 	}
 	var v [7][]byte
-	if err := codec.ObjectFields(meta, modernKeys, v[:]); err != nil {
+	if err := codec.ObjectFields(meta, statelessKeys, v[:]); err != nil {
 		return false, errMeta("_meta must be an object of well-formed members")
 	}
 	if v[0] == nil {
@@ -102,7 +92,7 @@ func parseMeta(meta []byte, mm *modernMeta) (found bool, e *codec.Error) {
 		return true, errMeta("_meta." + mcp.MetaProtocolVersion + " must be a string")
 	}
 	mm.version = bytesconv.B2S(ver)
-	if !mcp.ModernVersion(mm.version) {
+	if !mcp.StatelessVersion(mm.version) {
 		return true, unsupportedVersion(mm.version)
 	}
 	if v[1] == nil || v[1][0] != '{' {
@@ -127,7 +117,7 @@ func parseMeta(meta []byte, mm *modernMeta) (found bool, e *codec.Error) {
 		if raw := v[4+i]; raw != nil {
 			s, err := codec.StringValue(raw)
 			if err != nil {
-				return true, errMeta("_meta." + modernKeys[4+i] + " must be a string")
+				return true, errMeta("_meta." + statelessKeys[4+i] + " must be a string")
 			}
 			mm.trace[i] = s
 		}
@@ -139,12 +129,12 @@ func parseMeta(meta []byte, mm *modernMeta) (found bool, e *codec.Error) {
 // maxMemo bounds the _meta a session memoizes.
 const maxMemo = 1 << 10
 
-// parseModernMemo is parseModern, memoized per session: a client sends the
+// parseStatelessMemo is parseStateless, memoized per session: a client sends the
 // same _meta with each request, and a request whose _meta is byte for byte
 // the last one parsed on its session gets the same reading, its slices
 // aliasing the memo's own copy, without a scan. A _meta that carries a
 // trace context (different with every request) is not memoized.
-func (s *Server) parseModernMemo(sess *session.Session, params, meta []byte, mm *modernMeta) (bool, *codec.Error) {
+func (s *Server) parseStatelessMemo(sess *session.Session, params, meta []byte, mm *statelessMeta) (bool, *codec.Error) {
 	if meta == nil && len(params) > 0 {
 		meta, _, _ = codec.ObjectField(params, "_meta")
 	}
@@ -161,18 +151,18 @@ func (s *Server) parseModernMemo(sess *session.Session, params, meta []byte, mm 
 		memo = sess.Memo()
 	}
 	if memo != nil && bytes.Equal(meta, memo.Key) {
-		if v, ok := memo.Value.(*modernMeta); ok {
+		if v, ok := memo.Value.(*statelessMeta); ok {
 			*mm = *v
 			return true, nil
 		}
 	}
-	found, e := parseModern(params, meta, mm)
+	found, e := parseStateless(params, meta, mm)
 	if e != nil || !mm.on || len(meta) == 0 || len(meta) > maxMemo ||
 		mm.trace[0] != nil || mm.trace[1] != nil || mm.trace[2] != nil {
 		return found, e
 	}
 	key := bytes.Clone(meta)
-	v := new(modernMeta)
+	v := new(statelessMeta)
 	if _, e := parseMeta(key, v); e == nil && v.on {
 		if slot != nil {
 			slot.Store(&session.Memo{Key: key, Value: v})
@@ -200,7 +190,7 @@ func unsupportedVersion(requested string) *codec.Error {
 }
 
 // rebase moves mm's slices of old to the same place in nw (see rebase).
-func (mm *modernMeta) rebase(old, nw []byte) {
+func (mm *statelessMeta) rebase(old, nw []byte) {
 	mv := mover{old: old, nw: nw}
 	if p, ok := mv.inside(unsafe.Pointer(unsafe.StringData(mm.version)), len(mm.version)); ok && len(mm.version) > 0 {
 		mm.version = unsafe.String(&nw[p], len(mm.version))
@@ -227,89 +217,74 @@ func reject(reply session.Sink, code int) {
 	}
 }
 
-// removedInModern reports the methods 2026-07-28 removed.
-func removedInModern(method string) bool {
-	switch method {
-	case mcp.MethodInitialize, mcp.MethodPing, mcp.MethodLoggingSetLevel,
-		mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
-		mcp.MethodTasksResult, mcp.MethodTasksList:
-		return true
-	}
-	return false
-}
-
-// handleModern serves a request that may be of the stateless revision. It
-// reports handled false when the request names no protocol version after
-// all: the caller serves it as a request of its session. caller is what
-// Options.Authorize returned for it (nil without authorization): the
-// request's own, kept in its modernMeta for whatever serves it.
-func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink, caller any, f *toolFields) (res []byte, queued, handled bool) {
-	var mm modernMeta
+// handleStateless serves a request that may be of the stateless revision, of
+// method row. It reports handled false when the request names no
+// protocol version after all: the caller serves it as a request of its
+// session. caller is what Options.Authorize returned for it (nil without
+// authorization): the request's own, kept in its statelessMeta for whatever
+// serves it. here is route's: a request already on a worker, which serves
+// the request when it needs a handler, and f its tools/call fields. code
+// is the JSON-RPC error code of an answer given at once.
+func (s *Server) handleStateless(sess *session.Session, m *codec.Message, row *method, frame, out []byte, reply session.Sink, caller any, here *request, f *toolFields) (res []byte, code int, queued, handled bool) {
+	var mm statelessMeta
 	var meta []byte
-	if m.Method == mcp.MethodToolsCall && f.scan(m.Params) {
+	if row.statelessNow == opInlineTool && f.scan(m.Params) {
 		meta = f.meta // the one scan of the params serves both
 	}
-	found, e := s.parseModernMemo(sess, m.Params, meta, &mm)
-	if !found && e != nil && !sess.Stateless() && m.Method != mcp.MethodServerDiscover {
-		return out, false, false
+	found, e := s.parseStatelessMemo(sess, m.Params, meta, &mm)
+	if !found && e != nil && !sess.Stateless() && row.statelessNow != opDiscover {
+		return out, 0, false, false
 	}
 	if reply == nil {
 		reply = sess.Out
 	}
 	if e != nil {
 		reject(reply, e.Code)
-		return codec.AppendErrorObject(out, m.ID, e), false, true
+		return codec.AppendErrorObject(out, m.ID, e), e.Code, false, true
 	}
 	mm.caller = caller
 	if le := s.checkRate(sess); le != nil {
-		return s.refuse(sess, out, reply, m.ID, le), false, true
+		return s.refuse(sess, out, reply, m.ID, le), codec.CodeServerBusy, false, true
 	}
-	start := len(out)
-	switch m.Method {
-	case mcp.MethodServerDiscover:
-		return s.appendDiscover(out, m.ID), false, true
-	case mcp.MethodToolsList:
-		c := s.class(caller)
-		return s.modernTail(s.listPage(handlers.ListNameTools, m, out, c), start, s.listHint(handlers.ListNameTools, c)), false, true
-	case mcp.MethodResourcesList:
-		c := s.class(caller)
-		return s.modernTail(s.listPage(handlers.ListNameResources, m, out, c), start, s.listHint(handlers.ListNameResources, c)), false, true
-	case mcp.MethodResourcesTemplatesList:
-		c := s.class(caller)
-		return s.modernTail(s.listPage(handlers.ListNameTemplates, m, out, c), start, s.listHint(handlers.ListNameTemplates, c)), false, true
-	case mcp.MethodPromptsList:
-		c := s.class(caller)
-		return s.modernTail(s.listPage(handlers.ListNamePrompts, m, out, c), start, s.listHint(handlers.ListNamePrompts, c)), false, true
-	case mcp.MethodSubscriptionsListen:
-		return s.listen(sess, m, &mm, frame, out, reply)
-	case mcp.MethodTasksGet, mcp.MethodTasksUpdate, mcp.MethodTasksCancel:
-		if !hasTasksExt(mm.caps) || !s.foreignTask(m) {
-			return s.statelessTaskMethod(sess, m, &mm, out, reply), false, true
-		}
-	case mcp.MethodToolsCall, mcp.MethodResourcesRead, mcp.MethodPromptsGet, mcp.MethodCompletionComplete:
-	default:
+	if !row.stateless {
 		reject(reply, codec.CodeMethodNotFound)
 		msg := "method not found: " + m.Method
-		if removedInModern(m.Method) {
+		if row.since != "" {
 			msg += " (removed in " + mcp.Version20260728 + ")"
 		}
-		return codec.AppendError(out, m.ID, codec.CodeMethodNotFound, msg, nil), false, true
+		res, code = errAnswer(out, m.ID, codec.CodeMethodNotFound, msg)
+		return res, code, false, true
 	}
-	if m.Method == mcp.MethodToolsCall {
-		if dst, ok := s.inlineTool(sess, m, out, f, &mm, reply); ok {
-			return dst, false, true
+	switch row.statelessNow {
+	case opDiscover:
+		res, code = s.appendDiscover(out, m.ID)
+		return res, code, false, true
+	case opListPage:
+		c := s.class(caller)
+		res, code = s.listPage(row.list, m, out, c, s.listHint(row.list, c))
+		return res, code, false, true
+	case opListen:
+		return s.listen(sess, m, &mm, out, reply)
+	case opStatelessTask:
+		if !hasTasksExt(mm.caps) || !s.foreignTask(m) {
+			res, code = s.statelessTaskMethod(sess, m, &mm, out, reply)
+			return res, code, false, true
+		} // a task of a raw handler's server (a gateway's upstream): the pool serves it
+	case opInlineTool:
+		if dst, code, ok := s.inlineTool(sess, m, row, out, f, &mm, reply); ok {
+			return dst, code, false, true
 		}
 	}
-	out, queued = s.enqueue(sess, m, frame, out, reply, f, &mm)
-	return out, queued, true
+	res, code, queued = s.enqueue(sess, m, row, frame, out, reply, f, &mm, here)
+	return res, code, queued, true
 }
 
-// appendDiscover appends the answer to server/discover.
-func (s *Server) appendDiscover(dst, id []byte) []byte {
+// appendDiscover appends the answer to server/discover, and its code.
+func (s *Server) appendDiscover(dst, id []byte) ([]byte, int) {
 	res := mcp.DiscoverResult{
 		ResultType:        mcp.ResultComplete,
 		SupportedVersions: mcp.AllVersions[:],
-		Capabilities:      s.ModernCapabilities(),
+		Capabilities:      s.statelessCapabilities(),
 		Instructions:      s.Instructions(),
 		TTLMs:             s.opts.DiscoverCache.TTL.Milliseconds(),
 		CacheScope:        s.opts.DiscoverCache.Scope(),
@@ -317,14 +292,14 @@ func (s *Server) appendDiscover(dst, id []byte) []byte {
 	}
 	body, err := codec.Marshal(&res)
 	if err != nil {
-		return codec.AppendError(dst, id, codec.CodeInternalError, "internal error: "+err.Error(), nil)
+		return errAnswer(dst, id, codec.CodeInternalError, "internal error: "+err.Error())
 	}
-	return codec.AppendResult(dst, id, body)
+	return codec.AppendResult(dst, id, body), 0
 }
 
-// ModernCapabilities returns what the server advertises to 2026-07-28
+// statelessCapabilities returns what the server advertises to 2026-07-28
 // clients (server/discover): Capabilities, with tasks as an extension.
-func (s *Server) ModernCapabilities() mcp.ServerCapabilities {
+func (s *Server) statelessCapabilities() mcp.ServerCapabilities {
 	c := s.Capabilities()
 	if c.Tasks != nil {
 		c.Tasks = nil
@@ -344,12 +319,78 @@ func (s *Server) listHint(list handlers.ListName, c handlers.Class) *handlers.Ca
 	return &h
 }
 
-// modernTail completes the answer at dst[start:], when it is a result,
+// What the engine knows of a result it encoded, for the members
+// 2026-07-28 adds to it (finishStateless): the tail goes in without a scan.
+type resultShape uint8
+
+const (
+	shapeUnknown resultShape = iota // bytes the engine did not encode (a middleware's): scanned (statelessTail)
+	shapePlain                      // an object with neither resultType nor _meta
+	shapeMeta                       // an object with its own _meta (the server's identity merged in), no resultType
+	shapeTyped                      // an object with resultType and no _meta (CreateTaskResult)
+)
+
+// appendTail appends, inside a result object the engine encoded (dst
+// holds it up to its closing brace; more says it has members already),
+// what 2026-07-28 adds to it, in this order: resultType "complete" when
+// addType, ttlMs and cacheScope for hint non-nil (a cacheable result),
+// and the server's identity as _meta when addMeta (the result has no
+// _meta of its own).
+func (s *Server) appendTail(dst []byte, more bool, hint *handlers.CacheHint, addType, addMeta bool) []byte {
+	sep := func() {
+		if more {
+			dst = append(dst, ',')
+		}
+		more = true
+	}
+	if addType {
+		sep()
+		dst = append(dst, `"resultType":"complete"`...)
+	}
+	if hint != nil {
+		sep()
+		dst = append(dst, `"ttlMs":`...)
+		dst = strconv.AppendInt(dst, hint.TTL.Milliseconds(), 10)
+		dst = append(dst, `,"cacheScope":`...)
+		dst = codec.AppendString(dst, hint.Scope())
+	}
+	if addMeta {
+		sep()
+		dst = append(dst, `"_meta":`...)
+		dst = append(dst, s.serverInfoMeta...)
+	}
+	return dst
+}
+
+// withServerInfo returns meta, the _meta a handler gave its result, with
+// the server's identity added when it is an object without it (a copy);
+// otherwise meta itself.
+func (s *Server) withServerInfo(meta []byte) []byte {
+	obj := bytes.TrimSpace(meta)
+	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
+		return meta
+	}
+	if _, has, err := codec.ObjectField(obj, mcp.MetaServerInfo); err != nil || has {
+		return meta
+	}
+	end := len(bytes.TrimRight(meta, " \t\r\n")) - 1 // the object's closing brace
+	out := make([]byte, 0, len(meta)+len(s.serverInfoMeta))
+	out = append(out, meta[:end]...)
+	if len(bytes.TrimSpace(obj[1:len(obj)-1])) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, s.serverInfoMeta[1:len(s.serverInfoMeta)-1]...)
+	return append(out, meta[end:]...)
+}
+
+// statelessTail completes the answer at dst[start:], when it is a result,
 // as 2026-07-28 requires: resultType "complete" unless the result has
 // one, the server's identity in its _meta, and, for hint non-nil (a
 // cacheable result), ttlMs and cacheScope unless present. An error
-// answer is left as it is.
-func (s *Server) modernTail(dst []byte, start int, hint *handlers.CacheHint) []byte {
+// answer is left as it is. It scans the result: it serves the results
+// the engine did not encode itself (receiving middleware's); the
+// engine's own get their tail from appendTail.
+func (s *Server) statelessTail(dst []byte, start int, hint *handlers.CacheHint) []byte {
 	resp := dst[start:]
 	res, found, err := codec.ObjectField(resp, "result")
 	if err != nil || !found || len(res) < 2 || res[0] != '{' {
