@@ -198,10 +198,11 @@ BENCH_GATEWAY_DEPS := bench/gateway/node_modules/.package-lock.json
 $(BENCH_GATEWAY_DEPS): bench/gateway/package.json bench/gateway/package-lock.json
 	cd bench/gateway && npm ci --no-audit --no-fund
 
-bench-gateway: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) $(BENCH_GATEWAY_DEPS) ## Gateway: CPU per proxied tools/call against mcpedge serving it (TCP and HTTP upstreams), req/s and p99 through mcpedge, supergateway and mcp-proxy fronting one stdio upstream, and the conformance scenarios each passes; prints the medians for docs/benchmarks.md (about 3 min)
+bench-gateway: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) $(BENCH_GATEWAY_DEPS) ## Gateway: CPU per proxied tools/call against mcpedge serving it (TCP and HTTP upstreams, HTTP pipelined, a bare fasthttp proxy's floor), req/s and p99 through mcpedge, supergateway and mcp-proxy fronting one stdio upstream, and the conformance scenarios each passes; prints the medians for docs/benchmarks.md (about 3 min)
 	mkdir -p /tmp/mcpedge-bench
 	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpedge ./cmd/mcpedge
 	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpload ./cmd/mcpload
+	cd bench && $(GO) build -trimpath -o /tmp/mcpedge-bench/floor-proxy ./cmd/floor-proxy
 	M=/tmp/mcpedge-bench ROOT=$(CURDIR) bash bench/gateway.sh
 
 .PHONY: conformance-client

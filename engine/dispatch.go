@@ -567,7 +567,7 @@ func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte)
 		ProtocolVersion: version,
 		Capabilities:    s.capabilitiesFor(version),
 		ServerInfo:      implementationFor(mcp.Implementation{Name: s.opts.Name, Title: s.opts.Title, Version: s.opts.Version}, version),
-		Instructions:    s.opts.Instructions,
+		Instructions:    s.Instructions(),
 	}
 	body, err := codec.Marshal(&res)
 	if err != nil {

@@ -233,6 +233,8 @@ type Server struct {
 	rates       atomic.Pointer[rateLimits]
 	panics      atomic.Uint64
 
+	instructions atomic.Pointer[string] // SetInstructions; nil: Options.Instructions
+
 	stateKey       [][]byte // when Options.StateKeys is empty
 	serverInfoMeta []byte   // {"io.modelcontextprotocol/serverInfo":{...}}
 	listeners      listeners

@@ -285,7 +285,7 @@ func (s *Server) appendDiscover(dst, id []byte) ([]byte, int) {
 		ResultType:        mcp.ResultComplete,
 		SupportedVersions: mcp.AllVersions[:],
 		Capabilities:      s.statelessCapabilities(),
-		Instructions:      s.opts.Instructions,
+		Instructions:      s.Instructions(),
 		TTLMs:             s.opts.DiscoverCache.TTL.Milliseconds(),
 		CacheScope:        s.opts.DiscoverCache.Scope(),
 		Meta:              s.serverInfoMeta,

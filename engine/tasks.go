@@ -71,6 +71,26 @@ var (
 	errTaskNotFound  = codec.NewError(codec.CodeInvalidParams, "invalid params: unknown task (it never existed, has expired, or is not yours)")
 )
 
+// ErrTaskNotFound is the answer to a tasks method that names a task that
+// never existed, has expired, or is another caller's: the same for all
+// three, so that an id tells nothing. A gateway answers so for the tasks
+// its upstreams hold (handlers.Registry.SetForeignTasks).
+var ErrTaskNotFound = errTaskNotFound
+
+// TaskOwnerOf returns the key the engine binds the tasks created by the
+// request of p (the Peer of a handler of this engine) to, as for its own
+// tasks: its verified caller's subject, else, for a 2026-07-28 request,
+// the client's address, else its session. A gateway binds the tasks an
+// upstream creates for a request to it, so that another caller finds
+// nothing. "" when p is not the engine's.
+func TaskOwnerOf(p handlers.Peer) string {
+	r, ok := p.(*request)
+	if !ok {
+		return ""
+	}
+	return taskOwner(r.sess, r.caller(), r.stateless.on)
+}
+
 // task is a task of either revision.
 type task struct {
 	s      *Server

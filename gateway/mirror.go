@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +76,9 @@ func (m *mirror) promptName(name string) []byte { return m.names.Load().prompts[
 // several connections (a pool of children, the 2026-07-28 ones), a
 // server whose lists change at run time changed them in that one.
 func (u *upstream) listChanged(kind handlers.ListKind, from *muxConn) {
+	if u.retired.Load() {
+		return // draining after a reload: its successor mirrors the lists
+	}
 	m := u.m
 	m.from.Store(from)
 	if !m.pending[kind].CompareAndSwap(false, true) {
@@ -122,6 +127,10 @@ func (m *mirror) refreshFrom(c *muxConn, kinds ...handlers.ListKind) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	u := m.u
+	if u.retired.Load() {
+		m.firstDone(nil)
+		return
+	}
 	var errs []error
 	ctx, cancel := context.WithTimeout(u.ctx, u.cfg.Timeout)
 	defer cancel()
@@ -334,7 +343,7 @@ func (m *mirror) refreshTools(ctx context.Context, c *muxConn) error {
 			nm.toolsAll = append(nm.toolsAll, it.served)
 			continue
 		}
-		if err := reg.AddRawTool(it.desc, u.toolHandler); err != nil {
+		if err := reg.AddRawTool(it.desc, u.ref.tool, handlers.RawOptions{Upstream: u.cfg.Name}); err != nil {
 			m.forget(listTool, []string{it.served})
 			g.release(listTool, it.served, u)
 			u.log.Warn("tool not served", "tool", it.served, "err", err)
@@ -385,7 +394,7 @@ func (m *mirror) refreshPrompts(ctx context.Context, c *muxConn, completes bool)
 			nm.promptsAll = append(nm.promptsAll, it.served)
 			continue
 		}
-		if err := g.reg.AddRawPrompt(it.desc, u.promptHandler, handlers.RawOptions{Completions: completes}); err != nil {
+		if err := g.reg.AddRawPrompt(it.desc, u.ref.prompt, handlers.RawOptions{Completions: completes}); err != nil {
 			m.forget(listPrompt, []string{it.served})
 			g.release(listPrompt, it.served, u)
 			u.log.Warn("prompt not served", "prompt", it.served, "err", err)
@@ -417,7 +426,7 @@ func (m *mirror) refreshResources(ctx context.Context, c *muxConn, completes boo
 			uris = append(uris, uri)
 			return nil
 		}
-		if err := g.reg.AddRawResource(d, u.resourceHandler); err != nil {
+		if err := g.reg.AddRawResource(d, u.ref.resource); err != nil {
 			m.forget(listResource, []string{uri})
 			g.release(listResource, uri, u)
 			u.log.Warn("resource not served", "uri", uri, "err", err)
@@ -444,7 +453,7 @@ func (m *mirror) refreshResources(ctx context.Context, c *muxConn, completes boo
 			tmpls = append(tmpls, t)
 			return nil
 		}
-		if err := g.reg.AddRawResourceTemplate(d, u.resourceHandler, handlers.RawOptions{Completions: completes}); err != nil {
+		if err := g.reg.AddRawResourceTemplate(d, u.ref.resource, handlers.RawOptions{Completions: completes}); err != nil {
 			m.forget(listTemplate, []string{t})
 			g.release(listTemplate, t, u)
 			u.log.Warn("resource template not served", "uriTemplate", t, "err", err)
@@ -522,6 +531,22 @@ func (m *mirror) clear() {
 	m.names.Store(&names{})
 	m.resources, m.templates, m.compiled = nil, nil, nil
 	m.descs = [4]map[string][]byte{}
+}
+
+// inherit takes over what old (the mirror of the upstream this one's
+// replaces, in a reload) registered: its first refresh then registers
+// only what changed, and drops what the upstream no longer lists.
+func (m *mirror) inherit(old *mirror) {
+	old.mu.Lock()
+	defer old.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.names.Store(old.names.Load())
+	m.resources, m.templates = old.resources, old.templates
+	m.compiled = slices.Clone(old.compiled)
+	for k := range old.descs {
+		m.descs[k] = maps.Clone(old.descs[k])
+	}
 }
 
 // counts returns how many tools, resources (and templates) and prompts

@@ -79,9 +79,10 @@ func (e era) String() string {
 
 // initInfo is what the upstream told of itself.
 type initInfo struct {
-	version    string
-	serverInfo mcp.Implementation
-	caps       mcp.ServerCapabilities
+	version      string
+	serverInfo   mcp.Implementation
+	caps         mcp.ServerCapabilities
+	instructions string
 }
 
 // call is one request in flight on a connection.
@@ -284,7 +285,13 @@ func (c *muxConn) do(ctx context.Context, x *exchange, dst []byte) ([]byte, erro
 	}
 	out, err := c.wait(ctx, cl)
 	c.end(cl)
-	return c.result(out, len(dst), err)
+	out, task, err := c.result(out, len(dst), err)
+	if task != nil {
+		// A task the upstream created (2026-07-28): its tasks methods go
+		// to this connection, for the caller that created it only.
+		c.u.g.noteTask(string(task), c.u, c.idx, engine.TaskOwnerOf(x.peer))
+	}
+	return out, err
 }
 
 // start sends x on a new call, whose answer is to be appended to dst.
@@ -327,22 +334,19 @@ func (c *muxConn) start(x *exchange, dst []byte) (*call, error) {
 }
 
 // result checks the answer of a call (its result at out[start:]) and
-// completes a 2026-07-28 one.
-func (c *muxConn) result(out []byte, start int, err error) ([]byte, error) {
+// completes a 2026-07-28 one; task is the id of the task it created
+// (2026-07-28), nil when none.
+func (c *muxConn) result(out []byte, start int, err error) (_ []byte, task []byte, _ error) {
 	if err != nil {
-		return out[:min(start, len(out))], err
+		return out[:min(start, len(out))], nil, err
 	}
 	if len(out) < start || (len(out) > start && out[start] != '{') {
-		return out[:min(start, len(out))], c.u.garbage("a result that is not an object")
+		return out[:min(start, len(out))], nil, c.u.garbage("a result that is not an object")
 	}
 	if c.era == statelessEra {
-		var task []byte
 		out, task = statelessResult(out, start, c.statePre)
-		if task != nil {
-			c.p.noteTask(string(task), c.idx)
-		}
 	}
-	return out, nil
+	return out, task, nil
 }
 
 // internal sends a request of the gateway's own (the handshake, lists,
@@ -661,7 +665,7 @@ func (c *muxConn) handshake(ctx context.Context) error {
 		if !ok {
 			return errNoStateless
 		}
-		c.info = &initInfo{version: mcp.Version20260728, caps: d.Capabilities}
+		c.info = &initInfo{version: mcp.Version20260728, caps: d.Capabilities, instructions: d.Instructions}
 		// 2026-07-28 announces list changes on a listen stream: the
 		// gateway keeps one open on each connection, for as long as it
 		// lives.
@@ -675,7 +679,7 @@ func (c *muxConn) handshake(ctx context.Context) error {
 	if err := codec.Unmarshal(res, &ir); err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
-	c.info = &initInfo{version: ir.ProtocolVersion, serverInfo: ir.ServerInfo, caps: ir.Capabilities}
+	c.info = &initInfo{version: ir.ProtocolVersion, serverInfo: ir.ServerInfo, caps: ir.Capabilities, instructions: ir.Instructions}
 	if err := c.notify(mcp.NotificationInitialized, nil); err != nil {
 		return err
 	}

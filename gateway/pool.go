@@ -28,10 +28,6 @@ type pool struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	rr     atomic.Uint32
-
-	taskMu sync.Mutex
-	tasks  map[string]int // 2026-07-28 tasks created through a connection: task id → its index
-	order  []string       // tasks in insertion order, for the bound
 }
 
 // poolSlot is one connection of a pool, replaced at each reconnection.
@@ -39,9 +35,6 @@ type poolSlot struct {
 	cur     atomic.Pointer[muxConn]
 	started atomic.Bool
 }
-
-// maxTasksRouted bounds the 2026-07-28 task ids a pool remembers.
-const maxTasksRouted = 1 << 14
 
 func newPool(u *upstream, e era, n int) *pool {
 	p := &pool{u: u, era: e, slots: make([]*poolSlot, n), wake: make(chan struct{})}
@@ -288,33 +281,6 @@ func (p *pool) conn(i int) *muxConn {
 		return c
 	}
 	return nil
-}
-
-// noteTask remembers which connection created a 2026-07-28 task, so that
-// tasks/get, tasks/update and tasks/cancel of it go there.
-func (p *pool) noteTask(id string, idx int) {
-	p.taskMu.Lock()
-	defer p.taskMu.Unlock()
-	if p.tasks == nil {
-		p.tasks = map[string]int{}
-	}
-	if _, ok := p.tasks[id]; !ok {
-		p.order = append(p.order, id)
-		if len(p.order) > maxTasksRouted {
-			delete(p.tasks, p.order[0])
-			p.order = p.order[1:]
-		}
-	}
-	p.tasks[id] = idx
-	p.u.g.noteTask(id, p.u)
-}
-
-// taskConn returns the index of the connection that created task id.
-func (p *pool) taskConn(id string) (int, bool) {
-	p.taskMu.Lock()
-	defer p.taskMu.Unlock()
-	i, ok := p.tasks[id]
-	return i, ok
 }
 
 func (p *pool) String() string { return fmt.Sprintf("%s/%s", p.u.cfg.Name, p.era) }

@@ -119,6 +119,12 @@ func (c *muxConn) serverRequest(m *codec.Message) {
 	if cl == nil && task != nil && c.park(task, method, m) {
 		return
 	}
+	if cl == nil && !gone && method == mcp.MethodRootsList && c.p.sess != "" {
+		// A connection of one downstream session's own (share =
+		// "session") may ask for its roots at any time: that session's.
+		c.sessionRoots(m.ID)
+		return
+	}
 	if cl == nil {
 		c.u.stats.unrouted.Add(1)
 		msg := "gateway: cannot tell which client request " + method + " belongs to: several are in flight on this connection and it names none (_meta " + mcp.MetaRelatedRequest + " or " + relatedTaskKey + ")"
@@ -156,6 +162,39 @@ func (c *muxConn) serverRequest(m *codec.Message) {
 	c.mu.Unlock()
 	params := bytes.Clone(m.Params)
 	go c.runRelay(cl, peer, r, method, params)
+}
+
+// sessionRoots answers the upstream's roots/list (id), asked outside any
+// call on the connection of one downstream session, with that session's
+// roots.
+func (c *muxConn) sessionRoots(id []byte) {
+	g := c.u.g
+	sess, ok := g.srv.Sessions().Get(c.p.sess)
+	if !ok {
+		c.respond(id, nil, codec.NewError(codec.CodeInvalidRequest, "gateway: the session of this connection is gone"))
+		return
+	}
+	if sess.ClientCapabilities().Roots == nil {
+		c.respond(id, nil, codec.NewError(codec.CodeInvalidRequest, "gateway: the client did not declare the roots capability"))
+		return
+	}
+	if c.pending.Add(1) > int32(g.opts.MaxPending) {
+		c.pending.Add(-1)
+		c.respond(id, nil, &codec.Error{Code: codec.CodeServerBusy, Message: "gateway: too many server-to-client requests pending on this connection", Data: codec.RawJSON(`{"limit":"upstream-max-pending"}`)})
+		return
+	}
+	id = bytes.Clone(id)
+	go func() {
+		defer c.pending.Add(-1)
+		ctx, cancel := context.WithTimeout(c.u.ctx, c.u.cfg.Timeout)
+		defer cancel()
+		res, err := g.srv.CallClient(ctx, sess, nil, mcp.MethodRootsList, nil)
+		if err != nil {
+			c.respond(id, nil, relayError(mcp.MethodRootsList, err))
+			return
+		}
+		c.respond(id, res, nil)
+	}()
 }
 
 // park holds a request naming task while a task-augmented call awaits

@@ -53,6 +53,9 @@ type RawOptions struct {
 	// serve completion/complete for it too (req.Method tells which), and
 	// the server then advertises completions.
 	Completions bool
+	// Upstream names the server that serves a raw tool when this one is
+	// a gateway (ToolOptions.Upstream: the tool's metrics say which).
+	Upstream string
 }
 
 // rawDesc checks that desc is one JSON object and returns the string
@@ -86,8 +89,9 @@ func rawDesc(desc []byte, key string, v any) (string, error) {
 // (execution.taskSupport) applies as for any tool. The arguments are not
 // validated against its input schema: h's server does that. A desc that
 // is not a JSON object with a non-empty name, or a nil h, yields an error
-// wrapping ErrInvalidTool. Safe for concurrent use.
-func (r *Registry) AddRawTool(desc []byte, h RawHandler) error {
+// wrapping ErrInvalidTool. An o (at most one) gives the tool's upstream
+// (RawOptions.Upstream). Safe for concurrent use.
+func (r *Registry) AddRawTool(desc []byte, h RawHandler, o ...RawOptions) error {
 	var t mcp.Tool
 	name, err := rawDesc(desc, "name", &t)
 	if err != nil {
@@ -97,11 +101,14 @@ func (r *Registry) AddRawTool(desc []byte, h RawHandler) error {
 		return fmt.Errorf("%w %q: nil handler", ErrInvalidTool, name)
 	}
 	t.Name = name
-	var o ToolOptions
+	var to ToolOptions
+	if len(o) > 0 {
+		to.Upstream = o[0].Upstream
+	}
 	if t.Execution != nil {
 		switch t.Execution.TaskSupport {
 		case "", mcp.TaskForbidden, mcp.TaskOptional, mcp.TaskRequired:
-			o.TaskSupport = t.Execution.TaskSupport
+			to.TaskSupport = t.Execution.TaskSupport
 		default:
 			return fmt.Errorf("%w %q: unknown task support %q", ErrInvalidTool, name, t.Execution.TaskSupport)
 		}
@@ -110,7 +117,7 @@ func (r *Registry) AddRawTool(desc []byte, h RawHandler) error {
 	if err != nil {
 		return fmt.Errorf("%w %q: input schema: %w", ErrInvalidTool, name, err)
 	}
-	e := &toolEntry{tool: &t, raw: h, opts: o, headers: hp}
+	e := &toolEntry{tool: &t, raw: h, opts: to, headers: hp}
 	enc := append([]byte(nil), desc...)
 	r.update(ListTools, func(s *snapshot) bool {
 		s.tools = s.tools.with(name, enc, e)

