@@ -66,6 +66,7 @@ func (cr *chaosRun) unauth(ctx context.Context, _, n int, rec *kindRec) {
 		return
 	}
 	defer rc.c.Close()
+	rec = cr.onConn(rec, rc)
 	meta := unauthMeta(withToken)
 	var all []byte
 	methods := map[string]string{} // id → method
@@ -84,7 +85,7 @@ func (cr *chaosRun) unauth(ctx context.Context, _, n int, rec *kindRec) {
 	all = codec.AppendRequest(all, []byte(initID), mcp.MethodInitialize, []byte(init+"}"))
 	all = append(all, '\n')
 	if err := rc.write(all, cr.deadline(cr.e.AnswerWithin)); err != nil {
-		cr.writeFailed(rec, err)
+		cr.rawWriteFailed(rc, rec, err)
 		return
 	}
 	var served []string

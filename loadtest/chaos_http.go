@@ -72,6 +72,7 @@ func (cr *chaosRun) httpInit(ctx context.Context, hc *http.Client) (string, erro
 // httpSession opens a session that is ready for requests: initialize, then
 // notifications/initialized.
 func (cr *chaosRun) httpSession(ctx context.Context, hc *http.Client) (string, error) {
+	began := time.Now()
 	sid, err := cr.httpInit(ctx, hc)
 	if err != nil {
 		return "", err
@@ -85,22 +86,55 @@ func (cr *chaosRun) httpSession(ctx context.Context, hc *http.Client) (string, e
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("notifications/initialized answered %s", resp.Status)
+	switch resp.StatusCode {
+	case http.StatusAccepted, http.StatusOK:
+		return sid, nil
+	case http.StatusNotFound:
+		return "", &sessionGone{what: "notifications/initialized", after: time.Since(began)}
 	}
-	return sid, nil
+	return "", fmt.Errorf("notifications/initialized answered %s", resp.Status)
+}
+
+// sessionGone is a session found gone (404) at its client's first
+// request after initialize, after the time since the initialize was sent.
+type sessionGone struct {
+	what  string
+	after time.Duration
+}
+
+func (e *sessionGone) Error() string {
+	return e.what + " answered 404 Not Found " + e.after.Round(time.Millisecond).String() + " after the initialize"
+}
+
+// goneVerdict judges a new session found gone at its first request: the
+// server reaps a session whose client sends nothing for InitTimeout after
+// initialize, and the server's clock began after the client sent it, so
+// a 404 that came at least InitTimeout after it is that (a slow client
+// machine, an answer the spec gives for a session that ended): undecided.
+// Sooner, or with no InitTimeout known, the session was lost.
+func (cr *chaosRun) goneVerdict(g *sessionGone) (string, verdict, string) {
+	if cr.e.InitTimeout > 0 && g.after >= cr.e.InitTimeout {
+		return "reaped_before_use", undecided, ""
+	}
+	return "session_gone", unexpected, g.Error() + fmt.Sprintf(" (the init timeout is %s)", cr.e.InitTimeout)
 }
 
 // httpInitFailed records an episode whose session could not be opened:
 // undecided when a session limit refused it (session_flood may hold the
-// address's share), as httpFailed says otherwise.
+// address's share) or the session was reaped before its first request
+// (goneVerdict), as httpFailed says otherwise.
 func (cr *chaosRun) httpInitFailed(ctx context.Context, rec *kindRec, err error) {
 	var r *initRefused
-	if errors.As(err, &r) && r.limited() {
+	var g *sessionGone
+	switch {
+	case errors.As(err, &r) && r.limited():
 		rec.record("initialize_refused_"+strconv.Itoa(r.status), undecided, 0, "")
-		return
+	case errors.As(err, &g):
+		outcome, v, detail := cr.goneVerdict(g)
+		rec.record(outcome, v, 0, detail)
+	default:
+		cr.httpFailed(ctx, rec, err)
 	}
-	cr.httpFailed(ctx, rec, err)
 }
 
 // httpDelete ends a session, best effort, even once the run has ended.
@@ -280,11 +314,11 @@ func (cr *chaosRun) httpHalfSent(ctx, runCtx context.Context, sid string, rec *k
 	})
 }
 
-// awaitClose waits, up to ReadTimeout and a second after sent, for the
+// awaitClose waits, up to ReadTimeout and Grace after sent, for the
 // server to close c, reading what it says first: the close alone, or after
 // a status that accept takes, is as expected.
 func (cr *chaosRun) awaitClose(c net.Conn, sent time.Time, rec *kindRec, after string, accept func(code int) bool) {
-	grace := cr.e.ReadTimeout + time.Second
+	grace := cr.e.ReadTimeout + cr.e.Grace
 	_ = c.SetReadDeadline(cr.deadline(grace))
 	got, err := io.ReadAll(io.LimitReader(c, 64<<10))
 	if err == nil {
@@ -337,7 +371,7 @@ func (cr *chaosRun) httpNoRead(ctx, runCtx context.Context, sid string, rec *kin
 	var body, req []byte
 	started := time.Now()
 	due := 0
-	bound := cr.e.WriteTimeout + time.Second
+	bound := cr.e.WriteTimeout + cr.e.Grace
 	for id := 1; ; id++ {
 		body = append(body[:0], `{"jsonrpc":"2.0","id":`...)
 		body = strconv.AppendInt(body, int64(id), 10)
@@ -453,7 +487,7 @@ func (cr *chaosRun) httpAbandon(ctx context.Context, rec *kindRec) {
 		switch {
 		case errors.As(err, &r) && r.limited():
 			rec.record("initialize_refused_"+strconv.Itoa(r.status), undecided, 0, "")
-		case ctx.Err() == nil && !cr.ended():
+		case ctx.Err() == nil && !cr.stopped():
 			rec.record("initialize_failed", unexpected, 0, err.Error())
 		}
 		return

@@ -259,9 +259,10 @@ func (cr *chaosRun) dupListen(ctx context.Context, client, _ int, rec *kindRec) 
 		return
 	}
 	defer rc.c.Close()
+	rec = cr.onConn(rec, rc)
 	sent := time.Now()
 	if err := rc.write(append(frame, '\n'), cr.deadline(cr.e.AnswerWithin)); err != nil {
-		cr.writeFailed(rec, err)
+		cr.rawWriteFailed(rc, rec, err)
 		return
 	}
 	next := func(deadline time.Time, msg *codec.Message) error {
@@ -269,7 +270,11 @@ func (cr *chaosRun) dupListen(ctx context.Context, client, _ int, rec *kindRec) 
 		return err
 	}
 	write := func(id, name string) error {
-		return rc.write(append(boardWrite(id, name), '\n'), cr.deadline(cr.e.AnswerWithin))
+		err := rc.write(append(boardWrite(id, name), '\n'), cr.deadline(cr.e.AnswerWithin))
+		if isClose(err) {
+			rc.findNotice(cr.deadline(cr.e.AnswerWithin)) // for cutVerdict
+		}
+		return err
 	}
 	cr.readListen(client, rec, next, write, true, sent)
 }
@@ -390,6 +395,7 @@ func (cr *chaosRun) subFlood(ctx context.Context, client, n int, rec *kindRec) {
 		return
 	}
 	defer rc.c.Close()
+	rec = cr.onConn(rec, rc)
 	if err := rc.initialize(cr.deadline(cr.timeout)); err != nil {
 		if !cr.ended() {
 			rec.record("initialize_failed", unexpected, 0, err.Error())

@@ -101,6 +101,7 @@ func (cr *chaosRun) taskHoard(ctx context.Context, _, n int, rec *kindRec) {
 		return
 	}
 	defer rc.c.Close()
+	rec = cr.onConn(rec, rc)
 	if legacy {
 		if err := rc.initialize(cr.deadline(cr.timeout)); err != nil {
 			if !cr.ended() {
