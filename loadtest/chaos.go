@@ -976,10 +976,10 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 		cr.url = u
 	}
 	tr := &http.Transport{DisableKeepAlives: true, DisableCompression: true}
-	cr.hc = &http.Client{Transport: tr, Timeout: cfg.Timeout}
+	cr.hc = &http.Client{Transport: cutTransport{tr, cfg.Expect.ReadTimeout}, Timeout: cfg.Timeout}
 	defer tr.CloseIdleConnections()
 	ktr := &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 64}
-	cr.kc = &http.Client{Transport: ktr, Timeout: cfg.Timeout}
+	cr.kc = &http.Client{Transport: cutTransport{ktr, cfg.Expect.ReadTimeout}, Timeout: cfg.Timeout}
 	defer ktr.CloseIdleConnections()
 
 	out := &ChaosResult{Target: cfg.Target.String()}
@@ -1296,18 +1296,43 @@ type rawConn struct {
 	c      net.Conn
 	r      *bufio.Reader
 	dialed time.Time // when the client began to dial it
+	// readTimeout is the server's (ChaosExpect.ReadTimeout): a notice
+	// of a close for it sooner after dialed is early.
+	readTimeout time.Duration
 	// cut is the notice the server sent before it closed the connection
 	// over a limit of its own, once readMsg has read it.
 	cut atomic.Pointer[serverCut]
 }
 
-// serverCut is the notice a TCP server sends before it closes a
-// connection over a limit of its own: a -32000 error with a null id whose
-// data names the limit ({"limit":"read-timeout"}, "max-buffered",
-// "max-outbound-total", ...). readMsg returns it as an error.
+// serverCut is a server's cut of a hostile client's connection or request
+// over a limit of its own, as the server told it: on TCP, the notice it
+// sends before the close, a -32000 error with a null id whose data names
+// the limit ({"limit":"read-timeout"}, "max-buffered",
+// "max-outbound-total", ...), which readMsg returns as an error; on HTTP,
+// a request answered 408 (cutTransport).
 type serverCut struct {
 	limit string
 	at    time.Time // when it was read
+	// early, when set, says why the server's limit cannot explain the
+	// cut: a close for the read timeout sooner than it after the client
+	// dialled.
+	early string
+}
+
+// cutOutcome judges an episode that c interrupted: undecided when c is a
+// defence working as designed, which another kind, or a slow client
+// machine, set off (a shared byte budget cuts the biggest holders,
+// whoever filled it; a message that the client's machine sent too late
+// meets the read timeout); unexpected when c came too early for its
+// limit, or names one that no episode of this kind can meet.
+func cutOutcome(c *serverCut) (string, verdict, string) {
+	switch {
+	case c.early != "":
+		return strings.ReplaceAll(c.limit, "-", "_") + "_early", unexpected, c.early
+	case c.limit == "max-buffered" || c.limit == "max-outbound-total" || c.limit == "read-timeout":
+		return "cut_" + c.limit, undecided, ""
+	}
+	return "cut_" + c.limit, unexpected, c.Error()
 }
 
 func (c *serverCut) Error() string {
@@ -1335,7 +1360,7 @@ func (cr *chaosRun) dialRawWith(ctx context.Context, d *net.Dialer) (*rawConn, e
 	if err != nil {
 		return nil, err
 	}
-	return &rawConn{c: c, r: bufio.NewReaderSize(c, 64<<10), dialed: dialed}, nil
+	return &rawConn{c: c, r: bufio.NewReaderSize(c, 64<<10), dialed: dialed, readTimeout: cr.e.ReadTimeout}, nil
 }
 
 // deafDialer dials the connections of clients that never read with a
@@ -1424,6 +1449,12 @@ func (rc *rawConn) readMsg(deadline time.Time, msg *codec.Message) ([]byte, erro
 	if msg.Kind == codec.KindError && (len(msg.ID) == 0 || string(msg.ID) == "null") && errorCode(msg) == codec.CodeServerBusy {
 		if l := limitName(msg.Error); l != "busy" {
 			c := &serverCut{limit: l, at: time.Now()}
+			// The server's clock for a message began at its accept, or
+			// later: never before the dial.
+			if took := c.at.Sub(rc.dialed); l == "read-timeout" && took < rc.readTimeout {
+				c.early = fmt.Sprintf("closed for the read timeout %s after the client dialled, before the read timeout of %s",
+					took.Round(time.Millisecond), rc.readTimeout)
+			}
 			rc.cut.CompareAndSwap(nil, c)
 			return line, c
 		}
@@ -1432,41 +1463,17 @@ func (rc *rawConn) readMsg(deadline time.Time, msg *codec.Message) ([]byte, erro
 }
 
 // onConn returns rec as the episode on connection rc records into it: an
-// outcome it would call unexpected is judged by cutVerdict first.
+// outcome that it would call unexpected, on a connection the server cut
+// (the notice read), is judged by cutOutcome instead: the episode was
+// interrupted. What the server did wrong before the cut (a violation) is
+// recorded with judged, which the cut does not excuse.
 func (cr *chaosRun) onConn(rec *kindRec, rc *rawConn) *kindRec {
 	return &kindRec{parent: rec, judge: func(outcome, detail string) (string, verdict, string) {
-		return cr.cutVerdict(rc, outcome, detail)
-	}}
-}
-
-// cutVerdict judges an episode that went wrong (outcome, detail) on a
-// connection the server closed over a limit of its own: undecided when
-// that is a defence working as designed, which another kind, or a slow
-// client machine, set off; unexpected otherwise, and when the server
-// closed the connection for its read timeout sooner than
-// ChaosExpect.ReadTimeout after it was dialled.
-func (cr *chaosRun) cutVerdict(rc *rawConn, outcome, detail string) (string, verdict, string) {
-	c := rc.cut.Load()
-	if c == nil {
-		return outcome, unexpected, detail
-	}
-	switch c.limit {
-	case "max-buffered", "max-outbound-total":
-		// The byte budgets are shared: past one, the connections holding
-		// the most are cut, whoever filled it (a never-reading client,
-		// say); a hostile client is fair game.
-		return "cut_" + c.limit, undecided, ""
-	case "read-timeout":
-		// Its message (or its first) did not arrive whole in time: this
-		// client's machine was too slow to send it. The server's clock
-		// began at its own accept, or later: never before the dial.
-		if took := c.at.Sub(rc.dialed); took < cr.e.ReadTimeout {
-			return "read_timeout_early", unexpected, fmt.Sprintf("closed for the read timeout %s after the client dialled, before the read timeout of %s (in %s)",
-				took.Round(time.Millisecond), cr.e.ReadTimeout, outcome)
+		if c := rc.cut.Load(); c != nil {
+			return cutOutcome(c)
 		}
-		return "cut_read-timeout", undecided, ""
-	}
-	return outcome, unexpected, detail + " (after the notice " + c.Error() + ")"
+		return outcome, unexpected, detail
+	}}
 }
 
 // initialize runs the handshake by hand.
@@ -1600,7 +1607,7 @@ func (cr *chaosRun) garbage(rc *rawConn, client, n int, rec *kindRec) {
 	case err == nil && msg.Kind == codec.KindError && errorCode(&msg) == codec.CodeParseError:
 		rec.record("parse_error", asExpected, 0, "")
 	case err == nil:
-		rec.record("answered_"+answerName(&msg), unexpected, 0, "")
+		rec.judged("answered_"+answerName(&msg), unexpected, 0, "")
 	case isClose(err):
 		rec.record("closed", asExpected, time.Since(sent), "")
 	case isTimeout(err) && cr.ended():
@@ -1721,7 +1728,7 @@ func (cr *chaosRun) oversized(rc *rawConn, rec *kindRec) {
 	closed := isClose(a.err) || (werr != nil && isClose(werr))
 	switch {
 	case a.other != "":
-		rec.record("answered_"+a.other, unexpected, 0, "the oversized message was served")
+		rec.judged("answered_"+a.other, unexpected, 0, "the oversized message was served")
 	case a.cut != "" && !a.sizeErr:
 		// Closed over another limit before the size limit was reached:
 		// cutVerdict (onConn) judges it.
@@ -1735,7 +1742,7 @@ func (cr *chaosRun) oversized(rc *rawConn, rec *kindRec) {
 	case isTimeout(a.err) && cr.ended():
 		rec.record("run_ended", undecided, 0, "")
 	case a.sizeErr:
-		rec.record("size_error_kept_open", unexpected, 0, "")
+		rec.judged("size_error_kept_open", unexpected, 0, "")
 	default:
 		rec.record("failed", unexpected, 0, fmt.Sprint(a.err, werr))
 	}
@@ -1773,11 +1780,11 @@ func (cr *chaosRun) halfSent(rc *rawConn, rec *kindRec) {
 		case isClose(err) && took <= grace:
 			rec.record("closed", asExpected, took, "")
 		case isClose(err):
-			rec.record("closed_late", unexpected, took, "")
+			rec.judged("closed_late", unexpected, took, "")
 		case isTimeout(err) && cr.ended() && took < grace:
 			rec.record("open_at_end", undecided, 0, "")
 		case isTimeout(err):
-			rec.record("not_closed", unexpected, 0, "still open "+took.Round(time.Millisecond).String()+" after the half message")
+			rec.judged("not_closed", unexpected, 0, "still open "+took.Round(time.Millisecond).String()+" after the half message")
 		default:
 			rec.record("failed", unexpected, 0, err.Error())
 		}
@@ -1802,7 +1809,7 @@ func (cr *chaosRun) noRead(rc *rawConn, rec *kindRec) {
 		case err == nil:
 			due += len(text) + 100
 			if due > cr.e.SlowConsumerBytes {
-				rec.record("not_closed", unexpected, 0, fmt.Sprintf("%d bytes of answers due, unread, and the connection is open", due))
+				rec.judged("not_closed", unexpected, 0, fmt.Sprintf("%d bytes of answers due, unread, and the connection is open", due))
 				return
 			}
 			continue
@@ -1811,7 +1818,7 @@ func (cr *chaosRun) noRead(rc *rawConn, rec *kindRec) {
 		case isTimeout(err) && cr.ended():
 			rec.record("run_ended", undecided, 0, "")
 		case isTimeout(err):
-			rec.record("stalled", unexpected, 0, "a write blocked "+cr.e.AnswerWithin.String()+": the server stopped reading but kept the connection")
+			rec.judged("stalled", unexpected, 0, "a write blocked "+cr.e.AnswerWithin.String()+": the server stopped reading but kept the connection")
 		default:
 			rec.record("failed", unexpected, 0, err.Error())
 		}
@@ -1875,7 +1882,7 @@ func (cr *chaosRun) flood(rc *rawConn, rec *kindRec) {
 	case t.err != nil:
 		rec.record("failed", unexpected, 0, t.err.Error())
 	default:
-		rec.record("all_served", unexpected, 0, fmt.Sprintf("%d pipelined calls, none refused: %s", t.n, fmtCounts(t.answers)))
+		rec.judged("all_served", unexpected, 0, fmt.Sprintf("%d pipelined calls, none refused: %s", t.n, fmtCounts(t.answers)))
 	}
 }
 

@@ -104,11 +104,11 @@ func (cr *chaosRun) sessionFlood(ctx context.Context, _, _ int, rec *kindRec) {
 		rec.record(refusal, asExpected, 0, "")
 	case bad != "":
 		outcome, detail, _ := strings.Cut(bad, ": ")
-		rec.record(outcome, unexpected, 0, detail)
+		rec.judged(outcome, unexpected, 0, detail)
 	case failed != nil:
 		cr.httpFailed(ctx, rec, failed)
 	default:
-		rec.record("no_limit", unexpected, 0, fmt.Sprintf("%d sessions from one address, none refused", len(sids)))
+		rec.judged("no_limit", unexpected, 0, fmt.Sprintf("%d sessions from one address, none refused", len(sids)))
 	}
 }
 
