@@ -304,6 +304,7 @@ func (p *httpPipe) post(msg []byte) {
 	if p.era == statelessEra && m.Kind == codec.KindRequest {
 		p.statelessHeaders(req, &m)
 	}
+	traceHeaders(req, &m) // trace.go
 	req.SetBodyRaw(msg)
 	hc := p.sh.hc
 	if m.Method == mcp.MethodSubscriptionsListen {
