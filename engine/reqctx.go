@@ -27,7 +27,7 @@ import (
 // (context.WithoutCancel, or a fresh one).
 type reqCtx struct {
 	parent context.Context
-	caller any // the request's verified caller (Options.Authorize), or nil
+	caller any  // the request's verified caller (Options.Authorize), or nil
 	span   Span // the request's span (Options.Tracer), or nil
 
 	mu     sync.Mutex
