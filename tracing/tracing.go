@@ -259,7 +259,8 @@ type parent struct {
 
 // parseParent parses a W3C traceparent (version-traceid-parentid-flags),
 // without allocating. Version ff, an all-zero id, a version 00 of another
-// length and anything malformed are invalid; a later version's fields
+// length or with reserved flags set (above 0x03, as OpenTelemetry's
+// propagator) and anything malformed are invalid; a later version's fields
 // past the flags are ignored, as the recommendation says.
 func parseParent(s string) (p parent, ok bool) {
 	if len(s) < 55 || s[2] != '-' || s[35] != '-' || s[52] != '-' || (len(s) > 55 && s[55] != '-') {
@@ -267,7 +268,7 @@ func parseParent(s string) (p parent, ok bool) {
 	}
 	ver, ok1 := hexByte(s[0], s[1])
 	flags, ok2 := hexByte(s[53], s[54])
-	if !ok1 || !ok2 || ver == 0xff || (ver == 0 && len(s) != 55) {
+	if !ok1 || !ok2 || ver == 0xff || (ver == 0 && (len(s) != 55 || flags > 3)) {
 		return p, false
 	}
 	for i := range p.trace {

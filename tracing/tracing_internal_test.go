@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func TestParseParent(t *testing.T) {
@@ -24,7 +26,9 @@ func TestParseParent(t *testing.T) {
 	}{
 		{"sampled", "00-" + tid + "-" + sid + "-01", true, true},
 		{"not sampled", "00-" + tid + "-" + sid + "-00", true, false},
-		{"other flags", "00-" + tid + "-" + sid + "-09", true, true},
+		{"random flag", "00-" + tid + "-" + sid + "-03", true, true},
+		{"reserved flags, version 00", "00-" + tid + "-" + sid + "-09", false, false}, // as OpenTelemetry's propagator
+		{"other flags, later version", "01-" + tid + "-" + sid + "-09", true, true},
 		{"later version, more fields", "01-" + tid + "-" + sid + "-01-what-comes", true, true},
 		{"version 00 with more", "00-" + tid + "-" + sid + "-01-x", false, false},
 		{"version ff", "ff-" + tid + "-" + sid + "-01", false, false},
@@ -176,4 +180,64 @@ func TestQueueBound(t *testing.T) {
 	tr.Start(&engine.SpanStart{Method: "ping", Time: time.Now()}).End(0, false)
 	_ = tr.Shutdown(context.Background())
 	assert.Equal(t, Stats{Failed: 1}, tr.Stats())
+}
+
+// discard is an exporter that drops every span.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
+
+// BenchmarkSample is the decision every request pays with tracing on.
+func BenchmarkSample(b *testing.B) {
+	tr, err := New(context.Background(), Options{Sample: 0.01, Exporter: discard{}})
+	require.NoError(b, err)
+	defer tr.Shutdown(context.Background())
+	for _, tc := range []struct{ name, tp string }{{"no parent", ""}, {"parent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				tr.Sample(tc.tp)
+			}
+		})
+	}
+}
+
+// BenchmarkSpan is what a sampled request pays: its span started, its
+// attributes set, ended and queued for export.
+func BenchmarkSpan(b *testing.B) {
+	tr, err := New(context.Background(), Options{Sample: 1, Exporter: discard{}})
+	require.NoError(b, err)
+	defer tr.Shutdown(context.Background())
+	st := engine.SpanStart{Method: "tools/call", Tool: "echo", ID: []byte("12"), Session: "a.4f9c", Transport: "tcp", Version: "2025-11-25",
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	b.ReportAllocs()
+	for b.Loop() {
+		st.Time = time.Now()
+		tr.Start(&st).End(0, false)
+	}
+}
+
+// FuzzParseParent: a traceparent from a client never panics the parser,
+// and what it accepts is what OpenTelemetry's own propagator accepts,
+// with the same ids and flag.
+func FuzzParseParent(f *testing.F) {
+	f.Add("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	f.Add("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-x")
+	f.Add("ff-00000000000000000000000000000000-0000000000000000-00")
+	f.Fuzz(func(t *testing.T, s string) {
+		p, ok := parseParent(s)
+		sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": s}))
+		if ok != sc.IsValid() {
+			t.Fatalf("%q: parsed %v, the propagator %v", s, ok, sc.IsValid())
+		}
+		if ok && (p.trace != sc.TraceID() || p.span != sc.SpanID() || p.sampled != sc.IsSampled()) {
+			t.Fatalf("%q: %+v, the propagator %v", s, p, sc)
+		}
+		if ok {
+			if got := string(appendParent(nil, sc)); s[:2] == "00" && got != s[:53]+got[53:] {
+				t.Fatalf("%q re-encoded %q", s, got)
+			}
+		}
+	})
 }
