@@ -103,10 +103,10 @@ func (s *Server) decode(sess *session.Session, frame []byte, m *codec.Message) (
 }
 
 // handleMessage is Conn.HandleMessage: the one path of every inbound
-// message (route), with a request's end told to the Observer when it is
-// answered at once (observe.go).
+// message (route), with a request's end told to the Observer, and traced,
+// when it is answered at once (observe.go).
 func (s *Server) handleMessage(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
-	if s.obs != nil && m.Kind == codec.KindRequest {
+	if s.watch && m.Kind == codec.KindRequest { // an Observer or a Tracer
 		return s.handleObserved(sess, m, frame, out, reply)
 	}
 	var f toolFields

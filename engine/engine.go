@@ -187,6 +187,10 @@ type Options struct {
 	// too, it is told of the transports' connections and bytes. nil costs
 	// one nil check per request.
 	Observer Observer
+	// Tracer, if not nil, traces requests: a span per request (package
+	// tracing: OpenTelemetry). nil costs one nil check per request, with
+	// Observer's.
+	Tracer Tracer
 
 	// Bus carries resource updates and list changes; nil means an
 	// in-process bus.
@@ -248,10 +252,14 @@ type Server struct {
 	receiveFast MethodHandler // around fastInner
 	sender      Sender
 
-	authz Authorizer   // Options.Authorize; nil: none
-	obs   Observer     // Options.Observer; nil: none
-	tobs  ToolObserver // Options.Observer when it is one; nil: none
-	epoch time.Time    // New's time, with its monotonic reading (observe.go)
+	authz  Authorizer   // Options.Authorize; nil: none
+	obs    Observer     // Options.Observer; nil: none
+	tobs   ToolObserver // Options.Observer when it is one; nil: none
+	epoch  time.Time    // New's time, with its monotonic reading (observe.go)
+	tracer Tracer       // Options.Tracer; nil: none
+	// watch: obs or tracer is set, so requests are timed and their ends
+	// told (handleObserved): the one check of the paths that need neither.
+	watch bool
 
 	policy Policy // Options.Authorize when it is a Policy (auth.go); nil: none
 }
@@ -326,6 +334,8 @@ func New(opts Options) *Server {
 		tobs:     toolObserver(opts.Observer),
 		authz:    opts.Authorize,
 		epoch:    time.Now(),
+		tracer:   opts.Tracer,
+		watch:    opts.Observer != nil || opts.Tracer != nil,
 		reg:      handlers.NewRegistry(handlers.Options{PageSize: opts.PageSize}),
 		sessions: session.NewTable(),
 		bus:      opts.Bus,

@@ -116,7 +116,7 @@ func (s *Server) enqueue(sess *session.Session, m *codec.Message, row *method, f
 		r.buf = append(r.buf[:0], frame...)
 		rebase(&r.msg, m, frame, r.buf)
 		r.tool = f.rebase(frame, r.buf)
-		if s.obs != nil {
+		if s.watch {
 			r.obsStart = s.monotonic()
 		}
 	} else {
@@ -192,7 +192,7 @@ func (s *Server) handleBig(sess *session.Session, frame []byte) bool {
 	r := s.newRequest(sess, sess.Out)
 	r.buf = append(r.buf[:0], frame...)
 	r.big = true
-	if s.obs != nil {
+	if s.watch {
 		r.obsStart = s.monotonic()
 	}
 	if err := s.pool.Invoke(r); err != nil {
@@ -225,8 +225,14 @@ func (s *Server) serveBig(r *request) {
 		s.run(r)
 		return
 	}
-	if s.obs != nil && m.Kind == codec.KindRequest && !queued {
-		s.observeNow(sess, m, observedCode(b.B, code), s.monotonic()-r.obsStart, &f)
+	if s.watch && m.Kind == codec.KindRequest && !queued {
+		code = observedCode(b.B, code)
+		if s.obs != nil {
+			s.observeNow(sess, m, code, s.monotonic()-r.obsStart, &f)
+		}
+		if s.tracer != nil {
+			s.traceNow(sess, m, r.reply, code, &f, s.epoch.Add(r.obsStart))
+		}
 	}
 }
 
@@ -294,6 +300,9 @@ type Replier interface {
 // Final when it is a Replier, else with Send.
 func (s *Server) run(r *request) {
 	s.active.Add(1)
+	if s.tracer != nil {
+		s.traceStart(r) // trace.go
+	}
 	b := codec.GetBuffer()
 	var code int
 	b.B, code = s.serve(r, b.B)
@@ -323,6 +332,9 @@ func (s *Server) run(r *request) {
 		b = nil
 	} else if s.obs != nil {
 		s.observeQueued(r, code)
+	}
+	if r.rc.span != nil {
+		s.traceEnd(r, code, b == nil)
 	}
 	if f, ok := r.reply.(Replier); ok {
 		f.Final(b)
@@ -763,11 +775,18 @@ func (r *request) logEnabled(i int) bool {
 	return r.sess.LogEnabled(i)
 }
 
-// TraceContext implements handlers.Peer: the OpenTelemetry trace context
-// (traceparent, tracestate, baggage) a stateless request's _meta carries.
-// The strings alias the request: copy them to keep them.
+// TraceContext implements handlers.TraceScope: the W3C trace context to
+// propagate to what the request calls. For a request the server traces
+// (Options.Tracer), its span's traceparent and tracestate; else those a
+// stateless request's _meta carries. Baggage is the _meta's. The strings
+// alias the request: copy them to keep them.
 func (r *request) TraceContext() (traceparent, tracestate, baggage string) {
-	return bytesconv.B2S(r.stateless.trace[0]), bytesconv.B2S(r.stateless.trace[1]), bytesconv.B2S(r.stateless.trace[2])
+	baggage = bytesconv.B2S(r.stateless.trace[2])
+	if sp := r.rc.span; sp != nil {
+		traceparent, tracestate = sp.TraceContext()
+		return traceparent, tracestate, baggage
+	}
+	return bytesconv.B2S(r.stateless.trace[0]), bytesconv.B2S(r.stateless.trace[1]), baggage
 }
 
 // progressToken returns the request's params._meta.progressToken, raw.

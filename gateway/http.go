@@ -440,6 +440,7 @@ func (p *httpPipe) post(msg []byte) {
 	if p.era == statelessEra && m.Kind == codec.KindRequest {
 		p.statelessHeaders(&m, func(k []byte, v string) { req.Header.SetBytesK(k, v) })
 	}
+	traceHeaders(req, &m) // trace.go
 	req.SetBodyRaw(msg)
 	hc := p.sh.hc
 	if m.Method == mcp.MethodSubscriptionsListen {

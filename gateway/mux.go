@@ -216,6 +216,10 @@ func (c *muxConn) end(cl *call) {
 
 var errCallEnded = errors.New("the call it belongs to ended")
 
+// emptyParams are the params of a request without any that gets a trace
+// context.
+var emptyParams = []byte("{}")
+
 // send writes one message to the upstream.
 func (c *muxConn) send(b []byte) error {
 	return c.conn.Send(context.Background(), b)
@@ -315,13 +319,19 @@ func (c *muxConn) start(x *exchange, dst []byte) (*call, error) {
 	b.B = append(b.B, `,"method":"`...)
 	b.B = append(b.B, x.method...)
 	b.B = append(b.B, '"')
-	if len(x.params) > 0 {
+	fp := x.fp
+	if x.peer != nil {
+		traceOf(&fp, x.peer) // trace.go
+	}
+	if params := x.params; len(params) > 0 || fp.traceParent != "" {
+		if len(params) == 0 {
+			params = emptyParams
+		}
 		b.B = append(b.B, `,"params":`...)
-		fp := x.fp
 		if fp.token != nil {
 			fp.token = cl.idBytes()
 		}
-		b.B = appendParams(b.B, x.params, &fp)
+		b.B = appendParams(b.B, params, &fp)
 	}
 	b.B = append(b.B, '}')
 	err = c.send(b.B)

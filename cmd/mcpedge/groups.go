@@ -125,4 +125,6 @@ var flagGroups = []struct {
 	{"admin", groupObservability},
 	{"log-level", groupObservability},
 	{"log-format", groupObservability},
+	{"otel-endpoint", groupObservability},
+	{"otel-sample", groupObservability},
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge"
+	"github.com/mcpedge/mcpedge/cluster"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers/builtin"
@@ -97,6 +98,7 @@ type config struct {
 	auth    authFlags    // auth.go
 	admin   adminConfig  // admin.go
 	cluster clusterFlags // cluster.go
+	otel    otelFlags    // otel.go
 
 	tables  fileTables   // the config file's tables (tables.go)
 	gateway gatewayFlags // gateway.go
@@ -196,6 +198,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	registerClusterFlags(fs, &c.cluster)
 	registerGatewayFlags(fs, &c.gateway)
 	adminFlags(fs, &c.admin)
+	registerOtelFlags(fs, &c.otel)
 	addOpsFlags(fs, c)
 	return fs
 }
@@ -367,7 +370,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	node, err := startCluster(c, log) // cluster.go
+	tracer, err := startTracing(c, nodeName(c), log) // otel.go
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpedge:", err)
+		return 2
+	}
+	var clusterTracer cluster.Tracer
+	if tracer != nil {
+		// Last of all (deferred first): the spans of the drain are exported.
+		defer stopTracing(tracer, c.drain, log)
+		opts.Tracer = tracer
+		clusterTracer = tracer
+	}
+	node, err := startCluster(c, log, clusterTracer) // cluster.go
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpedge:", err)
 		return 2
@@ -388,6 +403,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		verifier.OnFailure(authFailures(log, adm.metricsOrNil())) // logging.go
 	}
 	defer adm.stop()
+	if adm != nil && tracer != nil {
+		tracingMetrics(adm.metrics, tracer)
+	}
 	if adm != nil && node != nil {
 		adm.ready.SetCheck(node.Ready)
 		clusterMetrics(adm.metrics, node, len(splitList(c.cluster.routes)))

@@ -146,6 +146,10 @@ type call struct {
 	final  bool // the answer was sent
 	served bool // the engine is done with the request (Final)
 
+	// The POST's W3C trace context headers, copied when the engine
+	// traces requests (engine.TraceCarrier).
+	traceParent, traceState []byte
+
 	refused  *engine.LimitError // the engine refused the request (Refuse)
 	rejected int                // a 2026-07-28 error answered with a status of its own (Reject)
 	tracked  bool               // stateless and streaming: in s.live
@@ -158,7 +162,15 @@ type call struct {
 	refs  atomic.Int32
 }
 
-var _ engine.Replier = (*call)(nil)
+var (
+	_ engine.Replier      = (*call)(nil)
+	_ engine.TraceCarrier = (*call)(nil)
+)
+
+// TraceHeaders implements engine.TraceCarrier: the POST's traceparent
+// and tracestate headers, the parent of a request whose _meta carries no
+// trace context.
+func (c *call) TraceHeaders() (traceparent, tracestate []byte) { return c.traceParent, c.traceState }
 
 func (s *Server) getCall() *call { return s.calls.Get().(*call) }
 
@@ -459,6 +471,10 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 	c.idBuf = append(c.idBuf[:0], m.ID...)
 	c.id = c.idBuf
 	c.refs.Store(2) // the handler's and, once queued, the engine's (Final)
+	if s.eng.Tracing() {
+		c.traceParent = append(c.traceParent[:0], ctx.Request.Header.PeekCanonical(hdrTraceParent)...)
+		c.traceState = append(c.traceState[:0], ctx.Request.Header.PeekCanonical(hdrTraceState)...)
+	}
 	out := codec.GetBuffer()
 	var queued bool
 	out.B, queued = s.eng.Conn(c.sess).HandleMessage(m, body, out.B, c)
