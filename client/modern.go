@@ -210,7 +210,7 @@ func (c *Client) handshake(ctx context.Context, l *link) error {
 // force is not set).
 func (c *Client) discoverFirst(ctx context.Context, l *link, force bool) (legacy string, err error) {
 	version := mcp.Version20260728
-	if mcp.ModernVersion(c.opts.ProtocolVersion) {
+	if mcp.StatelessVersion(c.opts.ProtocolVersion) {
 		version = c.opts.ProtocolVersion
 	}
 	mc, _ := l.conn.(modernConn)
@@ -299,7 +299,7 @@ func versionError(err error) ([]string, bool) {
 func pickVersion(supported []string, modern bool) string {
 	var list []string
 	if modern {
-		list = mcp.ModernVersions[:]
+		list = mcp.StatelessVersions[:]
 	} else {
 		list = mcp.SessionVersions[:]
 	}

@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -215,6 +216,11 @@ type TCPTransport struct {
 	MaxOutbound int
 	// Dialer dials; nil means a net.Dialer with a 10 s timeout.
 	Dialer *net.Dialer
+	// TLS, when set, speaks TLS over the connection (an mcpedge server's
+	// -tls-cert: tcps://): the server's certificate is verified against
+	// TLS.RootCAs (nil: the system's) for TLS.ServerName (empty: Addr's
+	// host), and TLS.Certificates hold the client's for mutual TLS.
+	TLS *tls.Config
 }
 
 // Connect implements Transport.
@@ -226,6 +232,19 @@ func (t *TCPTransport) Connect(ctx context.Context, in Inbound) (Conn, error) {
 	nc, err := d.DialContext(ctx, "tcp", t.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("client: tcp: %w", err)
+	}
+	if t.TLS != nil {
+		cfg := t.TLS
+		if cfg.ServerName == "" {
+			cfg = cfg.Clone()
+			cfg.ServerName, _, _ = net.SplitHostPort(t.Addr)
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = nc.Close()
+			return nil, fmt.Errorf("client: tcps: %w", err)
+		}
+		nc = tc
 	}
 	f := t.Framer
 	if f == nil {

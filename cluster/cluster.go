@@ -54,6 +54,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -125,6 +126,9 @@ type Options struct {
 	// MaxForwarded bounds the forwarded requests this node serves at
 	// once; beyond it they are answered 503. 0 means 16384.
 	MaxForwarded int
+	// Tracer, when set, traces the requests this node forwards (a span
+	// each, whose context the owner's span is a child of: trace.go).
+	Tracer Tracer
 	// MaxPayload is the embedded server's largest message; 0 means 8 MiB.
 	// It bounds a forwarded request (larger is answered 413); answers are
 	// cut into frames of at most this size.
@@ -212,10 +216,12 @@ type Node struct {
 	serveWG     sync.WaitGroup
 	closed      atomic.Bool
 	maxFrame    int
-	peers       bool          // embedded, with routes to other nodes configured
-	unrouted    atomic.Bool   // peers, and no route to any (watchRoutes)
-	jobs        chan job      // forwarded requests for idle workers
-	workersStop chan struct{} // closed at Shutdown: idle workers exit
+	peers       bool                   // embedded, with routes to other nodes configured
+	unrouted    atomic.Bool            // peers, and no route to any (watchRoutes)
+	routed      atomic.Pointer[[]Peer] // the peers routed to, as watchRoutes last saw them
+	routedSeen  map[string]bool        // peers ever routed to (watchRoutes only)
+	jobs        chan job               // forwarded requests for idle workers
+	workersStop chan struct{}          // closed at Shutdown: idle workers exit
 	tickOnce    sync.Once
 	tickStop    chan struct{} // the pending ticker's; nil before Serve
 
@@ -432,7 +438,15 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectBufSize(8 << 20),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if n.closed.Load() { // Shutdown closing it: nothing lost
+				n.log.Debug("cluster: NATS connection closed")
+				return
+			}
 			n.stats.disconnects.Add(1)
+			if err == nil {
+				n.log.Warn("cluster: NATS connection lost; serving what this node owns")
+				return
+			}
 			n.log.Warn("cluster: NATS connection lost; serving what this node owns", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
@@ -501,8 +515,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := nc.FlushWithContext(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		n.log.Warn("cluster: flush", "err", err)
 	}
-	if n.peers {
-		n.unrouted.Store(n.srv.NumRoutes() == 0)
+	if n.srv != nil {
+		n.unrouted.Store(n.peers && n.srv.NumRoutes() == 0)
+		n.routedSeen = map[string]bool{}
 		go n.watchRoutes()
 	}
 	go n.heartbeat()
@@ -661,13 +676,57 @@ func (n *Node) InProcessConn() (net.Conn, error) {
 	return n.srv.InProcessConn()
 }
 
-// Routes returns the number of live routes of the embedded server to its
-// peers (0 without Embed).
-func (n *Node) Routes() int {
-	if n.srv == nil {
-		return 0
+// Routes returns the number of peers the embedded server has a route to
+// now (0 without Embed): nodes, not connections, which NATS pools (a
+// 3-node cluster has 2, over 8 connections).
+func (n *Node) Routes() int { return len(n.Peers()) }
+
+// Peer is another node this node's embedded server has a route to.
+type Peer struct {
+	Name  string // its node name
+	Addr  string // host:port of a route connection to it, the one this node dialled when there is one
+	Conns int    // route connections to it
+}
+
+// Peers returns the nodes this node's embedded server has routes to, by
+// name (none without Embed), as last seen (watchRoutes polls them).
+func (n *Node) Peers() []Peer {
+	if p := n.routed.Load(); p != nil {
+		return *p
 	}
-	return n.srv.NumRoutes()
+	return n.peersNow()
+}
+
+// peersNow reads the embedded server's routes, grouped by peer.
+func (n *Node) peersNow() []Peer {
+	if n.srv == nil {
+		return nil
+	}
+	rz, err := n.srv.Routez(nil)
+	if err != nil {
+		return nil
+	}
+	var out []Peer
+	idx := map[string]int{}
+	for _, r := range rz.Routes {
+		name := r.RemoteName
+		if name == "" {
+			name = r.RemoteID
+		}
+		addr := net.JoinHostPort(r.IP, strconv.Itoa(r.Port))
+		i, ok := idx[name]
+		if !ok {
+			idx[name] = len(out)
+			out = append(out, Peer{Name: name, Addr: addr, Conns: 1})
+			continue
+		}
+		out[i].Conns++
+		if r.DidSolicit {
+			out[i].Addr = addr
+		}
+	}
+	slices.SortFunc(out, func(a, b Peer) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Ready reports whether the node is part of its cluster: connected to
@@ -689,23 +748,58 @@ func (n *Node) Ready() error {
 // routePoll is how often the embedded server's routes are counted.
 const routePoll = 200 * time.Millisecond
 
-// watchRoutes keeps unrouted current until the node closes: forwarding
-// reads it on every request, where counting the routes would take the
-// server's lock.
+// watchRoutes keeps unrouted and the peers current until the node
+// closes: forwarding reads unrouted on every request, where counting the
+// routes would take the server's lock. A peer is logged once when it is
+// first routed to, once when its last route goes (heartbeats, not
+// routes, tell whether it is gone: members.go), and once when it is
+// back: the embedded server's own lines about the routes it retries are
+// at debug level (natsLevel).
 func (n *Node) watchRoutes() {
 	tk := time.NewTicker(routePoll)
 	defer tk.Stop()
+	n.notePeers()
 	for {
 		select {
 		case <-n.workersStop:
 			return
 		case <-tk.C:
-			unrouted := n.srv.NumRoutes() == 0
+			unrouted := n.peers && n.srv.NumRoutes() == 0
 			if n.unrouted.Swap(unrouted) && !unrouted {
 				// Routed again, or at last: the others learn of this node
 				// now (a hello sent before any route reached nobody).
 				_ = n.nc.Publish(n.prefix+".hb", n.appendHeartbeat(nil, msgHello))
 			}
+			n.notePeers()
+		}
+	}
+}
+
+// notePeers reads the peers, stores them, and logs those that came or
+// went since the last reading.
+func (n *Node) notePeers() {
+	now := n.peersNow()
+	var before []Peer
+	if p := n.routed.Load(); p != nil {
+		before = *p
+	}
+	n.routed.Store(&now)
+	has := func(ps []Peer, name string) bool {
+		return slices.ContainsFunc(ps, func(p Peer) bool { return p.Name == name })
+	}
+	for _, p := range now {
+		switch {
+		case has(before, p.Name):
+		case n.routedSeen[p.Name]:
+			n.log.Info("cluster: peer back", "peer", p.Name, "addr", p.Addr)
+		default:
+			n.routedSeen[p.Name] = true
+			n.log.Info("cluster: peer joined", "peer", p.Name, "addr", p.Addr)
+		}
+	}
+	for _, p := range before {
+		if !has(now, p.Name) && !n.closed.Load() {
+			n.log.Warn("cluster: peer lost: no route to it; if its heartbeats stop too, its sessions go on at the other nodes", "peer", p.Name, "addr", p.Addr, "peers", len(now))
 		}
 	}
 }
@@ -765,19 +859,51 @@ type natsLogger struct {
 }
 
 func (g natsLogger) log(level slog.Level, format string, v []any) {
-	if !g.l.Enabled(context.Background(), level) {
+	if !g.l.Enabled(context.Background(), slog.LevelDebug) && level < slog.LevelWarn {
+		return // at debug whatever it says (natsLevel)
+	}
+	text := fmt.Sprintf(format, v...)
+	if level = natsLevel(level, text); !g.l.Enabled(context.Background(), level) {
 		return
 	}
 	ok, suppressed := g.rate.Allow(netip.Addr{})
 	if !ok {
 		return
 	}
-	msg := "nats: " + redact.URLs(fmt.Sprintf(format, v...))
+	msg := "nats: " + redact.URLs(text)
 	if suppressed > 0 {
 		g.l.Log(context.Background(), level, msg, "suppressed", suppressed)
 		return
 	}
 	g.l.Log(context.Background(), level, msg)
+}
+
+// natsLevel is the level a line of the embedded server is logged at. Its
+// notices (some thirty at start: ports, routes created and closed) are
+// at debug, and so is its warning that the route secret is a plain
+// password, and so are its errors about route connections (a peer that
+// went away is retried, and each of its pooled connections says so every
+// second): watchRoutes logs a peer lost, and back, once. What an operator
+// must act on keeps its level: a server or route refused for its
+// credentials, a duplicate node name, TLS, and the rest of its warnings
+// and errors.
+func natsLevel(level slog.Level, msg string) slog.Level {
+	if level < slog.LevelWarn {
+		return slog.LevelDebug
+	}
+	for _, s := range []string{"uthentication", "uthorization", "Violation", "duplicate name", "TLS", "tls:"} {
+		if strings.Contains(msg, s) {
+			return level
+		}
+	}
+	// "Plaintext passwords": the route secret is the routes' password by
+	// design (each node presents it to its peers).
+	for _, s := range []string{"connect to route", "rid:", "Route connection", "route connection", "Plaintext passwords"} {
+		if strings.Contains(msg, s) {
+			return slog.LevelDebug
+		}
+	}
+	return level
 }
 
 func (g natsLogger) Noticef(format string, v ...any) { g.log(slog.LevelInfo, format, v) }

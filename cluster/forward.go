@@ -95,13 +95,25 @@ func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) boo
 }
 
 // forwardResume is forward for a resumption of stream k of session sid
-// (sid "": any other request).
+// (sid "": any other request), traced when the node has a Tracer
+// (trace.go).
 func (n *Node) forwardResume(ctx *fasthttp.RequestCtx, owner string, reqID []byte, sid string, k evKey) bool {
-	done, again := n.forwardOnce(ctx, owner, reqID, true, sid, k)
+	if n.opts.Tracer != nil {
+		return n.tracedForward(ctx, owner, func(tr *forwardTrace) bool {
+			return n.forwardTraced(ctx, owner, reqID, sid, k, tr)
+		})
+	}
+	return n.forwardTraced(ctx, owner, reqID, sid, k, nil)
+}
+
+// forwardTraced is forwardResume carrying trace context tr instead of
+// the client's (nil: the client's).
+func (n *Node) forwardTraced(ctx *fasthttp.RequestCtx, owner string, reqID []byte, sid string, k evKey, tr *forwardTrace) bool {
+	done, again := n.forwardOnce(ctx, owner, reqID, true, sid, k, tr)
 	if again {
 		// The link went down before any answer came, and the request is a
 		// GET, which may be sent twice: through NATS, then.
-		done, _ = n.forwardOnce(ctx, owner, reqID, false, sid, k)
+		done, _ = n.forwardOnce(ctx, owner, reqID, false, sid, k, tr)
 	}
 	return done
 }
@@ -109,9 +121,9 @@ func (n *Node) forwardResume(ctx *fasthttp.RequestCtx, owner string, reqID []byt
 // forwardOnce is forward, on the direct link to owner when useLink and
 // there is one. again reports a GET whose link went down before any
 // answer came: nothing was answered, and it may be sent again.
-func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte, useLink bool, sid string, k evKey) (done, again bool) {
+func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte, useLink bool, sid string, k evKey, tr *forwardTrace) (done, again bool) {
 	b := codec.GetBuffer()
-	b.B = appendRequest(b.B[:0], ctx)
+	b.B = appendRequest(b.B[:0], ctx, tr)
 	if len(b.B) > n.maxFrame {
 		codec.PutBuffer(b)
 		n.stats.forwardRefused.Add(1)
@@ -543,16 +555,23 @@ func (n *Node) badMessage(what string, b []byte) {
 	n.log.Warn("cluster: dropped a message that does not parse or pass its checks", args...)
 }
 
-// appendRequest appends the wire form of ctx's request.
-func appendRequest(dst []byte, ctx *fasthttp.RequestCtx) []byte {
+// appendRequest appends the wire form of ctx's request; with tr, its
+// trace context is tr's (the traceparent header, and the body's).
+func appendRequest(dst []byte, ctx *fasthttp.RequestCtx, tr *forwardTrace) []byte {
 	dst = append(dst, reqMagic)
 	dst = appendStr(dst, ctx.RemoteAddr().String())
 	dst = appendBytes(dst, ctx.Method())
 	dst = appendBytes(dst, ctx.Request.Header.RequestURI())
 	for k, v := range ctx.Request.Header.All() {
+		if tr != nil && bytes.EqualFold(k, hdrTraceParent) {
+			continue
+		}
 		dst = appendHeader(dst, k, v)
 	}
-	return append(endHeaders(dst), ctx.Request.Body()...)
+	if tr != nil {
+		dst = appendStr(appendBytes(dst, hdrTraceParent), tr.parent)
+	}
+	return appendBody(endHeaders(dst), ctx, tr)
 }
 
 // relay is the body of a forwarded answer that streams (SSE): it writes

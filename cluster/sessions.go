@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
@@ -128,7 +129,8 @@ func (n *Node) RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Messa
 	switch m.Method {
 	case mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksCancel:
 		if id, ok := taskIDOf(m.Params); ok {
-			if node := engine.TaskNode(id); node != "" && node != n.name && validName(node) && n.alive(node, "") {
+			// The node a task id names, as engine.SessionNode reads it.
+			if node, _, ok := strings.Cut(id, "."); ok && node != "" && node != n.name && validName(node) && n.alive(node, "") {
 				return n.forwardTo(ctx, node, m.ID)
 			}
 		}

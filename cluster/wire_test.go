@@ -134,7 +134,7 @@ func FuzzParsers(f *testing.F) {
 	req.Request.SetRequestURI("/mcp")
 	req.Request.Header.Set("Mcp-Session-Id", "a.1")
 	req.Request.SetBodyString(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-	f.Add(appendRequest(nil, &req))
+	f.Add(appendRequest(nil, &req, nil))
 	f.Add([]byte("id: a-1\ndata: {\"a\":1}\n\nevent: endpoint\ndata: /m\n\n"))
 	n := &Node{sig: newSigner([][]byte{[]byte("k")}), name: "a", inc: "1", inst: "a.1"}
 	f.Add(n.appendRecord(nil, &entry{rev: 3, home: "a", homeInc: "1", rec: session.Record{ID: "a.x", Version: "2025-11-25", LogLevel: 2, Subscriptions: []string{"mem://x"}}}))

@@ -124,6 +124,14 @@ func Decode(data []byte, m *Message) error {
 	return engineDecode(data, m)
 }
 
+// IsBatch reports whether frame is a JSON array (its first byte after
+// white space is '['): a JSON-RPC batch, which Decode refuses as a
+// message (2025-03-26 sessions alone may send them).
+func IsBatch(frame []byte) bool {
+	i := skipWS(frame, 0)
+	return i < len(frame) && frame[i] == '['
+}
+
 // engineDecode is Decode with the JSON engine, for the messages fastDecode
 // leaves to it. data starts with an object.
 func engineDecode(data []byte, m *Message) error {

@@ -415,3 +415,14 @@ func FuzzFastDecode(f *testing.F) {
 		require.Equal(t, string(slow.Error), string(fast.Error), "%q", data)
 	})
 }
+
+func TestIsBatch(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{{`[{"jsonrpc":"2.0"}]`, true}, {" \t\r\n[]", true}, {"[", true}, {`{"a":[1]}`, false}, {"", false}, {"   ", false}, {`"["`, false}} {
+		if got := IsBatch([]byte(tc.in)); got != tc.want {
+			t.Errorf("IsBatch(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}

@@ -26,6 +26,8 @@ const (
 	ReasonSlowConsumer               // the client did not read what it was sent
 	ReasonTooLarge                   // a message over the size limit
 	ReasonFraming                    // bytes that cannot be framed
+	ReasonProxyHeader                // a PROXY header refused: malformed, or from a peer not trusted
+	ReasonTLS                        // a TLS handshake that failed: plain text, a certificate refused
 	ReasonReadTimeout                // a message left incomplete too long
 	ReasonIdleTimeout                // a connection with no traffic too long
 	ReasonBufferBudget               // cut to keep partial inbound bytes within the budget
@@ -63,6 +65,8 @@ var reasonLabels = [NumCloseReasons]string{
 	ReasonSlowConsumer:   "slow_consumer",
 	ReasonTooLarge:       "too_large",
 	ReasonFraming:        "framing",
+	ReasonProxyHeader:    "proxy_header",
+	ReasonTLS:            "tls",
 	ReasonReadTimeout:    "read_timeout",
 	ReasonIdleTimeout:    "idle_timeout",
 	ReasonBufferBudget:   "buffer_budget",

@@ -6,12 +6,13 @@ import (
 	"reflect"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 )
 
-// Authorization is one step of the path of every request
-// (handleMessage, and serveBig, which repeats that path on a worker): it
+// Authorization is one step of the path of every request (route, from
+// the transport's goroutine or, for serveBig, from a worker): it
 // runs after responses and notifications are set aside and before
 // anything else, so no answer of the engine's own (ping, list pages,
 // server/discover, subscriptions/listen, tasks), no limit and no handler
@@ -39,9 +40,31 @@ type Authorizer interface {
 	// there. Authorize must be safe for concurrent use.
 	Authorize(ctx context.Context, sess *session.Session, method string, params []byte, block bool) (caller any, err error)
 	// AuthorizeTool refuses (an error, as Authorize's) a caller that
-	// lacks scopes a tool requires (handlers.ToolOptions.RequiredScopes),
-	// before the tool runs: tools/call on every path, tasks included.
-	AuthorizeTool(caller any, scopes []string) error
+	// lacks scopes the tool named tool requires: scopes, its
+	// handlers.ToolOptions.RequiredScopes, and any the Authorizer
+	// requires of it itself. It is asked before the tool runs, about
+	// every tools/call on every path, tasks included.
+	AuthorizeTool(caller any, tool string, scopes []string) error
+}
+
+// A Policy narrows what each caller sees and may use. An Authorizer that
+// is also a Policy (package auth's Verifier, whose rules decide) has the
+// engine serve each caller the lists of its class
+// (handlers.Registry.ListPageFor), and answer a request naming an item
+// its class hides (tools/call, prompts/get, resources/read,
+// completion/complete, resources/subscribe, and the URIs of
+// subscriptions/listen) as it answers one naming an item that does not
+// exist: the caller learns nothing of what it may not use. Lists of a
+// class are pages encoded once per class and registry change, and an
+// item is checked by a lookup in its class's view: no rule is evaluated
+// per request.
+type Policy interface {
+	// Class returns the policy class of caller, what Authorize returned
+	// for a request: nil when it may see and use every item (no rules).
+	// It is asked once per request that lists or names an item, and
+	// must be cheap (a lookup): safe for concurrent use, and on an
+	// event loop.
+	Class(caller any) handlers.Class
 }
 
 // ErrAuthWouldBlock is what an Authorizer returns when it cannot decide
@@ -96,7 +119,7 @@ func (s *Server) authorize(sess *session.Session, m *codec.Message, block bool) 
 
 // callerOf returns the verified caller of a request of sess: a
 // 2026-07-28 request's own (mm, when not nil), else its session's.
-func callerOf(sess *session.Session, mm *modernMeta) any {
+func callerOf(sess *session.Session, mm *statelessMeta) any {
 	if mm != nil && mm.caller != nil {
 		return mm.caller
 	}
@@ -104,7 +127,7 @@ func callerOf(sess *session.Session, mm *modernMeta) any {
 }
 
 // caller returns the verified caller of r (callerOf).
-func (r *request) caller() any { return callerOf(r.sess, &r.mod) }
+func (r *request) caller() any { return callerOf(r.sess, &r.stateless) }
 
 // deferRequest hands the request in frame, which Options.Authorize cannot
 // decide without blocking, to the worker pool whole, as a big frame is
@@ -112,8 +135,8 @@ func (r *request) caller() any { return callerOf(r.sess, &r.mod) }
 // answers going to reply. Until it is authorized it is in its session's
 // in-flight set, so that one session's verifications hold no more than
 // its share of the pool (-max-inflight) and a drain waits for them. A
-// full pool refuses it at once.
-func (s *Server) deferRequest(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) ([]byte, bool) {
+// full pool refuses it at once (its code returned).
+func (s *Server) deferRequest(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) ([]byte, int, bool) {
 	if reply == nil {
 		reply = sess.Out
 	}
@@ -127,23 +150,25 @@ func (s *Server) deferRequest(sess *session.Session, m *codec.Message, frame, ou
 		r.authWait, r.authID = true, r.msg.ID
 	case session.ErrInflightLimit:
 		s.release(r)
-		return s.refuse(sess, out, reply, m.ID, errInflight), false
+		return s.refuse(sess, out, reply, m.ID, errInflight), codec.CodeServerBusy, false
 	case session.ErrDuplicateID:
 		s.release(r)
-		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "invalid request: a request with this id is in flight", nil), false
+		out, code := errAnswer(out, m.ID, codec.CodeInvalidRequest, errDuplicateID)
+		return out, code, false
 	default:
 		s.release(r)
-		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "session closed", nil), false
+		out, code := errAnswer(out, m.ID, codec.CodeInvalidRequest, errSessionClosed)
+		return out, code, false
 	}
-	if s.obs != nil {
+	if s.watch {
 		r.obsStart = s.monotonic()
 	}
 	if err := s.pool.Invoke(r); err != nil {
 		s.authDone(r)
 		s.release(r)
-		return s.refuse(sess, out, reply, m.ID, errWorkers), false
+		return s.refuse(sess, out, reply, m.ID, errWorkers), codec.CodeServerBusy, false
 	}
-	return out, true
+	return out, 0, true
 }
 
 // authDone takes r, a request deferRequest handed over, out of its
@@ -158,11 +183,23 @@ func (s *Server) authDone(r *request) {
 }
 
 // authorizeTool refuses r, a tools/call of the tool named name, when its
-// caller lacks a scope the tool requires.
+// caller's class hides the tool (answered as for a tool that does not
+// exist, before any scope is named), or when it lacks a scope the tool
+// requires.
 func (s *Server) authorizeTool(r *request, name string) error {
-	o, ok := s.reg.ToolOptionsOf(name)
-	if !ok || len(o.RequiredScopes) == 0 {
+	caller := r.caller()
+	if err := s.reg.Check(s.class(caller), handlers.ListNameTools, name); err != nil {
+		return err
+	}
+	o, _ := s.reg.ToolOptionsOf(name)
+	return s.authz.AuthorizeTool(caller, name, o.RequiredScopes)
+}
+
+// class returns the policy class of caller (Policy), nil without a
+// Policy or rules: the caller then sees and uses every item.
+func (s *Server) class(caller any) handlers.Class {
+	if s.policy == nil {
 		return nil
 	}
-	return s.authz.AuthorizeTool(r.caller(), o.RequiredScopes)
+	return s.policy.Class(caller)
 }

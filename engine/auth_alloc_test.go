@@ -15,7 +15,7 @@ import (
 // of its own (a digest and a constant-time compare) still allocate
 // nothing on the worker-pool path.
 func TestAuthorizedZeroAlloc(t *testing.T) {
-	f, conn, sink, modern := authorizedEcho(t)
+	f, conn, sink, stateless := authorizedEcho(t)
 	fresh := f.srv.Open(sink) // never initialized: 2026-07-28 requests
 	var out []byte
 	for _, tc := range []struct {
@@ -24,7 +24,7 @@ func TestAuthorizedZeroAlloc(t *testing.T) {
 		frame []byte
 	}{
 		{"session", conn, []byte(`{"jsonrpc":"2.0","id":123,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world"}}}`)},
-		{"2026-07-28", fresh, modern},
+		{"2026-07-28", fresh, stateless},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			call := func() {

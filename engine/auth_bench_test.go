@@ -24,8 +24,8 @@ func authorizedEcho(tb testing.TB) (*fixture, engine.Conn, signalSink, []byte) {
 	out := conn.HandleFrame([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"},"_meta":{"io.mcpedge/token":"bench-token"}}}`), nil)
 	require.Nil(tb, parse(tb, out).Error)
 	conn.HandleFrame([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), nil)
-	modern := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},%q:"bench-token"}}}`, auth.MetaKey))
-	return f, conn, sink, modern
+	stateless := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},%q:"bench-token"}}}`, auth.MetaKey))
+	return f, conn, sink, stateless
 }
 
 // BenchmarkToolsCallEchoAuthorized is BenchmarkToolsCallEcho with

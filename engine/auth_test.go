@@ -72,8 +72,8 @@ func (a *fakeAuthz) Authorize(_ context.Context, sess *session.Session, method s
 	return subject(s), nil
 }
 
-func (a *fakeAuthz) AuthorizeTool(caller any, scopes []string) error {
-	if caller == subject("root") {
+func (a *fakeAuthz) AuthorizeTool(caller any, _ string, scopes []string) error {
+	if caller == subject("root") || len(scopes) == 0 {
 		return nil
 	}
 	return &codec.Error{Code: -31003, Message: "needs " + strings.Join(scopes, " ")}
@@ -88,10 +88,10 @@ func (a *fakeAuthz) take() []authCall {
 	return c
 }
 
-const modernMetaFmt = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}%s}`
+const statelessMetaFmt = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}%s}`
 
-// modernReq is a 2026-07-28 request; tok, when set, names its caller.
-func modernReq(id int, method, fields, tok string) string {
+// statelessReq is a 2026-07-28 request; tok, when set, names its caller.
+func statelessReq(id int, method, fields, tok string) string {
 	extra := ""
 	if tok != "" {
 		extra = `,"t":"` + tok + `"`
@@ -99,7 +99,7 @@ func modernReq(id int, method, fields, tok string) string {
 	if fields != "" {
 		fields += ","
 	}
-	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s%s}}`, id, method, fields, fmt.Sprintf(modernMetaFmt, extra))
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s%s}}`, id, method, fields, fmt.Sprintf(statelessMetaFmt, extra))
 }
 
 // authFixture is a fixture whose server asks a fakeAuthz, with the tools
@@ -132,7 +132,7 @@ func TestAuthorizeBeforeEverything(t *testing.T) {
 		requireError(t, c.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, i, m)), fmt.Sprint(i), -31001)
 	}
 	for i, m := range []string{"server/discover", "tools/list", "subscriptions/listen", "tasks/get", "tasks/cancel", "tools/call", "resources/read"} {
-		requireError(t, c.call(modernReq(100+i, m, "", "")), fmt.Sprint(100+i), -31001)
+		requireError(t, c.call(statelessReq(100+i, m, "", "")), fmt.Sprint(100+i), -31001)
 	}
 	c.notify(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	calls := a.take()
@@ -163,12 +163,12 @@ func TestAuthorizeStatelessPerRequest(t *testing.T) {
 	c := f.client(t)
 	for i, who := range []string{"alice", "bob", "alice"} {
 		for _, tool := range []string{"whoami", "whoami_inline"} {
-			m := c.call(modernReq(i, "tools/call", `"name":"`+tool+`","arguments":{}`, who))
+			m := c.call(statelessReq(i, "tools/call", `"name":"`+tool+`","arguments":{}`, who))
 			assert.Equal(t, "caller "+who, m.text(t), tool)
 		}
 	}
-	requireError(t, c.call(modernReq(9, "tools/call", `"name":"admin","arguments":{}`, "alice")), "9", -31003)
-	m := c.call(modernReq(10, "tools/call", `"name":"admin","arguments":{}`, "root"))
+	requireError(t, c.call(statelessReq(9, "tools/call", `"name":"admin","arguments":{}`, "alice")), "9", -31003)
+	m := c.call(statelessReq(10, "tools/call", `"name":"admin","arguments":{}`, "root"))
 	assert.Equal(t, "caller root", m.text(t))
 	assert.Nil(t, c.sess.Auth(), "a request's caller is not its connection's")
 }
@@ -202,7 +202,7 @@ func TestAuthorizeDeferred(t *testing.T) {
 		{"server/discover", ""},
 	} {
 		sink := newChanSink()
-		serveFrame(context.Background(), f.srv.Conn(d.sess), []byte(modernReq(i, tc.method, tc.fields, "bob")), sink)
+		serveFrame(context.Background(), f.srv.Conn(d.sess), []byte(statelessReq(i, tc.method, tc.fields, "bob")), sink)
 		m := sink.next(t)
 		require.Nil(t, m.Error, "%s: %+v", tc.method, m.Error)
 		if tc.method == "tools/call" {
@@ -211,7 +211,7 @@ func TestAuthorizeDeferred(t *testing.T) {
 		assert.Equal(t, []authCall{{tc.method, false}, {tc.method, true}}, a.take())
 	}
 	sink := newChanSink()
-	serveFrame(context.Background(), f.srv.Conn(d.sess), []byte(modernReq(9, "tools/call", `"name":"admin","arguments":{}`, "bob")), sink)
+	serveFrame(context.Background(), f.srv.Conn(d.sess), []byte(statelessReq(9, "tools/call", `"name":"admin","arguments":{}`, "bob")), sink)
 	requireError(t, sink.next(t), "9", -31003)
 }
 
@@ -224,7 +224,7 @@ func TestAuthorizeBigFrame(t *testing.T) {
 	assert.Empty(t, c.handle(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 	requireError(t, c.sink.next(t), "1", -31001)
 	assert.Equal(t, []authCall{{"ping", true}}, a.take())
-	assert.Empty(t, c.handle(modernReq(2, "tools/call", `"name":"whoami","arguments":{}`, "carol")))
+	assert.Empty(t, c.handle(statelessReq(2, "tools/call", `"name":"whoami","arguments":{}`, "carol")))
 	assert.Equal(t, "caller carol", c.sink.next(t).text(t))
 	assert.Equal(t, []authCall{{"tools/call", true}}, a.take())
 }
@@ -239,10 +239,10 @@ func TestAuthorizeDeferredShare(t *testing.T) {
 	f := authFixture(t, a, engine.Options{MaxInflight: 2})
 	c := f.client(t)
 	for i := range 2 {
-		assert.Empty(t, c.handle(modernReq(i, "tools/list", "", "eve")))
+		assert.Empty(t, c.handle(statelessReq(i, "tools/list", "", "eve")))
 		<-a.entered
 	}
-	m := parse(t, c.handle(modernReq(2, "tools/list", "", "eve")))
+	m := parse(t, c.handle(statelessReq(2, "tools/list", "", "eve")))
 	requireError(t, m, "2", codec.CodeServerBusy)
 	assert.Contains(t, string(m.Error.Data), `"max-inflight"`)
 	assert.Equal(t, 2, c.sess.InFlight())
@@ -252,5 +252,5 @@ func TestAuthorizeDeferredShare(t *testing.T) {
 	}
 	f.idle(t)
 	require.Eventually(t, func() bool { return c.sess.InFlight() == 0 }, wait, time.Millisecond)
-	assert.Equal(t, "caller eve", c.call(modernReq(3, "tools/call", `"name":"whoami","arguments":{}`, "eve")).text(t))
+	assert.Equal(t, "caller eve", c.call(statelessReq(3, "tools/call", `"name":"whoami","arguments":{}`, "eve")).text(t))
 }

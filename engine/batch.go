@@ -21,21 +21,6 @@ func batchAllowed(sess *session.Session) bool {
 	return !sess.Stateless() && sess.Version() == mcp.Version20250326
 }
 
-// IsBatch reports whether frame is a JSON array (its first byte after
-// white space is '['): a batch, if the session may send one.
-func IsBatch(frame []byte) bool {
-	for _, c := range frame {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case '[':
-			return true
-		}
-		return false
-	}
-	return false
-}
-
 // HandleBatch serves frame, a JSON-RPC batch (a JSON array of messages),
 // when the session may send batches (it negotiated 2025-03-26); it
 // reports false, having done nothing, when frame is not a non-empty JSON
@@ -163,7 +148,7 @@ func (b *batch) release(keep bool) (ans *codec.Buffer, last bool) {
 // the session's Out once the last queued request is answered. ok is false
 // when frame is not a batch the session may send.
 func (s *Server) handleBatchFrame(sess *session.Session, frame, out []byte) (res []byte, ok bool) {
-	if !IsBatch(frame) {
+	if !codec.IsBatch(frame) {
 		return out, false
 	}
 	ans, ok, now := s.handleBatch(sess, frame, nil, func(ans *codec.Buffer) {

@@ -103,129 +103,114 @@ func (s *Server) decode(sess *session.Session, frame []byte, m *codec.Message) (
 }
 
 // handleMessage is Conn.HandleMessage: the one path of every inbound
-// message. m was decoded from frame; reply nil means the session's Out.
-//
-// Responses and notifications are handled at once. A request is answered
-// at once, its answer appended to out, when it needs no handler code or
-// calls a NonBlocking tool, or when it is refused (through reply's Refuse
-// when reply is a Refuser). Any other request is queued: frame is copied
-// once into a pooled request, m rebased onto the copy (with the tools/call
-// fields already scanned), and the worker pool runs its handler (run).
+// message (route), with a request's end told to the Observer, and traced,
+// when it is answered at once (observe.go).
 func (s *Server) handleMessage(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
-	if s.obs != nil && m.Kind == codec.KindRequest {
-		return s.handleObserved(sess, m, frame, out, reply) // observe.go
+	if s.watch && m.Kind == codec.KindRequest { // an Observer or a Tracer
+		return s.handleObserved(sess, m, frame, out, reply)
 	}
-	return s.handleMessageInner(sess, m, frame, out, reply)
+	var f toolFields
+	res, _, queued = s.route(sess, m, frame, out, reply, nil, &f)
+	return res, queued
 }
 
-// handleMessageInner is handleMessage without the Observer.
-func (s *Server) handleMessageInner(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
+// route serves m, decoded from frame; reply nil means the session's Out.
+// It is the path of every message, on every transport and revision.
+//
+// Responses and notifications are handled at once. A request is
+// authorized first (Options.Authorize), then looked up in the method
+// table: a request of the stateless revision goes to handleStateless,
+// one of a session passes the rate limits and is answered at once, its
+// answer appended to out, when it needs no handler code or calls a
+// NonBlocking tool (fast), or when it is refused (through reply's Refuse
+// when reply is a Refuser). Any other request is queued (enqueue): frame
+// is copied once into a pooled request, m rebased onto the copy (with the
+// tools/call fields already scanned), and the worker pool runs its
+// handler (run). code is the JSON-RPC error code of an answer given at
+// once (0: a result). f receives the tools/call fields scanned, and
+// whether a tool run at once answered with isError (handleObserved reads
+// them).
+//
+// here is not nil when m is the message of a request already on a worker
+// (serveBig: a big frame, or a request whose authorization would have
+// blocked its event loop), which frame is the buffer of: it is authorized
+// with leave to block, and a request for a handler is served by here, on
+// this worker, rather than queued again.
+func (s *Server) route(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink, here *request, f *toolFields) (res []byte, code int, queued bool) {
 	start := len(out)
 	defer func() {
 		if p := recover(); p != nil {
-			s.recovered(p, "HandleMessage", sess, m.Method)
-			res, queued = s.panicAnswer(sess, m, out[:start]), false
+			where := "HandleMessage"
+			if here != nil {
+				where = "HandleFrame (big frame)"
+			}
+			s.recovered(p, where, sess, m.Method)
+			res, code, queued = s.panicAnswer(sess, m, out[:start]), codec.CodeInternalError, false
 		}
 	}()
 	if s.handleNonRequest(sess, m) {
-		return out, false
+		return out, 0, false
 	}
 	var caller any
 	if s.authz != nil {
-		c, err := s.authorize(sess, m, false)
+		c, err := s.authorize(sess, m, here != nil)
+		if here != nil {
+			s.authDone(here)
+		}
 		switch {
-		case err == ErrAuthWouldBlock:
+		case err == ErrAuthWouldBlock && here == nil:
 			return s.deferRequest(sess, m, frame, out, reply)
 		case err != nil:
-			return codec.AppendErrorObject(out, m.ID, codec.AsError(err)), false
+			out, code := errObject(out, m.ID, codec.AsError(err))
+			return out, code, false
 		}
 		caller = c
 	}
-	if mayBeModern(sess, m) {
-		if res, queued, ok := s.handleModern(sess, m, frame, out, reply, caller); ok {
-			return res, queued
+	row := lookup(m.Method)
+	if mayBeStateless(sess, row) {
+		if res, code, queued, ok := s.handleStateless(sess, m, row, frame, out, reply, caller, here, f); ok {
+			return res, code, queued
 		}
 	}
 	if reply == nil {
 		reply = sess.Out
 	}
 	if e := s.checkRate(sess); e != nil {
-		return s.refuse(sess, out, reply, m.ID, e), false
+		return s.refuse(sess, out, reply, m.ID, e), codec.CodeServerBusy, false
 	}
-	if e := s.checkSubscriptions(sess, m); e != nil {
-		return s.refuse(sess, out, reply, m.ID, e), false
+	row = sessionRow(sess, row)
+	if row.now == opSubscribe {
+		if e := s.checkSubscriptions(sess, m); e != nil {
+			return s.refuse(sess, out, reply, m.ID, e), codec.CodeServerBusy, false
+		}
+		if s.receiveFast == nil && sess.Initialized() {
+			dst, code, e := s.subscribeOrLimit(sess, m, out)
+			if e != nil {
+				return s.refuse(sess, out, reply, m.ID, e), codec.CodeServerBusy, false
+			}
+			return dst, code, false
+		}
 	}
-	var f toolFields
-	if dst, ok := s.fast(sess, m, out, &f); ok {
-		return dst, false
+	if dst, code, ok := s.fast(sess, m, row, out, f); ok {
+		return dst, code, false
 	}
-	return s.enqueue(sess, m, frame, out, reply, &f, nil)
+	return s.enqueue(sess, m, row, frame, out, reply, f, nil, here)
 }
 
-// enqueue queues the request m for a handler on the worker pool: frame is
-// copied once into a pooled request, and m (with the tools/call fields f
-// scanned, and a stateless request's _meta mm) rebased onto the copy. It
-// appends a refusal to out, or reports queued.
-func (s *Server) enqueue(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink, f *toolFields, mm *modernMeta) ([]byte, bool) {
-	r := s.newRequest(sess, reply)
-	r.buf = append(r.buf[:0], frame...)
-	rebase(&r.msg, m, frame, r.buf)
-	r.tool = f.rebase(frame, r.buf)
-	if s.obs != nil {
-		r.obsStart = s.monotonic()
-	}
-	if mm != nil && mm.on {
-		r.mod = *mm
-		r.mod.rebase(frame, r.buf)
-	}
-	if dst, ok := s.admit(r, out); !ok {
-		s.release(r)
-		return dst, false
-	}
-	if err := s.pool.Invoke(r); err != nil {
-		s.unadmit(r)
-		s.release(r)
-		return s.refuse(sess, out, reply, m.ID, errWorkers), false
-	}
-	return out, true
+// The -32600 refusals of a request that cannot be tracked.
+const (
+	errDuplicateID   = "invalid request: a request with this id is in flight"
+	errSessionClosed = "session closed"
+)
+
+// errObject appends the error answer e to request id and returns its
+// code; errAnswer does so for an error without data.
+func errObject(dst, id []byte, e *codec.Error) ([]byte, int) {
+	return codec.AppendErrorObject(dst, id, e), e.Code
 }
 
-// admit takes r, a request about to be served by a handler, into the
-// server's admission (refused while draining) and its session's in-flight
-// set (refused over Options.MaxInflight, or for an id in flight already).
-// On refusal it returns out with the refusal appended, or out as it is
-// when the refusal went to a Refuser.
-func (s *Server) admit(r *request, out []byte) ([]byte, bool) {
-	id := r.msg.ID
-	if !s.adm.admit() {
-		return s.refuse(r.sess, out, r.reply, id, errShutdown), false
-	}
-	r.rc.reset(r.sess.Context())
-	if s.authz != nil {
-		r.rc.caller = r.caller()
-	}
-	r.ctx = &r.rc
-	switch err := r.sess.Track(id, &r.rc, int(s.maxInflight.Load())); err {
-	case nil:
-		r.tracked = true
-		return out, true
-	case session.ErrInflightLimit:
-		out = s.refuse(r.sess, out, r.reply, id, errInflight)
-	case session.ErrDuplicateID:
-		out = codec.AppendError(out, id, codec.CodeInvalidRequest, "invalid request: a request with this id is in flight", nil)
-	default:
-		out = codec.AppendError(out, id, codec.CodeInvalidRequest, "session closed", nil)
-	}
-	s.adm.done()
-	return out, false
-}
-
-// unadmit undoes admit for a request that will not be served.
-func (s *Server) unadmit(r *request) {
-	r.sess.Done(r.msg.ID, &r.rc)
-	r.sess.Answered()
-	r.tracked = false
-	s.adm.done()
+func errAnswer(dst, id []byte, code int, msg string) ([]byte, int) {
+	return codec.AppendError(dst, id, code, msg, nil), code
 }
 
 // panicAnswer is what HandleFrame returns after recovering a panic while
@@ -237,113 +222,6 @@ func (s *Server) panicAnswer(sess *session.Session, m *codec.Message, out []byte
 	}
 	s.closeSession(sess, ErrPanic)
 	return out
-}
-
-// handleBig hands a big frame to the worker pool whole, to be decoded and
-// served there (serveBig). It reports false when the pool cannot take it;
-// the caller then serves the frame itself, slowly but correctly.
-func (s *Server) handleBig(sess *session.Session, frame []byte) bool {
-	r := s.newRequest(sess, sess.Out)
-	r.buf = append(r.buf[:0], frame...)
-	r.big = true
-	if s.obs != nil {
-		r.obsStart = s.monotonic()
-	}
-	if err := s.pool.Invoke(r); err != nil {
-		s.release(r)
-		return false
-	}
-	return true
-}
-
-// serveBig decodes and serves, on a worker, a frame that handleBig (or
-// deferRequest) handed over, as handleMessage would, but authorizing it
-// with leave to block and running a handler on this worker rather than
-// queueing it again. Every answer goes to r.reply: to its Final when it is
-// a Replier, which is called once, here or by whatever serves the request.
-func (s *Server) serveBig(r *request) {
-	sess, m := r.sess, &r.msg
-	b := codec.GetBuffer()
-	queued := false // the answer is another's to deliver (run, enqueue)
-	defer func() {
-		if p := recover(); p != nil {
-			s.recovered(p, "HandleFrame (big frame)", sess, m.Method)
-			b.B = s.panicAnswer(sess, m, b.B[:0])
-		}
-		s.authDone(r)
-		deliver(r.reply, b, queued)
-	}()
-	if err := s.decode(sess, r.buf, m); err != nil {
-		b.B = codec.AppendDecodeError(b.B, m, err)
-		return
-	}
-	if s.handleNonRequest(sess, m) {
-		return
-	}
-	var caller any
-	if s.authz != nil {
-		c, err := s.authorize(sess, m, true)
-		s.authDone(r)
-		if err != nil {
-			b.B = codec.AppendErrorObject(b.B, m.ID, codec.AsError(err))
-			return
-		}
-		caller = c
-	}
-	if mayBeModern(sess, m) {
-		if dst, q, ok := s.handleModern(sess, m, r.buf, b.B, r.reply, caller); ok {
-			b.B, queued = dst, q
-			return
-		}
-	}
-	if e := s.checkRate(sess); e != nil {
-		b.B = s.refuse(sess, b.B, r.reply, m.ID, e)
-		return
-	}
-	if e := s.checkSubscriptions(sess, m); e != nil {
-		b.B = s.refuse(sess, b.B, r.reply, m.ID, e)
-		return
-	}
-	var f toolFields
-	if dst, ok := s.fast(sess, m, b.B, &f); ok {
-		b.B = dst
-		return
-	}
-	r.tool = f
-	if dst, ok := s.admit(r, b.B); !ok {
-		b.B = dst
-		return
-	}
-	queued = true
-	s.run(r)
-}
-
-// deliver hands b, what serveBig answered at once, to reply: to its Final
-// when it is a Replier (nil for nothing), unless queued says that the
-// request's answer is delivered by whatever serves it; else with Send
-// when it is not empty.
-func deliver(reply session.Sink, b *codec.Buffer, queued bool) {
-	f, ok := reply.(Replier)
-	if !ok {
-		sendNonEmpty(reply, b)
-		return
-	}
-	if queued || len(b.B) == 0 {
-		codec.PutBuffer(b)
-		b = nil
-	}
-	if !queued {
-		f.Final(b)
-	}
-}
-
-// sendNonEmpty sends b to sink, or recycles it when it is empty.
-func sendNonEmpty(sink session.Sink, b *codec.Buffer) {
-	if len(b.B) == 0 {
-		codec.PutBuffer(b)
-		return
-	}
-	_ = sink.Send(b)
 }
 
 // rebase sets dst to src with every slice that points into old moved to
@@ -400,66 +278,78 @@ func (s *Server) handleNonRequest(sess *session.Session, m *codec.Message) bool 
 	return false
 }
 
-// fast answers the requests that need no handler code, appending the answer
-// to dst, through the receiving middleware when there is some. It reports
-// false for requests that must go to a handler.
+// fast answers the requests of a session that need no handler code
+// (row.now), appending the answer to dst, through the receiving
+// middleware when there is some, and returns the answer's code. It
+// reports false for requests that must go to a handler.
 //
 // For tools/call, it leaves in f the params' fields it scanned, so that a
 // call it does not answer is not scanned again.
-func (s *Server) fast(sess *session.Session, m *codec.Message, dst []byte, f *toolFields) ([]byte, bool) {
-	if s.receiveFast != nil && m.Method != mcp.MethodToolsCall && s.answersItself(sess, m) {
-		return s.fastThrough(sess, m, dst), true
+func (s *Server) fast(sess *session.Session, m *codec.Message, row *method, dst []byte, f *toolFields) ([]byte, int, bool) {
+	if s.receiveFast != nil && s.answersItself(sess, m, row) {
+		dst, code := s.fastThrough(sess, m, row, dst)
+		return dst, code, true
 	}
-	return s.fastDirect(sess, m, dst, f)
+	return s.fastDirect(sess, m, row, dst, f)
 }
 
-// fastDirect is fast without middleware.
-func (s *Server) fastDirect(sess *session.Session, m *codec.Message, dst []byte, f *toolFields) ([]byte, bool) {
-	switch m.Method {
-	case mcp.MethodPing:
-		return codec.AppendResult(dst, m.ID, nil), true
-	case mcp.MethodInitialize:
-		return s.initialize(sess, m, dst), true
-	}
-	if !sess.Initialized() {
+// fastDirect is fast without middleware: the one switch over what a
+// session's requests are answered with at once.
+func (s *Server) fastDirect(sess *session.Session, m *codec.Message, row *method, dst []byte, f *toolFields) ([]byte, int, bool) {
+	if !row.early && !sess.Initialized() {
 		if sess.State() == session.StateClosed {
 			if s.adm.closing() { // closed by Shutdown: a retry elsewhere may succeed
-				return errShutdown.AppendAnswer(dst, m.ID), true
+				return errShutdown.AppendAnswer(dst, m.ID), codec.CodeServerBusy, true
 			}
-			return codec.AppendError(dst, m.ID, codec.CodeInvalidRequest, "session closed", nil), true
+			dst, code := errAnswer(dst, m.ID, codec.CodeInvalidRequest, errSessionClosed)
+			return dst, code, true
 		}
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidRequest, "session not initialized: send initialize first", nil), true
+		dst, code := errAnswer(dst, m.ID, codec.CodeInvalidRequest, "session not initialized: send initialize first")
+		return dst, code, true
 	}
-	switch m.Method {
-	case mcp.MethodToolsList:
-		return s.listPage(handlers.ListNameTools, m, dst), true
-	case mcp.MethodResourcesList:
-		return s.listPage(handlers.ListNameResources, m, dst), true
-	case mcp.MethodResourcesTemplatesList:
-		return s.listPage(handlers.ListNameTemplates, m, dst), true
-	case mcp.MethodPromptsList:
-		return s.listPage(handlers.ListNamePrompts, m, dst), true
-	case mcp.MethodLoggingSetLevel:
-		return s.setLevel(sess, m, dst), true
-	case mcp.MethodResourcesSubscribe:
-		return s.subscribe(sess, m, dst), true
-	case mcp.MethodResourcesUnsubscribe:
-		return s.unsubscribe(sess, m, dst), true
-	case mcp.MethodToolsCall:
-		return s.inlineTool(sess, m, dst, f, nil, nil)
-	case mcp.MethodTasksGet, mcp.MethodTasksList, mcp.MethodTasksCancel:
-		return s.legacyTaskMethod(sess, m, dst), true
-	case mcp.MethodResourcesRead:
-		if res, ok := s.staticRead(m); ok {
-			return codec.AppendResult(dst, m.ID, res), true
+	var code int
+	switch row.now {
+	case opPing:
+		dst = codec.AppendResult(dst, m.ID, nil)
+	case opInitialize:
+		dst, code = s.initialize(sess, m, dst)
+	case opListPage:
+		dst, code = s.listPage(row.list, m, dst, s.sessionClass(sess), nil)
+	case opSetLevel:
+		dst, code = s.setLevel(sess, m, dst)
+	case opSubscribe:
+		dst, code = s.subscribe(sess, m, dst)
+	case opUnsubscribe:
+		dst, code = s.unsubscribe(sess, m, dst)
+	case opSessionTask:
+		dst, code = s.sessionTaskMethod(sess, m, dst)
+	case opInlineTool:
+		return s.inlineTool(sess, m, row, dst, f, nil, nil)
+	case opStaticRead:
+		res, ok := s.staticRead(m, s.sessionClass(sess))
+		if !ok {
+			return dst, 0, false
 		}
+		dst = codec.AppendResult(dst, m.ID, res)
+	default:
+		return dst, 0, false
 	}
-	return dst, false
+	return dst, code, true
+}
+
+// sessionClass returns the policy class of the caller of sess (class),
+// for a request of an older revision, whose caller is its session's.
+func (s *Server) sessionClass(sess *session.Session) handlers.Class {
+	if s.policy == nil {
+		return nil
+	}
+	return s.policy.Class(sess.Auth())
 }
 
 // staticRead returns the result of resources/read m when it reads a static
-// resource.
-func (s *Server) staticRead(m *codec.Message) ([]byte, bool) {
+// resource that class c allows (nil: any): a hidden one is left to the
+// handler path, which answers it as a URI nothing serves.
+func (s *Server) staticRead(m *codec.Message, c handlers.Class) ([]byte, bool) {
 	uri, ok := routeField(m.Params, "uri")
 	if !ok {
 		p, err := decodeRouting(m.Params)
@@ -469,6 +359,9 @@ func (s *Server) staticRead(m *codec.Message) ([]byte, bool) {
 		defer putRouting(p)
 		uri = p.URI
 	}
+	if c != nil && !s.reg.Allowed(c, handlers.ListNameResources, uri) {
+		return nil, false
+	}
 	return s.reg.StaticResourceResult(uri)
 }
 
@@ -477,77 +370,95 @@ func (s *Server) staticRead(m *codec.Message) ([]byte, bool) {
 // for every other tool, and for task-augmented calls, leaving in f what it
 // scanned of the params.
 // For a 2026-07-28 request, mm is its _meta and reply its reply sink,
-// told of an error its binding answers with a status (Rejecter).
-func (s *Server) inlineTool(sess *session.Session, m *codec.Message, dst []byte, f *toolFields, mm *modernMeta, reply session.Sink) ([]byte, bool) {
+// told of an error its binding answers with a status (Rejecter). It
+// returns the answer's code.
+func (s *Server) inlineTool(sess *session.Session, m *codec.Message, row *method, dst []byte, f *toolFields, mm *statelessMeta, reply session.Sink) ([]byte, int, bool) {
 	var name string
 	if f.ok || f.scan(m.Params) {
 		name = bytesconv.B2S(f.name)
 	} else {
 		p, err := decodeRouting(m.Params)
 		if err != nil {
-			return dst, false
+			return dst, 0, false
 		}
 		defer putRouting(p)
 		if p.Task != nil {
-			return dst, false
+			return dst, 0, false
 		}
 		name = p.Name
 	}
 	if o, ok := s.reg.ToolOptionsOf(name); !ok || !o.NonBlocking {
-		return dst, false
+		return dst, 0, false
+	}
+	if s.policy != nil && !s.reg.Allowed(s.class(callerOf(sess, mm)), handlers.ListNameTools, name) {
+		return dst, 0, false // callTool answers it as a tool that does not exist
 	}
 	if mm != nil && mm.on {
-		// A tool that supports tasks may become one (modernToolTask).
+		// A tool that supports tasks may become one (toolTask).
 		if t, ok := s.reg.Tool(name); ok && t.Execution != nil && t.Execution.TaskSupport != "" && t.Execution.TaskSupport != mcp.TaskForbidden {
-			return dst, false
+			return dst, 0, false
 		}
 	}
 	r := s.newRequest(sess, nil)
 	r.tool = *f
+	r.row = row
 	r.inline = true
 	r.msg = *m
 	if mm != nil {
-		r.mod, r.rej = *mm, reply
+		r.stateless, r.rej = *mm, reply
 	}
 	r.ctx = sess.Context()
 	if s.authz != nil {
 		r.ctx = WithCaller(r.ctx, r.caller())
 	}
 	s.active.Add(1)
-	dst = s.serve(r, dst)
+	dst, code := s.serve(r, dst)
 	s.active.Add(-1)
+	f.isError = r.toolErr
 	s.release(r)
-	return dst, true
+	return dst, code, true
 }
 
-func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte) []byte {
+// listPage answers a list request m with the page its cursor names of
+// the list as class c sees it (nil: the whole list), and the answer's
+// code. tail, when not nil, completes the result as a 2026-07-28 result
+// with the list's cache hint (appendTail).
+func (s *Server) listPage(list handlers.ListName, m *codec.Message, dst []byte, c handlers.Class, tail *handlers.CacheHint) ([]byte, int) {
 	cursor, ok := routeField(m.Params, "cursor")
 	if !ok {
 		p, err := decodeRouting(m.Params)
 		if err != nil {
-			return codec.AppendErrorObject(dst, m.ID, paramsError(m.Method+" params", m.Params, &routing{}))
+			return errObject(dst, m.ID, paramsError(m.Method+" params", m.Params, &routing{}))
 		}
 		cursor = p.Cursor
 		defer putRouting(p)
 	}
-	page, err := s.reg.ListPage(list, cursor)
+	page, err := s.reg.ListPageFor(c, list, cursor)
 	if err != nil {
-		return codec.AppendErrorObject(dst, m.ID, codec.AsError(err))
+		return errObject(dst, m.ID, codec.AsError(err))
 	}
-	return codec.AppendResult(dst, m.ID, page)
+	if tail == nil {
+		return codec.AppendResult(dst, m.ID, page), 0
+	}
+	// A page is an object of the registry's making, with none of the
+	// members the tail adds.
+	dst = codec.AppendResultStart(dst, m.ID)
+	dst = append(dst, page[:len(page)-1]...)
+	dst = s.appendTail(dst, len(page) > 2, tail, true, true)
+	return append(dst, "}}"...), 0
 }
 
-func (s *Server) setLevel(sess *session.Session, m *codec.Message, dst []byte) []byte {
+func (s *Server) setLevel(sess *session.Session, m *codec.Message, dst []byte) ([]byte, int) {
 	var p mcp.SetLevelParams
 	if len(m.Params) == 0 || codec.UnmarshalNoCopy(m.Params, &p) != nil {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: logging/setLevel needs a level", nil)
+		return errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: logging/setLevel needs a level")
 	}
 	i := mcp.LogLevelIndex(p.Level)
 	if i < 0 {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: level must be one of "+strings.Join(mcp.LogLevels[:], ", "), nil)
+		return errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: level must be one of "+strings.Join(mcp.LogLevels[:], ", "))
 	}
 	sess.SetLogLevel(i)
-	return codec.AppendResult(dst, m.ID, nil)
+	return codec.AppendResult(dst, m.ID, nil), 0
 }
 
 // maxSubscriptionURI bounds the URI of a subscription, which the session
@@ -558,25 +469,48 @@ var errLongURI = "invalid params: uri longer than " + strconv.Itoa(maxSubscripti
 
 // subscribe serves resources/subscribe: one bus subscription per URI and
 // session, within the session's Options.MaxSubscriptions.
-func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) []byte {
+func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) ([]byte, int) {
+	dst, code, e := s.subscribeOrLimit(sess, m, dst)
+	if e != nil {
+		return e.AppendAnswer(dst, m.ID), codec.CodeServerBusy
+	}
+	return dst, code
+}
+
+// subscribeOrLimit is subscribe, but a refusal for the session's
+// subscriptions limit is returned, not appended, so that route hands it
+// to a reply sink that answers limits in its own terms (Refuser: HTTP
+// 429) even when a concurrent subscribe took the last place after
+// checkSubscriptions.
+func (s *Server) subscribeOrLimit(sess *session.Session, m *codec.Message, dst []byte) ([]byte, int, *LimitError) {
 	var p mcp.SubscribeParams
 	if len(m.Params) == 0 || codec.UnmarshalNoCopy(m.Params, &p) != nil || p.URI == "" {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: resources/subscribe needs a uri", nil)
+		dst, code := errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: resources/subscribe needs a uri")
+		return dst, code, nil
 	}
 	if len(p.URI) > maxSubscriptionURI {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, errLongURI, nil)
+		dst, code := errAnswer(dst, m.ID, codec.CodeInvalidParams, errLongURI)
+		return dst, code, nil
+	}
+	if c := s.sessionClass(sess); c != nil {
+		// A URI the caller may not read, hidden or served by nothing
+		// alike: nothing to subscribe to.
+		if err := s.reg.CheckRead(c, p.URI); err != nil {
+			dst, code := errObject(dst, m.ID, codec.AsError(err))
+			return dst, code, nil
+		}
 	}
 	if sess.Subscribed(p.URI) {
-		return codec.AppendResult(dst, m.ID, nil)
+		return codec.AppendResult(dst, m.ID, nil), 0, nil
 	}
 	max := int(s.maxSubs.Load())
 	if !sess.CanSubscribe(p.URI, max) {
-		return errSubs.AppendAnswer(dst, m.ID)
+		return dst, 0, errSubs
 	}
 	if s.subscribeURI(sess, p.URI, max) == session.ErrSubscriptionLimit {
-		return errSubs.AppendAnswer(dst, m.ID) // a concurrent subscribe took the last place
+		return dst, 0, errSubs // a concurrent subscribe took the last place
 	}
-	return codec.AppendResult(dst, m.ID, nil)
+	return codec.AppendResult(dst, m.ID, nil), 0, nil
 }
 
 // subscribeURI subscribes sess to the updates of uri on the bus, within
@@ -600,9 +534,6 @@ func (s *Server) subscribeURI(sess *session.Session, uri string, max int) error 
 // that answers limits in its own terms (Refuser: HTTP 429) does. subscribe
 // checks again, under the session's lock.
 func (s *Server) checkSubscriptions(sess *session.Session, m *codec.Message) *LimitError {
-	if m.Method != mcp.MethodResourcesSubscribe {
-		return nil
-	}
 	max := int(s.maxSubs.Load())
 	if max <= 0 || sess.Subscriptions() < max {
 		return nil
@@ -613,41 +544,41 @@ func (s *Server) checkSubscriptions(sess *session.Session, m *codec.Message) *Li
 	return errSubs
 }
 
-func (s *Server) unsubscribe(sess *session.Session, m *codec.Message, dst []byte) []byte {
+func (s *Server) unsubscribe(sess *session.Session, m *codec.Message, dst []byte) ([]byte, int) {
 	var p mcp.SubscribeParams
 	if len(m.Params) == 0 || codec.UnmarshalNoCopy(m.Params, &p) != nil || p.URI == "" {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: resources/unsubscribe needs a uri", nil)
+		return errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: resources/unsubscribe needs a uri")
 	}
 	sess.Unsubscribe(p.URI)
-	return codec.AppendResult(dst, m.ID, nil)
+	return codec.AppendResult(dst, m.ID, nil), 0
 }
 
-func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte) []byte {
+func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte) ([]byte, int) {
 	var p mcp.InitializeParams
 	if len(m.Params) == 0 {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs params", nil)
+		return errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs params")
 	}
 	if err := codec.Unmarshal(m.Params, &p); err != nil {
-		return codec.AppendErrorObject(dst, m.ID, paramsError("initialize params", m.Params, &p))
+		return errObject(dst, m.ID, paramsError("initialize params", m.Params, &p))
 	}
 	if p.ProtocolVersion == "" {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs protocolVersion", nil)
+		return errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs protocolVersion")
 	}
 	version, err := sess.Initialize(&p)
 	if err != nil {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidRequest, "invalid request: session already initialized", nil)
+		return errAnswer(dst, m.ID, codec.CodeInvalidRequest, "invalid request: session already initialized")
 	}
 	res := mcp.InitializeResult{
 		ProtocolVersion: version,
 		Capabilities:    s.capabilitiesFor(version),
 		ServerInfo:      implementationFor(mcp.Implementation{Name: s.opts.Name, Title: s.opts.Title, Version: s.opts.Version}, version),
-		Instructions:    s.opts.Instructions,
+		Instructions:    s.Instructions(),
 	}
 	body, err := codec.Marshal(&res)
 	if err != nil {
-		return codec.AppendError(dst, m.ID, codec.CodeInternalError, "internal error: encoding the initialize result", nil)
+		return errAnswer(dst, m.ID, codec.CodeInternalError, "internal error: encoding the initialize result")
 	}
-	return codec.AppendResult(dst, m.ID, body)
+	return codec.AppendResult(dst, m.ID, body), 0
 }
 
 // Capabilities returns what the server advertises: the features its

@@ -6,13 +6,16 @@
 // in package mcpedge: the transports stop accepting and close their idle
 // connections, this engine drains, then the transports stop.
 //
-// Transports need one thing of it, a Conn per session (Open): one
-// message's path is Conn.HandleFrame from an event loop (cheap answers are
-// appended to the caller's output at once; the rest is copied once and run
-// on the worker pool) or Conn.ServeFrame from a goroutine of the
-// transport's own (the handler runs on it). Answers and request-scoped
-// messages go to the request's reply Sink; other server messages go to the
-// session's Out sink.
+// Transports need one thing of it, a Conn per session (Open, or
+// OpenStateless for one exchange of the stateless revision): a message's
+// path is Conn.HandleFrame (a frame, decoded here) or Conn.HandleMessage (a
+// message the transport decoded), which never block: an answer the engine
+// gives at once is appended to the caller's output, and a request for a
+// handler is copied once and run on the worker pool, its answer going to
+// the request's reply sink (a Replier is told which message is the
+// answer). Other server messages go to the session's Out sink. Which
+// method is served how, in which revision, is the method table's to say
+// (methods.go).
 package engine
 
 import (
@@ -123,7 +126,7 @@ type Options struct {
 	TaskIdle time.Duration
 	// NodeID names this node of a cluster in the ids of the sessions it
 	// opens and of the tasks it creates for 2026-07-28 requests
-	// ("<NodeID>.<random>", see TaskNode and SessionNode), so that a
+	// ("<NodeID>.<random>", see SessionNode), so that a
 	// router can send a session's requests, and tasks/get, tasks/update
 	// and tasks/cancel, to the node that owns them. It must not contain a
 	// '.'. Empty: ids are random only.
@@ -142,8 +145,7 @@ type Options struct {
 
 	// Receive wraps the handling of every request that is answered:
 	// Receive[0] is the outermost. It sees the requests served by handlers
-	// (on the worker pool, on a ServeFrame caller's goroutine, NonBlocking
-	// tools on the event loop) and those the engine answers itself (ping,
+	// (on the worker pool, NonBlocking tools on the event loop) and those the engine answers itself (ping,
 	// initialize, list pages, static resources, ...), on every transport
 	// and protocol revision. Requests refused before dispatch
 	// (Options.Authorize, a limit, shutdown, a session not initialized, a
@@ -164,8 +166,9 @@ type Options struct {
 	// returns reaches handlers in their context (Caller), tools/call is
 	// checked against the tool's RequiredScopes with it, and an
 	// initialize's caller becomes its session's (session.Session.Auth).
-	// Package auth's *Verifier implements it. nil costs one nil check
-	// per request.
+	// An Authorizer that is also a Policy narrows what each caller sees
+	// and uses. Package auth's *Verifier implements both. nil costs one
+	// nil check per request.
 	Authorize Authorizer
 
 	// StateKeys sign the requestState of 2026-07-28 multi round-trip
@@ -184,6 +187,10 @@ type Options struct {
 	// too, it is told of the transports' connections and bytes. nil costs
 	// one nil check per request.
 	Observer Observer
+	// Tracer, if not nil, traces requests: a span per request (package
+	// tracing: OpenTelemetry). nil costs one nil check per request, with
+	// Observer's.
+	Tracer Tracer
 
 	// Bus carries resource updates and list changes; nil means an
 	// in-process bus.
@@ -230,10 +237,12 @@ type Server struct {
 	rates       atomic.Pointer[rateLimits]
 	panics      atomic.Uint64
 
+	instructions atomic.Pointer[string] // SetInstructions; nil: Options.Instructions
+
 	stateKey       [][]byte // when Options.StateKeys is empty
 	serverInfoMeta []byte   // {"io.modelcontextprotocol/serverInfo":{...}}
 	listeners      listeners
-	memos          [64]atomic.Pointer[session.Memo] // stateless exchanges' _meta (parseModernMemo)
+	memos          [64]atomic.Pointer[session.Memo] // stateless exchanges' _meta (parseStatelessMemo)
 	memoSeed       maphash.Seed
 	// statelessTracker is the Tracker the stateless exchanges share.
 	statelessTracker *session.Tracker
@@ -243,9 +252,16 @@ type Server struct {
 	receiveFast MethodHandler // around fastInner
 	sender      Sender
 
-	authz Authorizer // Options.Authorize; nil: none
-	obs   Observer   // Options.Observer; nil: none
-	epoch time.Time  // New's time, with its monotonic reading (observe.go)
+	authz  Authorizer   // Options.Authorize; nil: none
+	obs    Observer     // Options.Observer; nil: none
+	tobs   ToolObserver // Options.Observer when it is one; nil: none
+	epoch  time.Time    // New's time, with its monotonic reading (observe.go)
+	tracer Tracer       // Options.Tracer; nil: none
+	// watch: obs or tracer is set, so requests are timed and their ends
+	// told (handleObserved): the one check of the paths that need neither.
+	watch bool
+
+	policy Policy // Options.Authorize when it is a Policy (auth.go); nil: none
 }
 
 // New returns a Server configured by opts.
@@ -315,8 +331,11 @@ func New(opts Options) *Server {
 	s := &Server{
 		opts:     opts,
 		obs:      opts.Observer,
+		tobs:     toolObserver(opts.Observer),
 		authz:    opts.Authorize,
 		epoch:    time.Now(),
+		tracer:   opts.Tracer,
+		watch:    opts.Observer != nil || opts.Tracer != nil,
 		reg:      handlers.NewRegistry(handlers.Options{PageSize: opts.PageSize}),
 		sessions: session.NewTable(),
 		bus:      opts.Bus,
@@ -324,6 +343,7 @@ func New(opts Options) *Server {
 		tasks:    newTaskStore(),
 		adm:      newAdmission(),
 	}
+	s.policy, _ = opts.Authorize.(Policy)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if len(opts.StateKeys) == 0 {
 		s.stateKey = newStateKey()

@@ -2,9 +2,10 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -33,9 +34,6 @@ const (
 	LimitTaskWorkers = "task-workers"
 )
 
-// ErrLimit is the sentinel every LimitError matches with errors.Is.
-var ErrLimit = errors.New("engine: limit reached")
-
 // LimitError is the reason a request was refused before any handler ran.
 // It is answered with JSON-RPC error CodeServerBusy (-32000) whose data is
 // {"limit": Limit, "retryAfterMs": RetryAfter}; a reply sink that is a
@@ -47,11 +45,8 @@ type LimitError struct {
 
 func (e *LimitError) Error() string { return "engine: limit reached: " + e.Limit }
 
-// Is makes errors.Is(err, ErrLimit) true.
-func (e *LimitError) Is(target error) bool { return target == ErrLimit }
-
-// Message is the JSON-RPC error message of the refusal.
-func (e *LimitError) Message() string {
+// message is the JSON-RPC error message of the refusal.
+func (e *LimitError) message() string {
 	switch e.Limit {
 	case LimitRate:
 		return "server busy: session request rate over the limit"
@@ -85,8 +80,8 @@ func (e *LimitError) ClientShare() bool {
 	return false
 }
 
-// AppendData appends the error's data object to dst.
-func (e *LimitError) AppendData(dst []byte) []byte {
+// appendData appends the error's data object to dst.
+func (e *LimitError) appendData(dst []byte) []byte {
 	dst = append(dst, `{"limit":"`...)
 	dst = append(dst, e.Limit...)
 	dst = append(dst, '"')
@@ -100,7 +95,7 @@ func (e *LimitError) AppendData(dst []byte) []byte {
 // AppendAnswer appends the JSON-RPC error answering request id.
 func (e *LimitError) AppendAnswer(dst, id []byte) []byte {
 	var data [64]byte
-	return codec.AppendError(dst, id, codec.CodeServerBusy, e.Message(), e.AppendData(data[:0]))
+	return codec.AppendError(dst, id, codec.CodeServerBusy, e.message(), e.appendData(data[:0]))
 }
 
 // A Refuser is a reply Sink that answers a refused request itself, in its
@@ -192,3 +187,48 @@ func (s *Server) checkRate(sess *session.Session) *LimitError {
 	}
 	return nil
 }
+
+// admission counts the requests being served and refuses new ones once
+// closing begins, in one atomic step: the closing bit and the count share a
+// word, so no request can slip in between the check and the count while
+// Shutdown waits for the count to reach zero.
+type admission struct {
+	state   atomic.Int64 // closingBit | count
+	once    sync.Once
+	drained chan struct{}
+}
+
+const closingBit = int64(1) << 62
+
+func newAdmission() *admission { return &admission{drained: make(chan struct{})} }
+
+// admit counts a new request, or reports false once closing has begun.
+func (a *admission) admit() bool {
+	for {
+		v := a.state.Load()
+		if v&closingBit != 0 {
+			return false
+		}
+		if a.state.CompareAndSwap(v, v+1) {
+			return true
+		}
+	}
+}
+
+// done ends an admitted request.
+func (a *admission) done() {
+	if a.state.Add(-1) == closingBit {
+		a.once.Do(func() { close(a.drained) })
+	}
+}
+
+// close refuses new requests and returns a channel closed once every
+// admitted request is done.
+func (a *admission) close() <-chan struct{} {
+	if a.state.Or(closingBit)|closingBit == closingBit {
+		a.once.Do(func() { close(a.drained) })
+	}
+	return a.drained
+}
+
+func (a *admission) closing() bool { return a.state.Load()&closingBit != 0 }

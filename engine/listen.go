@@ -35,7 +35,8 @@ type listener struct {
 	s     *Server
 	sess  *session.Session
 	reply session.Sink
-	id    []byte // the request's id, owned
+	id    []byte         // the request's id, owned
+	class handlers.Class // the caller's policy class: the URIs it may subscribe
 	kinds [4]bool
 	since int64 // UnixNano when it opened: older changes are not its
 
@@ -90,46 +91,51 @@ type listenParams struct {
 }
 
 // listen opens a subscriptions/listen stream for m on reply, as
-// handleModern: a request refused is answered at once (queued false: its
-// error appended to out, or handed to reply's Refuse); otherwise the
-// request is open (queued) until it ends, and reply gets its Final.
+// handleStateless: a request refused is answered at once (queued false: its
+// error appended to out, or handed to reply's Refuse, and its code
+// returned); otherwise the request is open (queued) until it ends, and
+// reply gets its Final.
 //
 // A listen whose params are small is served here. A bigger one is only
 // admitted here (the drain, the session's in-flight set); its filter is
 // read, and its URIs subscribed, on the worker pool (openListen), and a
 // refusal there is the stream's final answer.
-func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, _ []byte, out []byte, reply session.Sink) (res []byte, queued, handled bool) {
+func (s *Server) listen(sess *session.Session, m *codec.Message, mm *statelessMeta, out []byte, reply session.Sink) (res []byte, code int, queued, handled bool) {
+	const busy = codec.CodeServerBusy
 	inline := len(m.Params) <= listenInline
+	class := s.class(mm.caller)
 	var agreed mcp.SubscriptionFilter
 	if inline {
 		var le *LimitError
 		var e *codec.Error
-		if agreed, e, le = s.listenFilter(m.Params, int(s.maxSubs.Load())); e != nil {
+		if agreed, e, le = s.listenFilter(m.Params, int(s.maxSubs.Load()), class); e != nil {
 			reject(reply, e.Code)
-			return codec.AppendErrorObject(out, m.ID, e), false, true
+			return codec.AppendErrorObject(out, m.ID, e), e.Code, false, true
 		} else if le != nil {
-			return s.refuse(sess, out, reply, m.ID, le), false, true
+			return s.refuse(sess, out, reply, m.ID, le), busy, false, true
 		}
 	}
-	l := &listener{s: s, sess: sess, reply: reply, id: bytes.Clone(m.ID), since: time.Now().UnixNano()}
+	l := &listener{s: s, sess: sess, reply: reply, id: bytes.Clone(m.ID), since: time.Now().UnixNano(), class: class}
 	if !s.adm.admit() {
-		return s.refuse(sess, out, reply, m.ID, errShutdown), false, true
+		return s.refuse(sess, out, reply, m.ID, errShutdown), busy, false, true
 	}
 	s.adm.done() // a stream does not hold the drain up: Shutdown ends it
 	switch err := sess.Track(l.id, l, int(s.maxInflight.Load())); err {
 	case nil:
 	case session.ErrInflightLimit:
-		return s.refuse(sess, out, reply, m.ID, errInflight), false, true
+		return s.refuse(sess, out, reply, m.ID, errInflight), busy, false, true
 	case session.ErrDuplicateID:
-		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "invalid request: a request with this id is in flight", nil), false, true
+		out, code = errAnswer(out, m.ID, codec.CodeInvalidRequest, errDuplicateID)
+		return out, code, false, true
 	default:
-		return codec.AppendError(out, m.ID, codec.CodeInvalidRequest, "session closed", nil), false, true
+		out, code = errAnswer(out, m.ID, codec.CodeInvalidRequest, errSessionClosed)
+		return out, code, false, true
 	}
 	n, size := len(agreed.ResourceSubscriptions), uriBytes(agreed.ResourceSubscriptions)
 	if inline && !sess.ReserveSubscriptions(n, size, int(s.maxSubs.Load())) {
 		sess.Done(l.id, l)
 		sess.Answered()
-		return s.refuse(sess, out, reply, m.ID, errSubs), false, true
+		return s.refuse(sess, out, reply, m.ID, errSubs), busy, false, true
 	}
 	// A stream is no answer a transport waits for before it closes its
 	// session (session.InFlight): the session's end ends the stream.
@@ -137,7 +143,7 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 	sess.StreamOpened() // ended in end
 	if inline {
 		l.start(&agreed, n, size)
-		return out, true, true
+		return out, 0, true, true
 	}
 	job := s.newRequest(sess, reply)
 	job.buf = append(job.buf[:0], m.Params...)
@@ -146,15 +152,17 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, _ *modernMeta, 
 		s.release(job)
 		l.refuse(errWorkers)
 	}
-	return out, true, true
+	return out, 0, true, true
 }
 
 // listenFilter reads the filter of subscriptions/listen params: the
 // notifications the server serves among those asked for, the resource
-// URIs deduplicated. Its strings alias params. It fails with -32602, or
-// with the subscriptions limit when the distinct URIs are more than max
-// (max <= 0: no limit).
-func (s *Server) listenFilter(params []byte, max int) (mcp.SubscriptionFilter, *codec.Error, *LimitError) {
+// URIs deduplicated, less those class c (nil: none) may not read, hidden
+// or served by nothing alike, so that the acknowledgement tells nothing
+// of a hidden resource. Its strings alias params. It fails with -32602,
+// or with the subscriptions limit when the distinct URIs are more than
+// max (max <= 0: no limit).
+func (s *Server) listenFilter(params []byte, max int, c handlers.Class) (mcp.SubscriptionFilter, *codec.Error, *LimitError) {
 	var p listenParams
 	if err := codec.UnmarshalNoCopy(params, &p); err != nil || p.Notifications == nil {
 		return mcp.SubscriptionFilter{}, codec.NewError(codec.CodeInvalidParams, "invalid params: subscriptions/listen needs a notifications filter"), nil
@@ -176,6 +184,9 @@ func (s *Server) listenFilter(params []byte, max int) (mcp.SubscriptionFilter, *
 		if len(uri) > maxSubscriptionURI {
 			return mcp.SubscriptionFilter{}, codec.NewError(codec.CodeInvalidParams, errLongURI), nil
 		}
+	}
+	if c != nil {
+		uris = slices.DeleteFunc(uris, func(uri string) bool { return s.reg.CheckRead(c, uri) != nil })
 	}
 	agreed.ResourceSubscriptions = uris
 	return agreed, nil, nil
@@ -222,7 +233,7 @@ func (s *Server) openListen(r *request) {
 		}
 	}()
 	max := int(s.maxSubs.Load())
-	agreed, e, le := s.listenFilter(r.buf, max)
+	agreed, e, le := s.listenFilter(r.buf, max, l.class)
 	switch {
 	case e != nil:
 		reject(l.reply, e.Code)

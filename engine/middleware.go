@@ -7,7 +7,6 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/handlers"
-	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 )
 
@@ -34,6 +33,7 @@ type Request struct {
 
 	r       *request       // set for requests served by serve
 	msg     *codec.Message // set for the requests the engine answers itself
+	row     *method        // msg's method
 	scratch *codec.Buffer  // where fastInner writes msg's answer
 }
 
@@ -139,6 +139,7 @@ func (s *Server) serveThrough(r *request, dst []byte, body int) ([]byte, error) 
 	if len(out) >= body && sameBytes(res, out[body:]) {
 		return out, nil // the handler's own result, in place
 	}
+	r.shape = shapeUnknown // the middleware's bytes
 	return append(out[:body], res...), nil
 }
 
@@ -158,6 +159,7 @@ func (s *Server) serveInner(ctx context.Context, req *Request) ([]byte, error) {
 	if !sameBytes(req.Params, r.msg.Params) {
 		r.msg.Params = req.Params
 		r.tool, r.tokenParsed, r.token = toolFields{}, false, nil
+		r.rawSet, r.rawH = false, nil
 	}
 	dst, err := s.dispatch(r, r.out[:r.outBody])
 	r.out = dst
@@ -167,40 +169,35 @@ func (s *Server) serveInner(ctx context.Context, req *Request) ([]byte, error) {
 	return dst[r.outBody:], nil
 }
 
-// answersItself reports whether fast answers m itself: the requests that
-// receiving middleware sees on the fast path. Refusals (a session not
-// initialized) are not among them, and tools/call of a NonBlocking tool
-// goes through serve.
-func (s *Server) answersItself(sess *session.Session, m *codec.Message) bool {
-	switch m.Method {
-	case mcp.MethodPing, mcp.MethodInitialize:
-		return true
-	}
-	if !sess.Initialized() {
+// answersItself reports whether fast answers m, of method row, itself:
+// the requests that receiving middleware sees on the fast path (those the
+// table answers at once). Refusals (a session not initialized) are not
+// among them, and tools/call of a NonBlocking tool goes through serve.
+func (s *Server) answersItself(sess *session.Session, m *codec.Message, row *method) bool {
+	if !row.early && !sess.Initialized() {
 		return false
 	}
-	switch m.Method {
-	case mcp.MethodToolsList, mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList, mcp.MethodPromptsList,
-		mcp.MethodLoggingSetLevel, mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
-		mcp.MethodTasksGet, mcp.MethodTasksList, mcp.MethodTasksCancel:
-		return true
-	case mcp.MethodResourcesRead:
-		_, ok := s.staticRead(m)
+	switch row.now {
+	case opNone, opInlineTool:
+		return false
+	case opStaticRead:
+		_, ok := s.staticRead(m, s.sessionClass(sess))
 		return ok
 	}
-	return false
+	return true
 }
 
 var fastRequests = sync.Pool{New: func() any { return new(Request) }}
 
-// fastThrough answers m, one of the requests fast answers itself, through
-// the receiving middleware, appending the answer to dst. The middleware's
-// context is the session's, as for the requests served by handlers, with
-// the session's caller when requests are authorized.
-func (s *Server) fastThrough(sess *session.Session, m *codec.Message, dst []byte) []byte {
+// fastThrough answers m, of method row, one of the requests fast answers
+// itself, through the receiving middleware, appending the answer to dst;
+// it returns the answer's code. The middleware's context is the
+// session's, as for the requests served by handlers, with the session's
+// caller when requests are authorized.
+func (s *Server) fastThrough(sess *session.Session, m *codec.Message, row *method, dst []byte) ([]byte, int) {
 	scratch := codec.GetBuffer()
 	req := fastRequests.Get().(*Request)
-	*req = Request{Server: s, Session: sess, Method: m.Method, ID: m.ID, Params: m.Params, msg: m, scratch: scratch}
+	*req = Request{Server: s, Session: sess, Method: m.Method, ID: m.ID, Params: m.Params, msg: m, row: row, scratch: scratch}
 	defer func() { // after the result, which scratch may hold, is appended
 		*req = Request{}
 		fastRequests.Put(req)
@@ -212,9 +209,9 @@ func (s *Server) fastThrough(sess *session.Session, m *codec.Message, dst []byte
 	}
 	res, err := s.receiveFast(ctx, req)
 	if err != nil {
-		return codec.AppendErrorObject(dst, m.ID, codec.AsError(err))
+		return errObject(dst, m.ID, codec.AsError(err))
 	}
-	return codec.AppendResult(dst, m.ID, res)
+	return codec.AppendResult(dst, m.ID, res), 0
 }
 
 // fastInner is the innermost receiving handler of the requests fast
@@ -227,12 +224,14 @@ func (s *Server) fastInner(_ context.Context, req *Request) ([]byte, error) {
 	m := *req.msg
 	m.Params = req.Params
 	var f toolFields
-	b, ok := s.fastDirect(req.Session, &m, req.scratch.B[:0], &f)
+	b, code, ok := s.fastDirect(req.Session, &m, req.row, req.scratch.B[:0], &f)
 	req.scratch.B = b
 	if !ok { // params rewritten into a request for a handler
 		return nil, errRewritten
 	}
-	if raw, found, err := codec.ObjectField(b, "error"); err == nil && found {
+	// fastDirect wrote the whole answer: its result, or the error the
+	// middleware is handed as one.
+	if raw, found, err := codec.ObjectField(b, "error"); code != 0 && err == nil && found {
 		e := &codec.Error{}
 		if err := codec.Unmarshal(raw, e); err != nil {
 			return nil, err

@@ -53,9 +53,33 @@ type mrtrState struct {
 	err     *codec.Error   // the request's inputResponses or requestState is unusable
 }
 
+// pendingInput is an input a handler asked its client for: under key, a
+// request of method with params (raw JSON, nil for none).
 type pendingInput struct {
 	key, method string
 	params      []byte
+}
+
+// appendInputRequests appends the inputRequests member naming n inputs
+// (at returns the i-th): the one encoding of what a stateless request's
+// InputRequiredResult and a task in input_required ask for.
+func appendInputRequests(dst []byte, n int, at func(i int) *pendingInput) []byte {
+	dst = append(dst, `"inputRequests":{`...)
+	for i := range n {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		p := at(i)
+		dst = codec.AppendString(dst, p.key)
+		dst = append(dst, `:{"method":`...)
+		dst = codec.AppendString(dst, p.method)
+		if p.params != nil {
+			dst = append(dst, `,"params":`...)
+			dst = append(dst, p.params...)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
 }
 
 // statePayload is what requestState signs.
@@ -112,7 +136,7 @@ func (r *request) loadMRTR() *mrtrState {
 // checkMRTR fails a stateless request whose requestState or
 // inputResponses is unusable, before its handler runs.
 func (r *request) checkMRTR() error {
-	if !r.mod.on || len(r.msg.Params) == 0 {
+	if !r.stateless.on || len(r.msg.Params) == 0 {
 		return nil
 	}
 	if r.tool.ok {
@@ -175,40 +199,27 @@ func inputKey(method string, n int) string {
 	return short + "-" + strconv.Itoa(n)
 }
 
-// appendInputRequired appends r's InputRequiredResult.
-func (s *Server) appendInputRequired(r *request, dst []byte) []byte {
+// appendInputRequired appends r's InputRequiredResult, and its code.
+func (s *Server) appendInputRequired(r *request, dst []byte) ([]byte, int) {
 	st := r.mrtr
 	start := len(dst)
 	dst = codec.AppendResultStart(dst, r.msg.ID)
-	dst = append(dst, `{"resultType":"input_required","inputRequests":{`...)
-	for i, p := range st.pending {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = codec.AppendString(dst, p.key)
-		dst = append(dst, `:{"method":`...)
-		dst = codec.AppendString(dst, p.method)
-		if p.params != nil {
-			dst = append(dst, `,"params":`...)
-			dst = append(dst, p.params...)
-		}
-		dst = append(dst, '}')
-	}
-	dst = append(dst, '}')
+	dst = append(dst, `{"resultType":"input_required",`...)
+	dst = appendInputRequests(dst, len(st.pending), func(i int) *pendingInput { return &st.pending[i] })
 	state, err := s.sealState(r.msg.Method, r.digest(), st.used)
 	if errors.Is(err, errStateTooBig) {
 		// The client's answers make the state too big to carry: its
 		// request is what is wrong.
-		return codec.AppendError(dst[:start], r.msg.ID, codec.CodeInvalidParams,
-			"invalid params: the answers in inputResponses are too large to carry in requestState (at most "+strconv.Itoa(maxStateBytes>>10)+" KiB)", nil)
+		return errAnswer(dst[:start], r.msg.ID, codec.CodeInvalidParams,
+			"invalid params: the answers in inputResponses are too large to carry in requestState (at most "+strconv.Itoa(maxStateBytes>>10)+" KiB)")
 	}
 	if err != nil {
-		return codec.AppendError(dst[:start], r.msg.ID, codec.CodeInternalError, "internal error: sealing requestState", nil)
+		return errAnswer(dst[:start], r.msg.ID, codec.CodeInternalError, "internal error: sealing requestState")
 	}
 	dst = append(dst, `,"requestState":`...)
 	dst = codec.AppendString(dst, state)
-	dst = append(dst, "}}"...)
-	return s.modernTail(dst, start, nil)
+	dst = s.appendTail(dst, true, nil, false, true)
+	return append(dst, "}}"...), 0
 }
 
 // digest identifies a request for its requestState: a hash of its method

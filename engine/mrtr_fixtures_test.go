@@ -24,14 +24,14 @@ import (
 
 var stateKey = []byte("0123456789abcdef0123456789abcdef")
 
-// modernConn is a session serving the conformance handler set.
-type modernConn struct {
+// statelessConn is a session serving the conformance handler set.
+type statelessConn struct {
 	conn engine.Conn
 	sink *chanSink
 	ids  atomic.Int64
 }
 
-func newModernConn(t *testing.T) *modernConn {
+func newStatelessConn(t *testing.T) *statelessConn {
 	t.Helper()
 	srv := engine.New(engine.Options{StateKeys: [][]byte{stateKey}})
 	t.Cleanup(func() {
@@ -41,14 +41,14 @@ func newModernConn(t *testing.T) *modernConn {
 	})
 	require.NoError(t, builtin.Install("conformance", srv.Registry(), builtin.Env{}))
 	sink := newChanSink()
-	return &modernConn{conn: srv.Open(sink), sink: sink}
+	return &statelessConn{conn: srv.Open(sink), sink: sink}
 }
 
 const allCaps = `{"sampling":{},"elicitation":{},"roots":{"listChanged":true}}`
 
 // call sends a 2026-07-28 request whose params are params (an object
 // without _meta) and caps, and returns the answer.
-func (c *modernConn) call(t *testing.T, method, params, caps string) msg {
+func (c *statelessConn) call(t *testing.T, method, params, caps string) msg {
 	t.Helper()
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":` + caps + `}`
 	if params == "" || params == "{}" {
@@ -121,7 +121,7 @@ const (
 )
 
 func TestConformanceInputRequired(t *testing.T) {
-	c := newModernConn(t)
+	c := newStatelessConn(t)
 	cases := []struct {
 		tool      string
 		methods   map[string]string
@@ -153,7 +153,7 @@ func TestConformanceInputRequired(t *testing.T) {
 }
 
 func TestConformanceInputRequiredMultiRound(t *testing.T) {
-	c := newModernConn(t)
+	c := newStatelessConn(t)
 	const tool = "test_input_required_result_multi_round"
 	r1 := c.call(t, "tools/call", `{"name":"`+tool+`","arguments":{}}`, allCaps).mrtr(t)
 	require.Equal(t, map[string]string{"step1": mcp.MethodElicitationCreate}, r1.methods(t))
@@ -168,7 +168,7 @@ func TestConformanceInputRequiredMultiRound(t *testing.T) {
 }
 
 func TestConformanceInputRequiredPrompt(t *testing.T) {
-	c := newModernConn(t)
+	c := newStatelessConn(t)
 	r1 := c.call(t, "prompts/get", `{"name":"test_input_required_result_prompt"}`, allCaps).mrtr(t)
 	require.Equal(t, "input_required", r1.ResultType)
 	require.Equal(t, map[string]string{"user_context": mcp.MethodElicitationCreate}, r1.methods(t))
@@ -193,7 +193,7 @@ func forge(t *testing.T, state string) string {
 }
 
 func TestConformanceInputRequiredBadState(t *testing.T) {
-	c := newModernConn(t)
+	c := newStatelessConn(t)
 	const tool = "test_input_required_result_tampered_state"
 	r1 := c.call(t, "tools/call", `{"name":"`+tool+`","arguments":{}}`, allCaps).mrtr(t)
 	require.NotEmpty(t, r1.RequestState)
@@ -220,7 +220,7 @@ func TestConformanceInputRequiredBadState(t *testing.T) {
 }
 
 func TestConformanceInputRequiredResponses(t *testing.T) {
-	c := newModernConn(t)
+	c := newStatelessConn(t)
 	const tool = "test_input_required_result_elicitation"
 	t.Run("ignore extra", func(t *testing.T) {
 		r := c.call(t, "tools/call", retry(tool, `{"user_name":`+acceptName+`,"unknown_extra_key":{"action":"accept","content":{"foo":"bar"}},"another_unexpected":{"action":"accept","content":{"baz":123}}}`, ""), allCaps).mrtr(t)
@@ -250,7 +250,7 @@ func TestConformanceInputRequiredResponses(t *testing.T) {
 }
 
 func TestConformanceCapabilities(t *testing.T) {
-	c := newModernConn(t)
+	c := newStatelessConn(t)
 	t.Run("only sampling asked of a sampling client", func(t *testing.T) {
 		r := c.call(t, "tools/call", `{"name":"test_input_required_result_capabilities","arguments":{}}`, `{"sampling":{}}`).mrtr(t)
 		require.Equal(t, "input_required", r.ResultType)
@@ -281,7 +281,7 @@ func TestConformanceCapabilities(t *testing.T) {
 }
 
 func TestConformanceLoggingTool(t *testing.T) {
-	c := newModernConn(t)
+	c := newStatelessConn(t)
 	// Without a logLevel in _meta: no notifications/message, a result.
 	m := c.call(t, "tools/call", `{"name":"test_logging_tool","arguments":{}}`, `{}`)
 	require.Equal(t, "complete", m.mrtr(t).ResultType)
@@ -304,7 +304,7 @@ func TestConformanceLoggingTool(t *testing.T) {
 }
 
 func TestConformanceToolsListOrder(t *testing.T) {
-	c := newModernConn(t)
+	c := newStatelessConn(t)
 	names := func() []string {
 		var r struct {
 			Tools []mcp.Tool `json:"tools"`

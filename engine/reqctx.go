@@ -27,13 +27,52 @@ import (
 // (context.WithoutCancel, or a fresh one).
 type reqCtx struct {
 	parent context.Context
-	caller any // the request's verified caller (Options.Authorize), or nil
+	caller any  // the request's verified caller (Options.Authorize), or nil
+	span   Span // the request's span (Options.Tracer), or nil
 
 	mu     sync.Mutex
 	done   chan struct{}   // made on first Done; closedChan once cancelled before that
 	err    error           // set once cancelled or finished
 	caused context.Context // a cancelled context carrying the cause, once cancelled
 	afters []*afterFunc    // AfterFunc's functions not yet run or stopped
+	notify chan<- struct{} // NotifyDone's channel
+}
+
+// DoneNotifier is implemented by the context the engine gives a handler.
+// A handler that waits on a channel of its own anyway (an answer from
+// elsewhere, on a reused channel) has the context's end signalled on that
+// channel too, rather than selecting on Done as well, which makes a
+// channel per request.
+type DoneNotifier interface {
+	// NotifyDone has a value sent on ch without blocking (give it room)
+	// when the context ends, at once if it has ended. One channel at a
+	// time: a second call replaces the first.
+	NotifyDone(ch chan<- struct{})
+	// StopNotify undoes NotifyDone: nothing is sent once it returns.
+	StopNotify()
+}
+
+var _ DoneNotifier = (*reqCtx)(nil)
+
+// NotifyDone implements DoneNotifier.
+func (c *reqCtx) NotifyDone(ch chan<- struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+		return
+	}
+	c.notify = ch
+}
+
+// StopNotify implements DoneNotifier.
+func (c *reqCtx) StopNotify() {
+	c.mu.Lock()
+	c.notify = nil
+	c.mu.Unlock()
 }
 
 // afterFunc is one function registered with AfterFunc.
@@ -45,7 +84,7 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 // reset prepares c for a request of the session whose context is parent.
 func (c *reqCtx) reset(parent context.Context) {
-	c.parent, c.caller, c.done, c.err, c.caused, c.afters = parent, nil, nil, nil, nil, c.afters[:0]
+	c.parent, c.caller, c.span, c.done, c.err, c.caused, c.afters, c.notify = parent, nil, nil, nil, nil, nil, c.afters[:0], nil
 }
 
 // AfterFunc arranges for f to run in its own goroutine once the context
@@ -104,6 +143,11 @@ func (c *reqCtx) Value(key any) any {
 	if _, ok := key.(callerKey); ok && c.caller != nil {
 		return c.caller
 	}
+	if c.span != nil {
+		if v := c.span.Value(key); v != nil {
+			return v
+		}
+	}
 	c.mu.Lock()
 	caused := c.caused
 	c.mu.Unlock()
@@ -143,6 +187,13 @@ func (c *reqCtx) finish() {
 func (c *reqCtx) closeLocked() {
 	if c.done != nil && c.done != closedChan {
 		close(c.done)
+	}
+	if c.notify != nil {
+		select {
+		case c.notify <- struct{}{}:
+		default:
+		}
+		c.notify = nil
 	}
 	for i, a := range c.afters {
 		go a.f()

@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/bytedance/sonic"
 	"github.com/mcpedge/mcpedge/codec"
@@ -33,22 +35,30 @@ type request struct {
 	tokenParsed bool
 	token       []byte // progressToken from params._meta, aliasing buf
 
-	tool toolFields // tools/call params, when already scanned
+	row     *method    // its row in the method table
+	tool    toolFields // tools/call params, when already scanned
+	toolErr bool       // the tool's result has isError set (callTool), for ToolObserver
 
 	// What callTool hands the tool's handler, reused.
 	call   handlers.CallToolRequest
 	params mcp.CallToolParams
 
+	// A request a raw handler serves (handlers.RawHandler): found once
+	// (rawRoute), and what it is handed.
+	rawH   handlers.RawHandler
+	rawSet bool
+	raw    handlers.RawRequest
+
 	// A request of the stateless revision (2026-07-28): its _meta, the
 	// client's declarations decoded when asked for, and its input rounds.
-	mod     modernMeta
-	modCaps *mcp.ClientCapabilities
-	modInfo *mcp.Implementation
-	mrtr    *mrtrState // made on the first input request
-	hint    handlers.CacheHint
-	hintSet bool
-	rej     session.Sink // an inline 2026-07-28 request's reply sink, for Reject only
-	plain   bool         // a CallToolResult without _meta: finishModern need not scan it
+	stateless     statelessMeta
+	statelessCaps *mcp.ClientCapabilities
+	statelessInfo *mcp.Implementation
+	mrtr          *mrtrState // made on the first input request
+	hint          handlers.CacheHint
+	hintSet       bool
+	rej           session.Sink // an inline 2026-07-28 request's reply sink, for Reject only
+	shape         resultShape  // what the engine knows of the result it encoded (finishStateless)
 
 	task    *task       // set on a task's own request (not pooled): the task its handler runs
 	refused *LimitError // the request was refused as it was to become a task
@@ -92,6 +102,168 @@ func (s *Server) release(r *request) {
 	requests.Put(r)
 }
 
+// enqueue queues the request m, of method row, for a handler on the
+// worker pool: frame is copied once into a pooled request, and m (with
+// the tools/call fields f scanned, and a stateless request's _meta mm)
+// rebased onto the copy. When here is not nil, m is its message, decoded
+// from its buffer on a worker already: here is admitted, for its caller
+// (serveBig) to run on this worker. It appends a refusal to out (and
+// returns its code), or reports queued.
+func (s *Server) enqueue(sess *session.Session, m *codec.Message, row *method, frame, out []byte, reply session.Sink, f *toolFields, mm *statelessMeta, here *request) ([]byte, int, bool) {
+	r := here
+	if r == nil {
+		r = s.newRequest(sess, reply)
+		r.buf = append(r.buf[:0], frame...)
+		rebase(&r.msg, m, frame, r.buf)
+		r.tool = f.rebase(frame, r.buf)
+		if s.watch {
+			r.obsStart = s.monotonic()
+		}
+	} else {
+		r.tool = *f
+	}
+	r.row = row
+	if mm != nil && mm.on {
+		r.stateless = *mm
+		if here == nil {
+			r.stateless.rebase(frame, r.buf)
+		}
+	}
+	if dst, code, ok := s.admit(r, out); !ok {
+		if here == nil {
+			s.release(r)
+		}
+		return dst, code, false
+	}
+	if here != nil {
+		return out, 0, true
+	}
+	if err := s.pool.Invoke(r); err != nil {
+		s.unadmit(r)
+		s.release(r)
+		return s.refuse(sess, out, reply, m.ID, errWorkers), codec.CodeServerBusy, false
+	}
+	return out, 0, true
+}
+
+// admit takes r, a request about to be served by a handler, into the
+// server's admission (refused while draining) and its session's in-flight
+// set (refused over Options.MaxInflight, or for an id in flight already).
+// On refusal it returns out with the refusal appended, or out as it is
+// when the refusal went to a Refuser, and the refusal's code.
+func (s *Server) admit(r *request, out []byte) ([]byte, int, bool) {
+	id := r.msg.ID
+	if !s.adm.admit() {
+		return s.refuse(r.sess, out, r.reply, id, errShutdown), codec.CodeServerBusy, false
+	}
+	r.rc.reset(r.sess.Context())
+	if s.authz != nil {
+		r.rc.caller = r.caller()
+	}
+	r.ctx = &r.rc
+	code := codec.CodeInvalidRequest
+	switch err := r.sess.Track(id, &r.rc, int(s.maxInflight.Load())); err {
+	case nil:
+		r.tracked = true
+		return out, 0, true
+	case session.ErrInflightLimit:
+		out, code = s.refuse(r.sess, out, r.reply, id, errInflight), codec.CodeServerBusy
+	case session.ErrDuplicateID:
+		out = codec.AppendError(out, id, code, errDuplicateID, nil)
+	default:
+		out = codec.AppendError(out, id, code, errSessionClosed, nil)
+	}
+	s.adm.done()
+	return out, code, false
+}
+
+// unadmit undoes admit for a request that will not be served.
+func (s *Server) unadmit(r *request) {
+	r.sess.Done(r.msg.ID, &r.rc)
+	r.sess.Answered()
+	r.tracked = false
+	s.adm.done()
+}
+
+// handleBig hands a big frame to the worker pool whole, to be decoded and
+// served there (serveBig). It reports false when the pool cannot take it;
+// the caller then serves the frame itself, slowly but correctly.
+func (s *Server) handleBig(sess *session.Session, frame []byte) bool {
+	r := s.newRequest(sess, sess.Out)
+	r.buf = append(r.buf[:0], frame...)
+	r.big = true
+	if s.watch {
+		r.obsStart = s.monotonic()
+	}
+	if err := s.pool.Invoke(r); err != nil {
+		s.release(r)
+		return false
+	}
+	return true
+}
+
+// serveBig decodes and serves, on a worker, a frame that handleBig (or
+// deferRequest) handed over: route, with r as the request that a handler
+// serves, here. Every answer goes to r.reply: to its Final when it is a
+// Replier, which is called once, here or by whatever serves the request.
+func (s *Server) serveBig(r *request) {
+	sess, m := r.sess, &r.msg
+	b := codec.GetBuffer()
+	queued := false // the answer is another's to deliver (run, enqueue)
+	defer func() {
+		s.authDone(r)
+		deliver(r.reply, b, queued)
+	}()
+	if err := s.decode(sess, r.buf, m); err != nil {
+		b.B = codec.AppendDecodeError(b.B, m, err)
+		return
+	}
+	var code int
+	var f toolFields
+	b.B, code, queued = s.route(sess, m, r.buf, b.B, r.reply, r, &f)
+	if r.tracked { // admitted, to be served here
+		s.run(r)
+		return
+	}
+	if s.watch && m.Kind == codec.KindRequest && !queued {
+		code = observedCode(b.B, code)
+		if s.obs != nil {
+			s.observeNow(sess, m, code, s.monotonic()-r.obsStart, &f)
+		}
+		if s.tracer != nil {
+			s.traceNow(sess, m, r.reply, code, &f, s.epoch.Add(r.obsStart))
+		}
+	}
+}
+
+// deliver hands b, what serveBig answered at once, to reply: to its Final
+// when it is a Replier (nil for nothing), unless queued says that the
+// request's answer is delivered by whatever serves it; else with Send
+// when it is not empty.
+func deliver(reply session.Sink, b *codec.Buffer, queued bool) {
+	f, ok := reply.(Replier)
+	if !ok {
+		sendNonEmpty(reply, b)
+		return
+	}
+	if queued || len(b.B) == 0 {
+		codec.PutBuffer(b)
+		b = nil
+	}
+	if !queued {
+		f.Final(b)
+	}
+}
+
+// sendNonEmpty sends b to sink, or recycles it when it is empty.
+func sendNonEmpty(sink session.Sink, b *codec.Buffer) {
+	if len(b.B) == 0 {
+		codec.PutBuffer(b)
+		return
+	}
+	_ = sink.Send(b)
+}
+
 // work is the worker pool's function.
 func (s *Server) work(arg any) {
 	r := arg.(*request)
@@ -128,8 +300,12 @@ type Replier interface {
 // Final when it is a Replier, else with Send.
 func (s *Server) run(r *request) {
 	s.active.Add(1)
+	if s.tracer != nil {
+		s.traceStart(r) // trace.go
+	}
 	b := codec.GetBuffer()
-	b.B = s.serve(r, b.B)
+	var code int
+	b.B, code = s.serve(r, b.B)
 	// Out of the session's in-flight set before the answer is sent: a
 	// client may reuse the id as soon as it has its answer.
 	if r.tracked {
@@ -147,7 +323,7 @@ func (s *Server) run(r *request) {
 			b.B = b.B[:0]
 			rf.Refuse(r.msg.ID, r.refused)
 			if s.obs != nil {
-				s.obs.RequestDone(r.sess, r.msg.Method, codec.CodeServerBusy, s.monotonic()-r.obsStart)
+				s.observeQueued(r, codec.CodeServerBusy)
 			}
 		}
 	}
@@ -155,7 +331,10 @@ func (s *Server) run(r *request) {
 		codec.PutBuffer(b)
 		b = nil
 	} else if s.obs != nil {
-		s.obs.RequestDone(r.sess, r.msg.Method, answerCode(b.B, r.msg.ID), s.monotonic()-r.obsStart)
+		s.observeQueued(r, code)
+	}
+	if r.rc.span != nil {
+		s.traceEnd(r, code, b == nil)
 	}
 	if f, ok := r.reply.(Replier); ok {
 		f.Final(b)
@@ -169,24 +348,27 @@ func (s *Server) run(r *request) {
 	s.adm.done()
 }
 
-// serve runs the handler and appends the answer to dst. It appends nothing
-// when the client cancelled the request: no answer is due then.
-func (s *Server) serve(r *request, dst []byte) (out []byte) {
+// serve runs the handler and appends the answer to dst; code is the
+// answer's JSON-RPC error code (0: a result). It appends nothing when
+// the client cancelled the request: no answer is due then.
+func (s *Server) serve(r *request, dst []byte) (out []byte, code int) {
 	id := r.msg.ID
 	start := len(dst)
 	defer func() {
 		if p := recover(); p != nil {
 			s.recovered(p, "handler", r.sess, r.msg.Method)
 			// dst[:start]: an event loop's output holds earlier answers.
-			out = codec.AppendError(dst[:start], id, codec.CodeInternalError, fmt.Sprintf("internal error: handler panicked: %v", p), nil)
+			out, code = errAnswer(dst[:start], id, codec.CodeInternalError, fmt.Sprintf("internal error: handler panicked: %v", p))
 		}
 	}()
 	dst = codec.AppendResultStart(dst, id)
 	body := len(dst)
 	var err error
-	if r.mod.on {
+	if r.stateless.on && s.rawRoute(r) == nil {
+		// A raw handler's server owns the input rounds it asks for: their
+		// inputResponses and requestState pass through to it.
 		if err = r.checkMRTR(); err != nil {
-			return codec.AppendErrorObject(dst[:start], id, codec.AsError(err))
+			return errObject(dst[:start], id, codec.AsError(err))
 		}
 	}
 	if s.receive == nil {
@@ -195,28 +377,30 @@ func (s *Server) serve(r *request, dst []byte) (out []byte) {
 		dst, err = s.serveThrough(r, dst, body)
 	}
 	if errors.Is(r.rc.cause(), session.ErrCancelledByClient) {
-		return dst[:start]
+		return dst[:start], 0
 	}
 	if r.refused != nil {
-		return r.refused.AppendAnswer(dst[:start], id)
+		return r.refused.AppendAnswer(dst[:start], id), codec.CodeServerBusy
 	}
-	if r.mod.on {
-		return s.finishModern(r, dst, start, body, err)
+	if r.stateless.on {
+		return s.finishStateless(r, dst, start, body, err)
 	}
 	if err != nil {
-		return codec.AppendErrorObject(dst[:start], id, codec.AsError(err))
+		return errObject(dst[:start], id, codec.AsError(err))
 	}
 	if len(dst) == body {
 		dst = append(dst, "{}"...)
 	}
-	return append(dst, '}')
+	return append(dst, '}'), 0
 }
 
-// finishModern completes the answer of a 2026-07-28 request: an
-// InputRequiredResult when its handler asked for input the client has
-// not given yet (whatever the handler returned), else the result with
-// what the revision adds to it (modernTail), or the error.
-func (s *Server) finishModern(r *request, dst []byte, start, body int, err error) []byte {
+// finishStateless completes the answer of a 2026-07-28 request, and returns
+// its code: an InputRequiredResult when its handler asked for input the
+// client has not given yet (whatever the handler returned), else the
+// result with what the revision adds to it, or the error. A result the
+// engine encoded gets the members it lacks by its shape (appendTail);
+// only bytes of a middleware's making are scanned (statelessTail).
+func (s *Server) finishStateless(r *request, dst []byte, start, body int, err error) ([]byte, int) {
 	id := r.msg.ID
 	if r.mrtr != nil && len(r.mrtr.pending) > 0 {
 		return s.appendInputRequired(r, dst[:start])
@@ -230,41 +414,44 @@ func (s *Server) finishModern(r *request, dst []byte, start, body int, err error
 				reject(r.rej, e.Code)
 			}
 		}
-		return codec.AppendErrorObject(dst[:start], id, e)
+		return errObject(dst[:start], id, e)
 	}
-	if r.plain && len(dst) > body+2 && dst[len(dst)-1] == '}' {
-		// A CallToolResult this engine encoded, without _meta: its
-		// members are known, so the tail goes in without a scan.
-		dst = dst[:len(dst)-1]
-		dst = append(dst, `,"resultType":"complete","_meta":`...)
-		dst = append(dst, s.serverInfoMeta...)
-		return append(dst, "}}"...)
+	if r.shape != shapeUnknown && len(dst) >= body+2 && dst[len(dst)-1] == '}' {
+		more := len(dst) > body+2
+		dst = s.appendTail(dst[:len(dst)-1], more, r.cacheHint(), r.shape != shapeTyped, r.shape != shapeMeta)
+		return append(dst, "}}"...), 0
 	}
 	if len(dst) == body {
 		dst = append(dst, "{}"...)
 	}
 	dst = append(dst, '}')
-	return s.modernTail(dst, start, r.cacheHint())
+	return s.statelessTail(dst, start, r.cacheHint()), 0
 }
 
-// dispatch runs the handler of r's method, appending its result to dst.
+// dispatch runs the handler of r's method (its row's pool), appending its
+// result to dst: the one switch over what the worker pool serves.
 func (s *Server) dispatch(r *request, dst []byte) ([]byte, error) {
-	var err error
-	switch r.msg.Method {
-	case mcp.MethodToolsCall:
-		dst, err = s.callTool(r, dst)
-	case mcp.MethodResourcesRead:
-		dst, err = s.readResource(r, dst)
-	case mcp.MethodPromptsGet:
-		dst, err = s.getPrompt(r, dst)
-	case mcp.MethodCompletionComplete:
-		dst, err = s.complete(r, dst)
-	case mcp.MethodTasksResult:
-		dst, err = s.tasksResult(r, dst)
-	default:
-		err = codec.NewError(codec.CodeMethodNotFound, "method not found: "+r.msg.Method)
+	if r.row == nil {
+		r.row = lookup(r.msg.Method)
 	}
-	return dst, err
+	if r.row.pool != opCallTool { // callTool decides for tools: tasks
+		if h := s.rawRoute(r); h != nil {
+			return s.serveRaw(r, h, r.raw.Name, dst)
+		}
+	}
+	switch r.row.pool {
+	case opCallTool:
+		return s.callTool(r, dst)
+	case opReadResource:
+		return s.readResource(r, dst)
+	case opGetPrompt:
+		return s.getPrompt(r, dst)
+	case opComplete:
+		return s.complete(r, dst)
+	case opTasksResult:
+		return s.tasksResult(r, dst)
+	}
+	return dst, codec.NewError(codec.CodeMethodNotFound, "method not found: "+r.msg.Method)
 }
 
 // toolFields are the fields of tools/call params found by one scan,
@@ -274,6 +461,7 @@ func (s *Server) dispatch(r *request, dst []byte) ([]byte, error) {
 type toolFields struct {
 	ok               bool
 	retry            bool // inputResponses or requestState present (2026-07-28)
+	isError          bool // set by inlineTool: the tool answered with isError
 	name, args, meta []byte
 }
 
@@ -351,10 +539,19 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 			return dst, err
 		}
 	}
-	if r.task == nil {
+	var raw handlers.RawHandler
+	if s.reg.HasRaw() {
+		raw, _ = s.reg.RawTool(p.Name)
+	}
+	// A raw tool's server decides whether a 2026-07-28 call is a task: its
+	// result passes through (Registry.SetForeignTasks).
+	if r.task == nil && (raw == nil || !r.stateless.on) {
 		if dst, err, done := s.toolTask(r, p, dst); done {
 			return dst, err
 		}
+	}
+	if raw != nil {
+		return s.serveRaw(r, raw, p.Name, dst)
 	}
 	r.call = handlers.CallToolRequest{Peer: r, Params: p}
 	res, err := s.reg.CallTool(r.ctx, &r.call)
@@ -364,8 +561,81 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	if res == nil {
 		res = &mcp.CallToolResult{}
 	}
-	r.plain = r.mod.on && len(res.Meta) == 0
-	return res.AppendJSON(dst)
+	r.toolErr = res.IsError
+	return s.appendToolResult(r, res, dst)
+}
+
+// toolTask decides whether r, a tools/call with params p, runs as a task,
+// by the rules of its revision: done reports that it answered (dst, err);
+// otherwise the tool runs as a plain request.
+func (s *Server) toolTask(r *request, p *mcp.CallToolParams, dst []byte) (_ []byte, _ error, done bool) {
+	support := mcp.TaskForbidden
+	tool, ok := s.reg.Tool(p.Name)
+	if ok && tool.Execution != nil && tool.Execution.TaskSupport != "" {
+		support = tool.Execution.TaskSupport
+	}
+	if r.stateless.on { // 2026-07-28: the server decides; params.task is ignored
+		if support == mcp.TaskForbidden {
+			return dst, nil, false
+		}
+		if !hasTasksExt(r.stateless.caps) {
+			if support == mcp.TaskRequired {
+				return dst, MissingCapability(tasksExtCaps), true
+			}
+			return dst, nil, false
+		}
+		o, _ := s.reg.ToolOptionsOf(p.Name)
+		dst, err := s.startTask(r, dst, !o.DeferTask)
+		return dst, err, true
+	}
+	if p.Task != nil && !atLeast(r.sess.Version(), mcp.Version20251125) {
+		p.Task = nil // tasks are 2025-11-25's: an older client's call is a plain one
+	}
+	switch {
+	case p.Task != nil && support == mcp.TaskForbidden:
+		if ok {
+			return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" does not support task-augmented calls"), true
+		}
+		return dst, nil, false // an unknown tool: the registry says so
+	case p.Task == nil && support == mcp.TaskRequired:
+		return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" must be called as a task (params.task)"), true
+	case p.Task != nil:
+		dst, err := s.startTask(r, dst, true)
+		return dst, err, true
+	}
+	return dst, nil, false
+}
+
+// appendToolResult appends res, the result of r's tool, to dst. In a
+// 2026-07-28 request, a _meta of the handler's own gets the server's
+// identity (withServerInfo), on a copy of res: the handler may share it.
+func (s *Server) appendToolResult(r *request, res *mcp.CallToolResult, dst []byte) ([]byte, error) {
+	if !r.stateless.on {
+		return res.AppendJSON(dst)
+	}
+	if len(res.Meta) == 0 {
+		r.shape = shapePlain
+		return res.AppendJSON(dst)
+	}
+	cp := *res
+	cp.Meta = s.withServerInfo(res.Meta)
+	r.shape = shapeMeta
+	return cp.AppendJSON(dst)
+}
+
+// resultMeta prepares the _meta of a result of r that is about to be
+// encoded, meta (nil for a result without one), for 2026-07-28
+// (withServerInfo), and records the result's shape.
+func (s *Server) resultMeta(r *request, meta *mcp.Meta) {
+	if !r.stateless.on {
+		return
+	}
+	if meta == nil || len(*meta) == 0 {
+		r.shape = shapePlain
+		return
+	}
+	*meta = s.withServerInfo(*meta)
+	r.shape = shapeMeta
 }
 
 func (s *Server) readResource(r *request, dst []byte) ([]byte, error) {
@@ -376,12 +646,18 @@ func (s *Server) readResource(r *request, dst []byte) ([]byte, error) {
 	if p.URI == "" {
 		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: resources/read needs a uri")
 	}
-	if r.mod.on {
+	c := s.class(r.caller())
+	if r.stateless.on {
 		r.hint, r.hintSet = s.reg.ResourceCacheHint(p.URI), true
+		r.hint.Public = r.hint.Public && c == nil // what a class narrows is no one else's
 	}
-	res, err := s.reg.ReadResource(r.ctx, &handlers.ReadResourceRequest{Peer: r, Params: &p})
+	err := s.reg.CheckRead(c, p.URI)
+	var res *mcp.ReadResourceResult
+	if err == nil {
+		res, err = s.reg.ReadResource(r.ctx, &handlers.ReadResourceRequest{Peer: r, Params: &p})
+	}
 	if err != nil {
-		if r.mod.on {
+		if r.stateless.on {
 			// 2026-07-28: a resource not found is invalid params.
 			if e, ok := errors.AsType[*codec.Error](err); ok && e.Code == codec.CodeResourceNotFound {
 				return dst, &codec.Error{Code: codec.CodeInvalidParams, Message: e.Message, Data: e.Data}
@@ -392,12 +668,16 @@ func (s *Server) readResource(r *request, dst []byte) ([]byte, error) {
 	if res.Contents == nil {
 		res.Contents = []mcp.ResourceContents{}
 	}
+	s.resultMeta(r, &res.Meta)
 	return appendJSON(dst, res)
 }
 
 func (s *Server) getPrompt(r *request, dst []byte) ([]byte, error) {
 	var p mcp.GetPromptParams
 	if err := decodeParams(r, &p); err != nil {
+		return dst, err
+	}
+	if err := s.reg.Check(s.class(r.caller()), handlers.ListNamePrompts, p.Name); err != nil {
 		return dst, err
 	}
 	res, err := s.reg.GetPrompt(r.ctx, &handlers.GetPromptRequest{Peer: r, Params: &p})
@@ -407,6 +687,7 @@ func (s *Server) getPrompt(r *request, dst []byte) ([]byte, error) {
 	if res.Messages == nil {
 		res.Messages = []mcp.PromptMessage{}
 	}
+	s.resultMeta(r, &res.Meta)
 	return appendJSON(dst, res)
 }
 
@@ -415,10 +696,14 @@ func (s *Server) complete(r *request, dst []byte) ([]byte, error) {
 	if err := decodeParams(r, &p); err != nil {
 		return dst, err
 	}
+	if err := s.reg.CheckComplete(s.class(r.caller()), &p); err != nil {
+		return dst, err
+	}
 	res, err := s.reg.Complete(r.ctx, &handlers.CompleteRequest{Peer: r, Params: &p})
 	if err != nil {
 		return dst, err
 	}
+	s.resultMeta(r, nil) // a CompleteResult has no _meta
 	return appendJSON(dst, res)
 }
 
@@ -434,7 +719,7 @@ func appendJSON(dst []byte, v any) ([]byte, error) {
 
 // SessionID implements handlers.Peer: "" for a stateless request.
 func (r *request) SessionID() string {
-	if r.mod.on {
+	if r.stateless.on {
 		return ""
 	}
 	return r.sess.ID()
@@ -442,8 +727,8 @@ func (r *request) SessionID() string {
 
 // ProtocolVersion implements handlers.Peer.
 func (r *request) ProtocolVersion() string {
-	if r.mod.on {
-		return r.mod.version
+	if r.stateless.on {
+		return r.stateless.version
 	}
 	return r.sess.Version()
 }
@@ -451,50 +736,57 @@ func (r *request) ProtocolVersion() string {
 // ClientInfo implements handlers.Peer: for a stateless request, what its
 // _meta declares.
 func (r *request) ClientInfo() mcp.Implementation {
-	if !r.mod.on {
+	if !r.stateless.on {
 		return r.sess.ClientInfo()
 	}
 	r.inMu.Lock()
 	defer r.inMu.Unlock()
-	if r.modInfo == nil {
-		r.modInfo = new(mcp.Implementation)
-		if r.mod.info != nil {
-			_ = codec.Unmarshal(r.mod.info, r.modInfo)
+	if r.statelessInfo == nil {
+		r.statelessInfo = new(mcp.Implementation)
+		if r.stateless.info != nil {
+			_ = codec.Unmarshal(r.stateless.info, r.statelessInfo)
 		}
 	}
-	return *r.modInfo
+	return *r.statelessInfo
 }
 
 // ClientCapabilities implements handlers.Peer: for a stateless request,
 // what its _meta declares.
 func (r *request) ClientCapabilities() *mcp.ClientCapabilities {
-	if !r.mod.on {
+	if !r.stateless.on {
 		return r.sess.ClientCapabilities()
 	}
 	r.inMu.Lock() // a handler may ask from several goroutines
 	defer r.inMu.Unlock()
-	if r.modCaps == nil {
-		r.modCaps = new(mcp.ClientCapabilities)
-		_ = codec.Unmarshal(r.mod.caps, r.modCaps)
+	if r.statelessCaps == nil {
+		r.statelessCaps = new(mcp.ClientCapabilities)
+		_ = codec.Unmarshal(r.stateless.caps, r.statelessCaps)
 	}
-	return r.modCaps
+	return r.statelessCaps
 }
 
 // logEnabled reports whether a log message at level index i is sent: for
 // a stateless request, only at or above the level its _meta names, and
 // never without one.
 func (r *request) logEnabled(i int) bool {
-	if r.mod.on {
-		return r.mod.level >= 0 && i >= int(r.mod.level)
+	if r.stateless.on {
+		return r.stateless.level >= 0 && i >= int(r.stateless.level)
 	}
 	return r.sess.LogEnabled(i)
 }
 
-// TraceContext implements handlers.Peer: the OpenTelemetry trace context
-// (traceparent, tracestate, baggage) a stateless request's _meta carries.
-// The strings alias the request: copy them to keep them.
+// TraceContext implements handlers.TraceScope: the W3C trace context to
+// propagate to what the request calls. For a request the server traces
+// (Options.Tracer), its span's traceparent and tracestate; else those a
+// stateless request's _meta carries. Baggage is the _meta's. The strings
+// alias the request: copy them to keep them.
 func (r *request) TraceContext() (traceparent, tracestate, baggage string) {
-	return bytesconv.B2S(r.mod.trace[0]), bytesconv.B2S(r.mod.trace[1]), bytesconv.B2S(r.mod.trace[2])
+	baggage = bytesconv.B2S(r.stateless.trace[2])
+	if sp := r.rc.span; sp != nil {
+		traceparent, tracestate = sp.TraceContext()
+		return traceparent, tracestate, baggage
+	}
+	return bytesconv.B2S(r.stateless.trace[0]), bytesconv.B2S(r.stateless.trace[1]), baggage
 }
 
 // progressToken returns the request's params._meta.progressToken, raw.
@@ -573,14 +865,66 @@ func (r *request) Log(level, logger string, data any) error {
 }
 
 // appendRelatedTask appends ,"_meta":{related-task} inside a params object
-// when r runs as a task.
+// when r runs as a task, or ,"_meta":{related-request} when its client
+// asked for the link (linked).
 func (r *request) appendRelatedTask(dst []byte) []byte {
 	if r.task == nil || r.task.sess == nil {
-		return dst
+		if !r.linked() {
+			return dst
+		}
+		dst = append(dst, `,"_meta":{"`+mcp.MetaRelatedRequest+`":{"requestId":`...)
+		dst = append(dst, r.msg.ID...)
+		return append(dst, "}}"...)
 	}
 	dst = append(dst, `,"_meta":{"`+relatedTaskKey+`":{"taskId":`...)
 	dst = codec.AppendString(dst, r.task.id)
 	return append(dst, "}}"...)
+}
+
+// linked reports whether the messages r sends its client carry
+// _meta[mcp.MetaRelatedRequest]: its client declared the key among its
+// experimental capabilities, and r is a request, not a task (whose
+// messages carry related-task).
+func (r *request) linked() bool {
+	if r.task != nil || len(r.msg.ID) == 0 {
+		return false
+	}
+	var exp []byte
+	if r.stateless.on {
+		exp = r.ClientCapabilities().Experimental
+	} else if c := r.sess.ClientCapabilities(); c != nil {
+		exp = c.Experimental
+	}
+	return len(exp) > 0 && bytes.Contains(exp, []byte(`"`+mcp.MetaRelatedRequest+`"`))
+}
+
+// withRelatedRequest returns the params object obj with
+// _meta[mcp.MetaRelatedRequest] naming r added (a copy): into its _meta
+// when it has one.
+func (r *request) withRelatedRequest(obj []byte) []byte {
+	link := append([]byte(`"`+mcp.MetaRelatedRequest+`":{"requestId":`), r.msg.ID...)
+	link = append(link, '}')
+	if len(obj) < 2 || obj[0] != '{' {
+		obj = []byte("{}")
+	}
+	if meta, found, err := codec.ObjectField(obj, "_meta"); err == nil && found && len(meta) >= 2 && meta[0] == '{' {
+		at := int(uintptr(unsafe.Pointer(unsafe.SliceData(meta)))-uintptr(unsafe.Pointer(unsafe.SliceData(obj)))) + 1
+		out := make([]byte, 0, len(obj)+len(link)+1)
+		out = append(out, obj[:at]...)
+		out = append(out, link...)
+		if len(bytes.TrimSpace(meta[1:len(meta)-1])) > 0 {
+			out = append(out, ',')
+		}
+		return append(out, obj[at:]...)
+	}
+	out := make([]byte, 0, len(obj)+len(link)+12)
+	out = append(out, `{"_meta":{`...)
+	out = append(out, link...)
+	out = append(out, '}')
+	if len(bytes.TrimSpace(obj[1:len(obj)-1])) > 0 {
+		out = append(out, ',')
+	}
+	return append(out, obj[1:]...)
 }
 
 // StreamCloser is implemented by reply sinks whose stream a handler may end
@@ -627,7 +971,7 @@ var ErrCapability = errors.New("engine: client lacks capability")
 // missingCapability is the error of an input the client did not declare
 // the capability for: required is the ClientCapabilities object needed.
 func (r *request) missingCapability(name, required string) error {
-	if !r.mod.on {
+	if !r.stateless.on {
 		return fmt.Errorf("%w: %s", ErrCapability, name)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrCapability, name, MissingCapability(required))
@@ -706,7 +1050,7 @@ func (r *request) ListRoots(ctx context.Context) (*mcp.ListRootsResult, error) {
 // callClient sends a server-to-client request on the request's stream and
 // waits for the answer, ctx and the configured timeout.
 func (r *request) callClient(ctx context.Context, method string, params, result any) error {
-	if r.mod.on {
+	if r.stateless.on {
 		if r.task != nil {
 			return r.task.input(ctx, r, handlers.InputKey(ctx), method, params, result)
 		}
@@ -723,6 +1067,9 @@ func (r *request) callClient(ctx context.Context, method string, params, result 
 		if raw, err = codec.Marshal(params); err != nil {
 			return fmt.Errorf("engine: encoding %s params: %w", method, err)
 		}
+	}
+	if r.linked() {
+		raw = r.withRelatedRequest(raw)
 	}
 	if t := r.task; t != nil {
 		// A task waiting on its client is input_required meanwhile, and

@@ -36,8 +36,8 @@ func limitOf(t testing.TB, m msg) string {
 	return d.Limit
 }
 
-// legacyTaskCall starts a 2025-11-25 task of tool and returns the answer.
-func legacyTaskCall(c *client, id int, tool string) msg {
+// sessionTaskCall starts a 2025-11-25 task of tool and returns the answer.
+func sessionTaskCall(c *client, id int, tool string) msg {
 	c.t.Helper()
 	m, _ := c.send(fmt.Sprint(id), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{},"task":{"ttl":600000}}}`, id, tool))
 	return m
@@ -68,19 +68,19 @@ func TestTaskHoarderLeavesRoom(t *testing.T) {
 		hoarder, other := f.ready(t, `{}`), f.ready(t, `{}`)
 		hoarder.sess.SetRemote(addr("192.0.2.1"))
 		other.sess.SetRemote(addr("203.0.113.9"))
-		created, refused := hoard(t, 64, func(i int) msg { return legacyTaskCall(hoarder, 100+i, "job") })
+		created, refused := hoard(t, 64, func(i int) msg { return sessionTaskCall(hoarder, 100+i, "job") })
 		require.Equal(t, 16, created, "the default share")
 		require.Equal(t, 48, refused)
 		// A second session of the hoarder's address shares its share.
 		again := f.ready(t, `{}`)
 		again.sess.SetRemote(addr("192.0.2.1"))
-		require.Equal(t, engine.LimitTasks, limitOf(t, legacyTaskCall(again, 1, "job")))
+		require.Equal(t, engine.LimitTasks, limitOf(t, sessionTaskCall(again, 1, "job")))
 		// Another client is not locked out.
 		startTask(t, other, 1, "job", 60000)
 		close(f.jobRelease)
 	})
 	t.Run("2026-07-28", func(t *testing.T) {
-		f := newModernTaskFixture(t, engine.Options{})
+		f := newStatelessTaskFixture(t, engine.Options{})
 		hoarder, other := f.mclient(t, false), f.mclient(t, true)
 		hoarder.c.sess.SetRemote(addr("192.0.2.1"))
 		other.c.sess.SetRemote(addr("203.0.113.9"))
@@ -105,7 +105,7 @@ func TestTaskHoarderGoneFreesShare(t *testing.T) {
 		for i := range 4 {
 			startTask(t, hoarder, 10+i, "job", 600000)
 		}
-		require.Equal(t, engine.LimitTasks, limitOf(t, legacyTaskCall(next, 1, "job")))
+		require.Equal(t, engine.LimitTasks, limitOf(t, sessionTaskCall(next, 1, "job")))
 		f.srv.Conn(hoarder.sess).Close(nil)
 		for range 4 {
 			<-f.jobCauses
@@ -115,7 +115,7 @@ func TestTaskHoarderGoneFreesShare(t *testing.T) {
 	})
 	t.Run("2026-07-28 stops polling", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			f := newModernTaskFixture(t, engine.Options{MaxTasksPerClient: 3, TaskWorkers: 4})
+			f := newStatelessTaskFixture(t, engine.Options{MaxTasksPerClient: 3, TaskWorkers: 4})
 			mk := func(a string) *mclient {
 				m := f.mclient(t, false)
 				m.c.sess.SetRemote(addr(a))
@@ -162,7 +162,7 @@ func TestTasksWithinWorkers(t *testing.T) {
 	c := f.ready(t, `{}`)
 	created, refused := 0, 0
 	for i := range 20 {
-		m := legacyTaskCall(c, 100+i, "job")
+		m := sessionTaskCall(c, 100+i, "job")
 		if m.Error == nil {
 			created++
 			continue
@@ -221,7 +221,7 @@ func TestTasksBoundToSubject(t *testing.T) {
 		close(f.jobRelease)
 	})
 	t.Run("2026-07-28", func(t *testing.T) {
-		f := newModernTaskFixture(t, engine.Options{})
+		f := newStatelessTaskFixture(t, engine.Options{})
 		mk := func(sub string) *mclient {
 			m := f.mclient(t, false)
 			m.c.sess.SetRemote(addr("192.0.2.1")) // one address, behind a proxy
@@ -255,7 +255,7 @@ func TestTasksBoundToSubject(t *testing.T) {
 	// (TCP, stdio): the task is bound to the caller verified for the
 	// request that created it, not to the connection.
 	t.Run("2026-07-28 per-request caller", func(t *testing.T) {
-		f := newModernTaskFixture(t, engine.Options{Authorize: &fakeAuthz{}})
+		f := newStatelessTaskFixture(t, engine.Options{Authorize: &fakeAuthz{}})
 		conn := f.client(t)
 		as := func(sub string) *mclient { return &mclient{t: t, c: conn, id: len(sub) * 100} }
 		caps := func(sub string) string { return capsTasks + `,"t":"` + sub + `"` }
@@ -278,7 +278,7 @@ func TestTasksBoundToSubject(t *testing.T) {
 // requestState too big to carry are the client's doing: -32602, not
 // -32603.
 func TestRequestStateTooLargeIsInvalidParams(t *testing.T) {
-	f := newModernTaskFixture(t, engine.Options{})
+	f := newStatelessTaskFixture(t, engine.Options{})
 	require.NoError(t, f.srv.Registry().AddTool(&mcp.Tool{Name: "twice"}, func(ctx context.Context, req *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
 		for _, k := range []string{"first", "second"} {
 			if _, err := req.Peer.Elicit(handlers.WithInputKey(ctx, k), &mcp.ElicitParams{Message: k + "?"}); err != nil {
@@ -303,7 +303,7 @@ func TestRequestStateTooLargeIsInvalidParams(t *testing.T) {
 // waits for their handlers, and counts them: with a task running, it no
 // longer waits out its ctx reporting nothing active.
 func TestShutdownEndsTasks(t *testing.T) {
-	f := newModernTaskFixture(t, engine.Options{})
+	f := newStatelessTaskFixture(t, engine.Options{})
 	stuck := make(chan struct{})
 	require.NoError(t, f.srv.Registry().AddToolWith(&mcp.Tool{Name: "stuck"}, func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
 		<-stuck // ignores its context
@@ -311,14 +311,14 @@ func TestShutdownEndsTasks(t *testing.T) {
 	}, handlers.ToolOptions{TaskSupport: mcp.TaskOptional}))
 	m := f.mclient(t, false)
 	m.create("work", `{}`)
-	legacy := newTaskFixture(t, engine.Options{})
-	c := legacy.ready(t, `{}`)
+	sessionEra := newTaskFixture(t, engine.Options{})
+	c := sessionEra.ready(t, `{}`)
 	startTask(t, c, 1, "job", 60000)
 
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	require.NoError(t, legacy.srv.Shutdown(ctx), "a 2025-11-25 task ends at the drain")
-	require.ErrorIs(t, <-legacy.jobCauses, engine.ErrShuttingDown)
+	require.NoError(t, sessionEra.srv.Shutdown(ctx), "a 2025-11-25 task ends at the drain")
+	require.ErrorIs(t, <-sessionEra.jobCauses, engine.ErrShuttingDown)
 
 	m.create("stuck", `{}`)
 	require.Eventually(t, func() bool { return f.srv.RunningTasks() == 2 }, wait, time.Millisecond)
@@ -367,7 +367,7 @@ func TestInvalidParamsInOwnWords(t *testing.T) {
 // MaxTaskBytes of their results, forgetting the oldest that have ended.
 func TestTaskStoreBounds(t *testing.T) {
 	t.Run("tasks", func(t *testing.T) {
-		f := newModernTaskFixture(t, engine.Options{MaxTasks: 2})
+		f := newStatelessTaskFixture(t, engine.Options{MaxTasks: 2})
 		var ms []*mclient
 		var ids []string
 		for i := range 3 {
@@ -385,7 +385,7 @@ func TestTaskStoreBounds(t *testing.T) {
 		require.Equal(t, mcp.TaskCompleted, ms[2].get(ids[2])["status"])
 	})
 	t.Run("bytes", func(t *testing.T) {
-		f := newModernTaskFixture(t, engine.Options{MaxTaskBytes: 100 << 10})
+		f := newStatelessTaskFixture(t, engine.Options{MaxTaskBytes: 100 << 10})
 		require.NoError(t, f.srv.Registry().AddToolWith(&mcp.Tool{Name: "big"}, func(context.Context, *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.TextResult(strings.Repeat("b", 40<<10)), nil
 		}, handlers.ToolOptions{TaskSupport: mcp.TaskOptional}))

@@ -56,9 +56,9 @@ func (s *Server) taskFromParams(owner string, m *codec.Message, p *taskParams) (
 	return t, nil
 }
 
-// legacyTaskMethod answers tasks/get, tasks/cancel and tasks/list of a
-// session (2025-11-25) at once.
-func (s *Server) legacyTaskMethod(sess *session.Session, m *codec.Message, dst []byte) []byte {
+// sessionTaskMethod answers tasks/get, tasks/cancel and tasks/list of a
+// session (2025-11-25) at once, and returns the answer's code.
+func (s *Server) sessionTaskMethod(sess *session.Session, m *codec.Message, dst []byte) ([]byte, int) {
 	owner := taskOwner(sess, callerOf(sess, nil), false)
 	var p taskParams
 	if m.Method == mcp.MethodTasksList {
@@ -66,29 +66,29 @@ func (s *Server) legacyTaskMethod(sess *session.Session, m *codec.Message, dst [
 	}
 	t, e := s.taskFromParams(owner, m, &p)
 	if e != nil {
-		return codec.AppendErrorObject(dst, m.ID, e)
+		return errObject(dst, m.ID, e)
 	}
 	if m.Method == mcp.MethodTasksCancel {
 		t.mu.Lock()
 		status, ended := t.status, t.terminal()
 		t.mu.Unlock()
 		if ended {
-			return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: task is already "+status, nil)
+			return errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: task is already "+status)
 		}
 		t.end("The task was cancelled by request.", errTaskCancelled)
 	}
 	dst = codec.AppendResultStart(dst, m.ID)
 	t.mu.Lock()
-	dst = t.appendLegacy(dst)
+	dst = t.appendSessionTask(dst)
 	t.mu.Unlock()
-	return append(dst, '}')
+	return append(dst, '}'), 0
 }
 
 // tasksList answers tasks/list: the owner's tasks, a page at a time.
-func (s *Server) tasksList(owner string, m *codec.Message, dst []byte) []byte {
+func (s *Server) tasksList(owner string, m *codec.Message, dst []byte) ([]byte, int) {
 	var p taskParams
 	if len(m.Params) > 0 && codec.Unmarshal(m.Params, &p) != nil {
-		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: tasks/list takes an object with an optional cursor, a string", nil)
+		return errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: tasks/list takes an object with an optional cursor, a string")
 	}
 	start := 0
 	if p.Cursor != "" {
@@ -97,7 +97,7 @@ func (s *Server) tasksList(owner string, m *codec.Message, dst []byte) []byte {
 			start, err = strconv.Atoi(string(n))
 		}
 		if err != nil || start < 0 {
-			return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: cursor is not one this server issued", nil)
+			return errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: cursor is not one this server issued")
 		}
 	}
 	page := s.opts.PageSize
@@ -114,7 +114,7 @@ func (s *Server) tasksList(owner string, m *codec.Message, dst []byte) []byte {
 			dst = append(dst, ',')
 		}
 		list[i].mu.Lock()
-		dst = list[i].appendLegacy(dst)
+		dst = list[i].appendSessionTask(dst)
 		list[i].mu.Unlock()
 	}
 	dst = append(dst, ']')
@@ -122,7 +122,7 @@ func (s *Server) tasksList(owner string, m *codec.Message, dst []byte) []byte {
 		dst = append(dst, `,"nextCursor":`...)
 		dst = codec.AppendString(dst, base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(i))))
 	}
-	return append(dst, "}}"...)
+	return append(dst, "}}"...), 0
 }
 
 // tasksResult waits for the task to end and appends exactly what the
@@ -148,47 +148,45 @@ func (s *Server) tasksResult(r *request, dst []byte) ([]byte, error) {
 }
 
 // statelessTaskMethod answers tasks/get, tasks/update and tasks/cancel of
-// 2026-07-28 at once.
-func (s *Server) statelessTaskMethod(sess *session.Session, m *codec.Message, mm *modernMeta, out []byte, reply session.Sink) []byte {
+// 2026-07-28 at once, and returns the answer's code.
+func (s *Server) statelessTaskMethod(sess *session.Session, m *codec.Message, mm *statelessMeta, out []byte, reply session.Sink) ([]byte, int) {
 	if !hasTasksExt(mm.caps) {
 		e := MissingCapability(tasksExtCaps)
 		reject(reply, e.Code)
-		return codec.AppendErrorObject(out, m.ID, e)
+		return errObject(out, m.ID, e)
 	}
 	var p taskParams
 	t, e := s.taskFromParams(taskOwner(sess, callerOf(sess, mm), true), m, &p)
 	if e != nil {
-		return codec.AppendErrorObject(out, m.ID, e)
+		return errObject(out, m.ID, e)
 	}
 	var answers map[string]json.RawMessage
 	if m.Method == mcp.MethodTasksUpdate && len(p.InputResponses) > 0 && string(p.InputResponses) != "null" {
 		if codec.Unmarshal(p.InputResponses, &answers) != nil {
-			return codec.AppendError(out, m.ID, codec.CodeInvalidParams, "invalid params: inputResponses must be an object of results, by input key", nil)
+			return errAnswer(out, m.ID, codec.CodeInvalidParams, "invalid params: inputResponses must be an object of results, by input key")
 		}
 	}
-	start := len(out)
 	out = codec.AppendResultStart(out, m.ID)
+	out = append(out, `{"resultType":"complete"`...)
 	switch m.Method {
 	case mcp.MethodTasksGet:
 		out = t.appendDetailed(out)
 	case mcp.MethodTasksUpdate:
 		t.update(answers)
-		out = append(out, `{"resultType":"complete"}`...)
 	case mcp.MethodTasksCancel:
 		t.end("The task was cancelled by request.", errTaskCancelled)
-		out = append(out, `{"resultType":"complete"}`...)
 	}
-	out = append(out, '}')
-	return s.modernTail(out, start, nil)
+	out = s.appendTail(out, true, nil, false, true)
+	return append(out, "}}"...), 0
 }
 
-// appendDetailed appends the task's state, as tasks/get of 2026-07-28
-// answers it; its owner polled it now.
+// appendDetailed appends the members of the task's state, as tasks/get of
+// 2026-07-28 answers it, inside its result; its owner polled it now.
 func (t *task) appendDetailed(b []byte) []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.polled = time.Now()
-	b = append(b, `{"resultType":"complete","taskId":`...)
+	b = append(b, `,"taskId":`...)
 	b = codec.AppendString(b, t.id)
 	b = append(b, `,"status":`...)
 	b = codec.AppendString(b, t.status)
@@ -214,23 +212,10 @@ func (t *task) appendDetailed(b []byte) []byte {
 			b = append(b, `{"code":-32603,"message":"internal error"}`...)
 		}
 	case mcp.TaskInputRequired:
-		b = append(b, `,"inputRequests":{`...)
-		for i, in := range t.inputs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = codec.AppendString(b, in.key)
-			b = append(b, `:{"method":`...)
-			b = codec.AppendString(b, in.method)
-			if in.params != nil {
-				b = append(b, `,"params":`...)
-				b = append(b, in.params...)
-			}
-			b = append(b, '}')
-		}
-		b = append(b, '}')
+		b = append(b, ',')
+		b = appendInputRequests(b, len(t.inputs), func(i int) *pendingInput { return &t.inputs[i].pendingInput })
 	}
-	return append(b, '}')
+	return b
 }
 
 // update delivers the answers to the inputs t waits for; keys it does not
@@ -283,7 +268,7 @@ func (t *task) input(ctx context.Context, r *request, key, method string, params
 		t.seq[method]++
 		key = inputKey(method, t.seq[method])
 	}
-	in := &taskInput{key: key, method: method, params: raw, answer: make(chan json.RawMessage, 1)}
+	in := &taskInput{pendingInput: pendingInput{key: key, method: method, params: raw}, answer: make(chan json.RawMessage, 1)}
 	t.inputs = append(t.inputs, in)
 	t.status, t.msg, t.updated = mcp.TaskInputRequired, "waiting for "+method, time.Now()
 	t.mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +44,7 @@ import (
 // else the client's address. A request of anyone else finds nothing:
 // tasks/get, tasks/list, tasks/update, tasks/cancel and tasks/result
 // answer as for an id never issued. Ids name their node
-// ("<NodeID>.<random>", TaskNode) and are unguessable.
+// ("<NodeID>.<random>", SessionNode) and are unguessable.
 //
 // Budgets (Options): a task's handler runs on the worker pool, and at
 // most TaskWorkers of its workers run tasks at once (-task-workers); a
@@ -71,6 +70,26 @@ var (
 	errTaskAbandoned = errors.New("engine: task abandoned by its client (not polled), cancelled to make room")
 	errTaskNotFound  = codec.NewError(codec.CodeInvalidParams, "invalid params: unknown task (it never existed, has expired, or is not yours)")
 )
+
+// ErrTaskNotFound is the answer to a tasks method that names a task that
+// never existed, has expired, or is another caller's: the same for all
+// three, so that an id tells nothing. A gateway answers so for the tasks
+// its upstreams hold (handlers.Registry.SetForeignTasks).
+var ErrTaskNotFound = errTaskNotFound
+
+// TaskOwnerOf returns the key the engine binds the tasks created by the
+// request of p (the Peer of a handler of this engine) to, as for its own
+// tasks: its verified caller's subject, else, for a 2026-07-28 request,
+// the client's address, else its session. A gateway binds the tasks an
+// upstream creates for a request to it, so that another caller finds
+// nothing. "" when p is not the engine's.
+func TaskOwnerOf(p handlers.Peer) string {
+	r, ok := p.(*request)
+	if !ok {
+		return ""
+	}
+	return taskOwner(r.sess, r.caller(), r.stateless.on)
+}
 
 // task is a task of either revision.
 type task struct {
@@ -102,16 +121,15 @@ type task struct {
 	inputs   []*taskInput  // 2026-07-28: the inputs it waits for, in the order asked
 	seq      map[string]int
 	timer    *time.Timer
-	body     []byte // a deferred handler that returned before starting: its result
-	callErr  error  // or its error
-	creation []byte // the CreateTaskResult
+	res      *mcp.CallToolResult // a deferred handler that returned before starting: its result
+	callErr  error               // or its error
+	creation []byte              // the CreateTaskResult
 }
 
 // taskInput is an input a 2026-07-28 task's handler waits for.
 type taskInput struct {
-	key, method string
-	params      []byte
-	answer      chan json.RawMessage // buffered: tasks/update never blocks
+	pendingInput
+	answer chan json.RawMessage // buffered: tasks/update never blocks
 }
 
 func (t *task) terminal() bool {
@@ -205,6 +223,14 @@ func remoteKey(sess *session.Session) string {
 }
 
 // find returns the task id of owner, nil when there is none.
+// has reports whether a task id is held here, whoever owns it.
+func (st *taskStore) has(id string) bool {
+	st.mu.Lock()
+	_, ok := st.byID[id]
+	st.mu.Unlock()
+	return ok
+}
+
 func (st *taskStore) find(owner, id string) *task {
 	st.mu.Lock()
 	t := st.byID[id]
@@ -377,17 +403,9 @@ func (st *taskStore) each(match func(*task) bool, fn func(*task)) {
 	}
 }
 
-// TaskNode returns the node a task id names (Options.NodeID of the node
-// that created it), "" when none.
-func TaskNode(taskID string) string {
-	if i := strings.IndexByte(taskID, '.'); i >= 0 {
-		return taskID[:i]
-	}
-	return ""
-}
-
-// SessionNode returns the node a session id names (Options.NodeID of the
-// node that opened the session), "" when none. It allocates nothing.
+// SessionNode returns the node a session id, or a task id, names
+// (Options.NodeID of the node that opened the session or created the
+// task), nil when none. It allocates nothing.
 func SessionNode(sessionID []byte) []byte {
 	if i := bytes.IndexByte(sessionID, '.'); i >= 0 {
 		return sessionID[:i]
@@ -418,47 +436,6 @@ func hasTasksExt(caps []byte) bool {
 	return err == nil && ok && len(v) > 0 && v[0] == '{'
 }
 
-// toolTask decides whether r, a tools/call with params p, runs as a task,
-// by the rules of its revision: done reports that it answered (dst, err);
-// otherwise the tool runs as a plain request.
-func (s *Server) toolTask(r *request, p *mcp.CallToolParams, dst []byte) (_ []byte, _ error, done bool) {
-	support := mcp.TaskForbidden
-	tool, ok := s.reg.Tool(p.Name)
-	if ok && tool.Execution != nil && tool.Execution.TaskSupport != "" {
-		support = tool.Execution.TaskSupport
-	}
-	if r.mod.on { // 2026-07-28: the server decides; params.task is ignored
-		if support == mcp.TaskForbidden {
-			return dst, nil, false
-		}
-		if !hasTasksExt(r.mod.caps) {
-			if support == mcp.TaskRequired {
-				return dst, MissingCapability(tasksExtCaps), true
-			}
-			return dst, nil, false
-		}
-		o, _ := s.reg.ToolOptionsOf(p.Name)
-		dst, err := s.startTask(r, dst, !o.DeferTask)
-		return dst, err, true
-	}
-	if p.Task != nil && !atLeast(r.sess.Version(), mcp.Version20251125) {
-		p.Task = nil // tasks are 2025-11-25's: an older client's call is a plain one
-	}
-	switch {
-	case p.Task != nil && support == mcp.TaskForbidden:
-		if ok {
-			return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" does not support task-augmented calls"), true
-		}
-		return dst, nil, false // an unknown tool: the registry says so
-	case p.Task == nil && support == mcp.TaskRequired:
-		return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" must be called as a task (params.task)"), true
-	case p.Task != nil:
-		dst, err := s.startTask(r, dst, true)
-		return dst, err, true
-	}
-	return dst, nil, false
-}
-
 // startTask runs the tool of r as a task, on a worker of the pool: a task
 // from the start when now is set, else when its handler calls StartTask.
 // It waits for that, or for the handler to return first, and appends the
@@ -473,12 +450,12 @@ func (s *Server) startTask(r *request, dst []byte, now bool) ([]byte, error) {
 	if err := codec.Decode(tr.buf, &tr.msg); err != nil {
 		return dst, err
 	}
-	stateless := r.mod.on
+	stateless := r.stateless.on
 	if stateless {
-		if _, e := parseModern(tr.msg.Params, nil, &tr.mod); e != nil {
+		if _, e := parseStateless(tr.msg.Params, nil, &tr.stateless); e != nil {
 			return dst, e
 		}
-		tr.mod.caller = r.mod.caller // the task's own request keeps its verified caller
+		tr.stateless.caller = r.stateless.caller // the task's own request keeps its verified caller
 	}
 	if tr.tool.scan(tr.msg.Params) {
 		tr.tool.fill(&tr.params)
@@ -552,16 +529,17 @@ func (s *Server) startTask(r *request, dst []byte, now bool) ([]byte, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.started {
+		r.shape = shapeTyped // a CreateTaskResult
 		return append(dst, t.creation...), nil
 	}
 	if st := tr.mrtr; st != nil && len(st.pending) > 0 {
-		r.mrtr = st // answered with an InputRequiredResult (finishModern)
+		r.mrtr = st // answered with an InputRequiredResult (finishStateless)
 		return dst, nil
 	}
 	if t.callErr != nil {
 		return dst, t.callErr
 	}
-	return append(dst, t.body...), nil
+	return s.appendToolResult(r, t.res, dst)
 }
 
 // start makes t a task the client is told of; it reports false when it
@@ -582,7 +560,7 @@ func (t *task) start() bool {
 	b := make([]byte, 0, 256)
 	if t.sess != nil {
 		b = append(b, `{"task":`...)
-		b = t.appendLegacy(b)
+		b = t.appendSessionTask(b)
 	} else {
 		b = append(b, `{"resultType":"task","taskId":`...)
 		b = codec.AppendString(b, t.id)
@@ -618,8 +596,8 @@ func (t *task) appendTimes(b []byte) []byte {
 	return strconv.AppendInt(b, taskPollMs, 10)
 }
 
-// appendLegacy appends t as a 2025-11-25 Task. t.mu is held.
-func (t *task) appendLegacy(b []byte) []byte {
+// appendSessionTask appends t as a 2025-11-25 Task. t.mu is held.
+func (t *task) appendSessionTask(b []byte) []byte {
 	b = append(b, `{"taskId":`...)
 	b = codec.AppendString(b, t.id)
 	b = append(b, `,"status":`...)
@@ -656,10 +634,11 @@ func (s *Server) runTask(r *request) {
 		s.taskHandlers.Add(-1)
 		s.adm.done()
 	}()
-	body, toolErr, callErr := s.callTask(r)
+	res, body, callErr := s.callTask(r)
+	toolErr := callErr == nil && res.IsError
 	t.mu.Lock()
 	if !t.started { // a deferred handler that returned before becoming a task
-		t.body, t.callErr = body, callErr
+		t.res, t.callErr = res, callErr
 		t.status = mcp.TaskCancelled // never a task: StartTask fails from now
 		close(t.decided)
 		t.mu.Unlock()
@@ -713,25 +692,25 @@ func (s *Server) keepResult(t *task, n int) {
 	}
 }
 
-// callTask runs the tool of a task and encodes its result; toolErr
-// reports a result with isError set.
-func (s *Server) callTask(r *request) (body []byte, toolErr bool, err error) {
+// callTask runs the tool of a task: its result, and the result encoded
+// as a task keeps it (body), or its error.
+func (s *Server) callTask(r *request) (res *mcp.CallToolResult, body []byte, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.recovered(v, "task handler "+r.task.id, r.sess, mcp.MethodToolsCall)
-			body, toolErr, err = nil, false, &codec.Error{Code: codec.CodeInternalError, Message: "internal error: handler panicked"}
+			res, body, err = nil, nil, &codec.Error{Code: codec.CodeInternalError, Message: "internal error: handler panicked"}
 		}
 	}()
 	r.call = handlers.CallToolRequest{Peer: r, Params: &r.params}
-	res, err := s.reg.CallTool(r.ctx, &r.call)
+	res, err = s.reg.CallTool(r.ctx, &r.call)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	if res == nil {
 		res = &mcp.CallToolResult{}
 	}
 	body, err = res.AppendJSON(nil)
-	return body, res.IsError, err
+	return res, body, err
 }
 
 // StartTask implements handlers.TaskStarter.
@@ -778,7 +757,7 @@ func (t *task) notify() {
 		return
 	}
 	t.mu.Lock()
-	params := t.appendLegacy(nil)
+	params := t.appendSessionTask(nil)
 	t.mu.Unlock()
 	_ = t.s.notify(t.sess, t.sess.Out, mcp.NotificationTaskStatus, params)
 }

@@ -63,7 +63,8 @@ func (r *Registry) addCompletion(k completionKey, h CompletionHandler) error {
 // server then advertises the completions capability). Safe for concurrent
 // use.
 func (r *Registry) HasCompletions() bool {
-	return len(r.snap.Load().completions) > 0
+	s := r.snap.Load()
+	return len(s.completions) > 0 || (s.raw && s.hasRawCompletions())
 }
 
 // Complete serves completion/complete. The reference is a prompt by name
@@ -80,17 +81,31 @@ func (r *Registry) Complete(ctx context.Context, req *CompleteRequest) (*mcp.Com
 	}
 	p := req.Params
 	s := r.snap.Load()
+	name := p.Ref.Name
+	if p.Ref.Type == refResource {
+		name = p.Ref.URI
+	}
+	if h, ok := r.RawCompletion(p.Ref.Type, name); ok {
+		res := new(mcp.CompleteResult)
+		if err := rawTyped(ctx, h, req.Peer, mcp.MethodCompletionComplete, name, p, res); err != nil {
+			return nil, err
+		}
+		if res.Completion.Values == nil {
+			res.Completion.Values = []string{}
+		}
+		return res, nil
+	}
 	var k completionKey
 	switch p.Ref.Type {
 	case refPrompt:
 		if _, ok := s.prompts.get(p.Ref.Name); !ok {
-			return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "unknown prompt: " + p.Ref.Name}
+			return nil, notFound(ListNamePrompts, p.Ref.Name)
 		}
 		k = completionKey{refPrompt, p.Ref.Name, p.Argument.Name}
 	case refResource:
 		if _, ok := s.templates.get(p.Ref.URI); !ok {
 			if _, ok := s.resources.get(p.Ref.URI); !ok {
-				return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "unknown resource template: " + p.Ref.URI}
+				return nil, notFound(ListNameTemplates, p.Ref.URI)
 			}
 		}
 		k = completionKey{refResource, p.Ref.URI, p.Argument.Name}

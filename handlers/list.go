@@ -59,6 +59,9 @@ type set[T any] struct {
 	// pages[i] holds page i once encoded. Encoding races are benign: every
 	// racer computes the same bytes and the first stored wins.
 	pages []atomic.Pointer[[]byte]
+	// views are the sets of the items each class of callers may see
+	// (view.go), made on first use.
+	views atomic.Pointer[viewCache[T]]
 }
 
 func newSet[T any](list ListName, pageSize int) *set[T] {

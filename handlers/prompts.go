@@ -15,6 +15,9 @@ type promptEntry struct {
 	prompt   *mcp.Prompt
 	h        PromptHandler
 	required []string // names of the required arguments
+
+	raw       RawHandler // a raw prompt (AddRawPrompt): h is nil
+	completes bool       // raw: raw completes its arguments
 }
 
 // AddPrompt registers a prompt, replacing (in place) a prompt of the same
@@ -72,9 +75,19 @@ func (r *Registry) GetPrompt(ctx context.Context, req *GetPromptRequest) (*mcp.G
 	}
 	pe, ok := r.snap.Load().prompts.get(req.Params.Name)
 	if !ok {
-		return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "unknown prompt: " + req.Params.Name}
+		return nil, notFound(ListNamePrompts, req.Params.Name)
 	}
 	e := pe.v
+	if e.raw != nil {
+		res := new(mcp.GetPromptResult)
+		if err := rawTyped(ctx, e.raw, req.Peer, mcp.MethodPromptsGet, req.Params.Name, req.Params, res); err != nil {
+			return nil, err
+		}
+		if res.Messages == nil {
+			res.Messages = []mcp.PromptMessage{}
+		}
+		return res, nil
+	}
 	var missing []string
 	for _, name := range e.required {
 		if _, ok := req.Params.Arguments[name]; !ok {
@@ -100,4 +113,10 @@ func (r *Registry) GetPrompt(ctx context.Context, req *GetPromptRequest) (*mcp.G
 		res.Messages = []mcp.PromptMessage{}
 	}
 	return res, nil
+}
+
+// HasPrompt reports whether a prompt is registered under name. Lock-free.
+func (r *Registry) HasPrompt(name string) bool {
+	_, ok := r.snap.Load().prompts.get(name)
+	return ok
 }

@@ -29,6 +29,9 @@ type Options struct {
 	// PageSize is the number of items per list page; <= 0 means
 	// DefaultPageSize.
 	PageSize int
+	// MaxClasses is how many classes of callers' views each list keeps
+	// (Class, SetMaxClasses); <= 0 means DefaultMaxClasses.
+	MaxClasses int
 }
 
 // Registry holds the tools, resources, resource templates, prompts and
@@ -52,6 +55,15 @@ type Registry struct {
 	onChange atomic.Pointer[[]func(ListKind)] // copy on write under mu
 
 	listHints [4]atomic.Pointer[CacheHint] // by ListName
+
+	maxClasses atomic.Int64 // views kept per list (SetMaxClasses)
+
+	// The views of the classes of callers are made again after a change
+	// by a goroutine of their own (view.go, warmViews), while one runs.
+	warmMu    sync.Mutex
+	warming   bool      // under warmMu
+	warmDirty bool      // a change since its pass began; under warmMu
+	warmBase  *snapshot // what its first pass carries the views over from; under warmMu
 }
 
 // snapshot is the immutable state readers see. A change copies the struct,
@@ -62,6 +74,9 @@ type snapshot struct {
 	templates   *set[*templateEntry]
 	prompts     *set[*promptEntry]
 	completions map[completionKey]CompletionHandler
+
+	raw          bool       // a raw item or foreignTasks was ever registered
+	foreignTasks RawHandler // SetForeignTasks
 }
 
 // NewRegistry returns an empty Registry.
@@ -71,6 +86,7 @@ func NewRegistry(opts Options) *Registry {
 		ps = DefaultPageSize
 	}
 	r := &Registry{pageSize: ps}
+	r.SetMaxClasses(opts.MaxClasses)
 	r.snap.Store(&snapshot{
 		tools:       newSet[*toolEntry](ListNameTools, ps),
 		resources:   newSet[*resourceEntry](ListNameResources, ps),
@@ -86,12 +102,16 @@ func NewRegistry(opts Options) *Registry {
 // tells the OnChange callbacks about kind (when kind is not zero).
 func (r *Registry) update(kind ListKind, fn func(s *snapshot) bool) {
 	r.mu.Lock()
-	ns := *r.snap.Load()
+	old := r.snap.Load()
+	ns := *old
 	changed := fn(&ns)
 	if changed {
 		r.snap.Store(&ns)
 	}
 	r.mu.Unlock()
+	if changed {
+		r.changed(old)
+	}
 	if changed && kind != 0 {
 		if fns := r.onChange.Load(); fns != nil {
 			for _, f := range *fns {

@@ -18,6 +18,7 @@ import (
 type resourceEntry struct {
 	res      *mcp.Resource
 	h        ResourceHandler
+	raw      RawHandler             // a raw resource (AddRawResource)
 	contents []mcp.ResourceContents // static only
 	result   []byte                 // static only: {"contents":[...]}
 	hint     atomic.Pointer[CacheHint]
@@ -30,6 +31,9 @@ type templateEntry struct {
 	re   *regexp.Regexp // t's regexp, cached: Template.Regexp takes a lock
 	h    ResourceHandler
 	hint atomic.Pointer[CacheHint]
+
+	raw       RawHandler // a raw template (AddRawResourceTemplate)
+	completes bool       // raw: raw completes its variables
 }
 
 // AddResource registers a resource read by h, replacing (in place) a
@@ -156,30 +160,52 @@ func (r *Registry) ReadResource(ctx context.Context, req *ReadResourceRequest) (
 	s := r.snap.Load()
 	if re, ok := s.resources.get(uri); ok {
 		e := re.v
+		if e.raw != nil {
+			return readRaw(ctx, e.raw, req)
+		}
 		if e.h == nil {
 			return &mcp.ReadResourceResult{Contents: e.contents}, nil
 		}
 		req.Vars = nil
 		return readWith(ctx, e.h, req)
 	}
-	for _, it := range s.templates.items {
-		e := it.v
-		if !e.re.MatchString(uri) {
-			continue
-		}
-		vals := e.t.Match(uri)
-		if vals == nil {
-			continue
+	if it, vals := matchTemplate(s.templates, uri); it != nil {
+		if it.v.raw != nil {
+			return readRaw(ctx, it.v.raw, req)
 		}
 		vars := make(map[string]string, len(vals))
 		for k, v := range vals {
 			vars[k] = strings.Join(v.V, ",")
 		}
 		req.Vars = vars
-		return readWith(ctx, e.h, req)
+		return readWith(ctx, it.v.h, req)
 	}
-	data := codec.AppendString(append(make([]byte, 0, len(uri)+10), `{"uri":`...), uri)
-	return nil, &codec.Error{Code: codec.CodeResourceNotFound, Message: "resource not found: " + uri, Data: append(data, '}')}
+	return nil, notFound(ListNameResources, uri)
+}
+
+// matchTemplate returns the first template of s, in registration order,
+// that matches uri, and the values of its variables; nil when none does.
+func matchTemplate(s *set[*templateEntry], uri string) (*entry[*templateEntry], uritemplate.Values) {
+	for _, it := range s.items {
+		if !it.v.re.MatchString(uri) {
+			continue
+		}
+		if vals := it.v.t.Match(uri); vals != nil {
+			return it, vals
+		}
+	}
+	return nil, nil
+}
+
+func readRaw(ctx context.Context, h RawHandler, req *ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	res := new(mcp.ReadResourceResult)
+	if err := rawTyped(ctx, h, req.Peer, mcp.MethodResourcesRead, req.Params.URI, req.Params, res); err != nil {
+		return nil, err
+	}
+	if res.Contents == nil {
+		res.Contents = []mcp.ResourceContents{}
+	}
+	return res, nil
 }
 
 func readWith(ctx context.Context, h ResourceHandler, req *ReadResourceRequest) (*mcp.ReadResourceResult, error) {

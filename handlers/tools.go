@@ -22,6 +22,7 @@ const defaultInputSchema = `{"type":"object"}`
 type toolEntry struct {
 	tool *mcp.Tool
 	h    ToolHandler
+	raw  RawHandler // a raw tool (AddRawTool): h, in and out are nil
 	in   *schema
 	out  *schema // nil without an output schema
 	opts ToolOptions
@@ -63,6 +64,12 @@ type ToolOptions struct {
 	// (engine.Options.Authorize, its AuthorizeTool) enforces them before
 	// the tool runs, reading them with Registry.ToolOptionsOf.
 	RequiredScopes []string
+
+	// Upstream names the server that serves the tool when this one is a
+	// gateway in front of others (package gateway sets it); empty for a
+	// tool served here. The registry only stores it: the metrics label the
+	// tool's series with it (admin: mcpedge_tool_calls_total{upstream}).
+	Upstream string
 }
 
 // ToolOptionsOf returns the options a tool was registered with. Their
@@ -182,6 +189,16 @@ func (r *Registry) RemoveTools(names ...string) int {
 	return n
 }
 
+// EachTool calls fn with the name and options of every registered tool,
+// in registration order, as one snapshot of the Registry holds them (a
+// change during the walk is not seen). fn must not modify the options'
+// slices. Lock-free and safe for concurrent use.
+func (r *Registry) EachTool(fn func(name string, o ToolOptions)) {
+	for _, e := range r.snap.Load().tools.items {
+		fn(e.v.tool.Name, e.v.opts)
+	}
+}
+
 // Tool returns the registered tool of that name. The *mcp.Tool is the
 // Registry's own: it must not be modified. Lock-free and safe for
 // concurrent use.
@@ -218,9 +235,12 @@ func (r *Registry) CallTool(ctx context.Context, req *CallToolRequest) (*mcp.Cal
 	p := req.Params
 	te, ok := r.snap.Load().tools.get(p.Name)
 	if !ok {
-		return nil, &codec.Error{Code: codec.CodeInvalidParams, Message: "unknown tool: " + p.Name}
+		return nil, notFound(ListNameTools, p.Name)
 	}
 	e := te.v
+	if e.raw != nil {
+		return callRawTool(ctx, e.raw, req)
+	}
 	if i := codec.SkipWS(p.Arguments, 0); i == len(p.Arguments) || string(p.Arguments[i:]) == "null" {
 		p.Arguments = codec.RawJSON("{}")
 	}

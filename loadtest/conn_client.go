@@ -30,7 +30,7 @@ func newPoolDialer(ctx context.Context, t Target, conns int, strategy client.Str
 	var tr client.Transport
 	switch t.Transport {
 	case "tcp":
-		tr = &client.TCPTransport{Addr: t.Addr, MaxMessage: opts.maxFrame}
+		tr = &client.TCPTransport{Addr: t.Addr, MaxMessage: opts.maxFrame, TLS: t.TLS}
 	case "http":
 		d.hc = &http.Client{Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, DisableCompression: true}}
 		tr = &client.HTTPTransport{URL: t.Addr, Client: d.hc, MaxMessage: opts.maxFrame, NoStandaloneStream: true}

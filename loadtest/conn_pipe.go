@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -112,10 +111,9 @@ func (p *pipeRun) open(ctx context.Context, conn int) (pipeStream, error) {
 		t = p.cfg.Targets[conn%n]
 		p.dials[conn%n].Add(1)
 	}
-	var nd net.Dialer
 	dctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	c, err := nd.DialContext(dctx, "tcp", t.Addr)
+	c, err := dialTCP(dctx, t.Addr, t.TLS)
 	if err != nil {
 		return nil, &Error{Kind: KindConnect, Err: err}
 	}

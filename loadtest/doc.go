@@ -18,11 +18,16 @@
 // then, and samples the server's memory, threads, descriptors (and
 // goroutines, where exposed) from /proc. RunChaos runs hostile clients
 // (garbage, invalid UTF-8, oversized and half-sent messages, readers that
-// never read, floods, abandoned sessions, connection churn; each kind on
-// TCP and on Streamable HTTP, see ChaosKind) beside well-behaved ones,
-// records what each hostile episode met against what a sound server does,
-// and reports the well-behaved clients' errors and latency apart; it is a
-// library, for go tests as much as for mcpload.
+// never read, alone and by the dozen, floods, abandoned sessions,
+// connection churn, listens naming one URI 200,000 times, subscription
+// and session floods, bodies declared and never sent, task hoarders,
+// requests without a token, a local client on a cluster node's NATS port;
+// see ChaosKind) beside well-behaved ones, records what each hostile
+// episode met against what a sound server does, reports the well-behaved
+// clients' errors and latency apart (with PerKind, beside each kind
+// alone), and samples the server's memory against a budget and until it
+// is back near its baseline; it is a library, for go tests as much as for
+// mcpload.
 //
 // By default mcpload uses its own lean connections: a fasthttp HostClient
 // (PipelineClient when more than one request is in flight per connection)
@@ -111,16 +116,23 @@
 //	      requests, errors, start, middle, end, after, samples [...],
 //	      first_error}   each sample {t_s, open, requests, errors,
 //	      rss_bytes, threads, fds, cpu_s, goroutines, error}
-//	chaos {duration_s, all_as_expected, server_alive, alive_error,
+//	chaos {target, duration_s, all_as_expected, server_alive, alive_error,
 //	       server_before, server_after {rss_bytes, threads, fds, cpu_s},
 //	       hostile [{kind, clients, expect, skipped, episodes, as_expected,
 //	                 unexpected, undecided, outcomes {name: n},
-//	                 answers {name: n}, close_after_us {...}, first_unexpected}]}
+//	                 answers {name: n}, close_after_us {...}, took_us {...},
+//	                 first_unexpected}],
+//	       rss {baseline_bytes, baseline_anon_bytes, peak_bytes, peak_at_s,
+//	            samples, budget_bytes, within_budget, after_bytes,
+//	            after_anon_bytes, settled, settle_s},
+//	       phases [{kind, clients, duration_s, requests, errors,
+//	                errors_by_kind, latency_us {...}, rss_peak_bytes}]}
 //	                 (in chaos mode the top-level figures are the
-//	                 well-behaved clients'; skipped names why a kind did
-//	                 not run, and is absent now that every kind has an
-//	                 HTTP variant; HTTP flood answers are counted by
-//	                 status, "status_429_error_-32000")
+//	                 well-behaved clients', every phase's together; skipped
+//	                 names why a kind did not run: one of a single
+//	                 transport, or one that needs a task tool, a token
+//	                 requirement or a NATS port named; HTTP flood answers
+//	                 are counted by status, "status_429_error_-32000")
 //	thresholds {max_p99_us, max_error_rate, passed, violations [...]}
 //
 // Members that do not apply to a mode are omitted. A new member may appear

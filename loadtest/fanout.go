@@ -224,7 +224,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*Result, error) {
 						}
 					}
 				} else {
-					d := &tcpDialer{addr: ts[t].Addr, opts: &sessionOpts{timeout: cfg.Timeout, maxFrame: 16 << 20, onNote: onNote}}
+					d := &tcpDialer{addr: ts[t].Addr, tls: ts[t].TLS, opts: &sessionOpts{timeout: cfg.Timeout, maxFrame: 16 << 20, onNote: onNote}}
 					s, err = d.dial(ctx, 1)
 				}
 				if err != nil {

@@ -87,6 +87,11 @@ type Config struct {
 	// another, a request each: distinct tokens defeat a server's cache of
 	// verified tokens. HTTP targets only, not with Client.
 	Bearer []string
+
+	// launched, if set, is called once the connections are set up, as the
+	// requests begin: a chaos run starts its hostile clients then, so that
+	// the well-behaved ones are in before any limit is full.
+	launched func()
 }
 
 // Progress is a run's state as Config.Progress sees it.
@@ -258,6 +263,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	var wg sync.WaitGroup
 	ld.launch(stopCtx, start, measStart, end, &wg)
+	if cfg.launched != nil {
+		cfg.launched()
+	}
 
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 )
 
 // Target names a server: "tcp://host:port" (newline-delimited JSON-RPC),
+// "tcps://host:port" (the same over TLS),
 // "http://host:port/path" (Streamable HTTP) or "stdio:command args..."
 // (a child process mcpload starts, speaking on its stdin and stdout; the
 // command line is split on spaces, without quoting).
@@ -24,6 +26,11 @@ type Target struct {
 	Transport string   // "tcp", "http" or "stdio"
 	Addr      string   // host:port for tcp, the URL for http
 	Command   []string // stdio: the program and its arguments
+	// TLS, for a tcps target, is the client's TLS configuration: the
+	// server's certificate is verified against RootCAs (nil: the
+	// system's) for ServerName (the target's host), Certificates holds
+	// the client's (mutual TLS). nil: plain TCP.
+	TLS *tls.Config
 }
 
 // ParseTarget parses a target spec.
@@ -35,12 +42,17 @@ func ParseTarget(spec string) (Target, error) {
 			return Target{}, fmt.Errorf("%w: stdio target without a command", ErrConfig)
 		}
 		return Target{Transport: "stdio", Command: f}, nil
-	case strings.HasPrefix(spec, "tcp://"):
-		addr := strings.TrimPrefix(spec, "tcp://")
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return Target{}, fmt.Errorf("%w: tcp target %q: %w", ErrConfig, spec, err)
+	case strings.HasPrefix(spec, "tcp://"), strings.HasPrefix(spec, "tcps://"):
+		scheme, addr, _ := strings.Cut(spec, "://")
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return Target{}, fmt.Errorf("%w: %s target %q: %w", ErrConfig, scheme, spec, err)
 		}
-		return Target{Transport: "tcp", Addr: addr}, nil
+		t := Target{Transport: "tcp", Addr: addr}
+		if scheme == "tcps" {
+			t.TLS = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+		}
+		return t, nil
 	case strings.HasPrefix(spec, "http://"):
 		u, err := url.Parse(spec)
 		if err != nil || u.Host == "" {
@@ -51,7 +63,7 @@ func ParseTarget(spec string) (Target, error) {
 		}
 		return Target{Transport: "http", Addr: u.String()}, nil
 	}
-	return Target{}, fmt.Errorf("%w: target %q: want tcp://host:port, http://host:port/path or stdio:command", ErrConfig, spec)
+	return Target{}, fmt.Errorf("%w: target %q: want tcp://host:port, tcps://host:port, http://host:port/path or stdio:command", ErrConfig, spec)
 }
 
 // ParseTargets parses the targets of one run, from mcpload's arguments:
@@ -142,9 +154,27 @@ func (t Target) String() string {
 	case "stdio":
 		return "stdio:" + strings.Join(t.Command, " ")
 	case "tcp":
+		if t.TLS != nil {
+			return "tcps://" + t.Addr
+		}
 		return "tcp://" + t.Addr
 	}
 	return t.Addr
+}
+
+// dialTCP connects to a TCP target, over TLS for a tcps one.
+func dialTCP(ctx context.Context, addr string, cfg *tls.Config) (net.Conn, error) {
+	var nd net.Dialer
+	c, err := nd.DialContext(ctx, "tcp", addr)
+	if err != nil || cfg == nil {
+		return c, err
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return tc, nil
 }
 
 // session is one initialized MCP session.
@@ -172,10 +202,11 @@ func newDialer(ts []Target, conns, inflight int, opts *sessionOpts, stderr io.Wr
 	t := ts[0]
 	switch t.Transport {
 	case "tcp":
-		d := &tcpDialer{addr: t.Addr, opts: opts}
+		d := &tcpDialer{addr: t.Addr, tls: t.TLS, opts: opts}
 		if len(ts) > 1 {
 			for _, t := range ts {
 				d.addrs = append(d.addrs, t.Addr)
+				d.tlss = append(d.tlss, t.TLS)
 			}
 			d.dials = make([]atomic.Int64, len(ts))
 		}
@@ -217,23 +248,24 @@ func handshake(ctx context.Context, s session) (string, error) {
 // addrs, to each of them in turn (a session is bound to its connection).
 type tcpDialer struct {
 	addr  string
+	tls   *tls.Config    // tcps: the client's TLS configuration
 	addrs []string       // several targets: dials go round-robin
+	tlss  []*tls.Config  // of each of addrs
 	dials []atomic.Int64 // of each of addrs
 	next  atomic.Uint64
 	opts  *sessionOpts
 }
 
 func (d *tcpDialer) dial(ctx context.Context, inflight int) (session, error) {
-	addr := d.addr
+	addr, cfg := d.addr, d.tls
 	if n := uint64(len(d.addrs)); n > 1 {
 		i := (d.next.Add(1) - 1) % n
-		addr = d.addrs[i]
+		addr, cfg = d.addrs[i], d.tlss[i]
 		d.dials[i].Add(1)
 	}
-	var nd net.Dialer
 	dctx, cancel := context.WithTimeout(ctx, d.opts.timeout)
 	defer cancel()
-	c, err := nd.DialContext(dctx, "tcp", addr)
+	c, err := dialTCP(dctx, addr, cfg)
 	if err != nil {
 		return nil, &Error{Kind: KindConnect, Err: err}
 	}
@@ -260,7 +292,7 @@ func (d *tcpDialer) counts() []TargetResult {
 	}
 	out := make([]TargetResult, len(d.addrs))
 	for i, a := range d.addrs {
-		out[i] = TargetResult{Target: "tcp://" + a, Connections: d.dials[i].Load()}
+		out[i] = TargetResult{Target: Target{Transport: "tcp", Addr: a, TLS: d.tlss[i]}.String(), Connections: d.dials[i].Load()}
 	}
 	return out
 }

@@ -59,6 +59,17 @@ type Implementation struct {
 
 // ClientCapabilities are what a client declares in initialize. Each
 // capability is raw JSON (nil when absent) so unknown sub-fields survive.
+// MetaRelatedRequest is mcpedge's _meta key linking a message a server
+// sends during a client request (a server-to-client request, progress, a
+// log message) to that request: {"requestId": <the request's id>}. A
+// server sends it only to a client that declared the key in its
+// capabilities' experimental object, as a proxy multiplexing many
+// clients' requests over one connection does, so that each message
+// reaches the client whose request caused it. It is the session
+// revisions' counterpart of related-task, for requests that are not
+// tasks.
+const MetaRelatedRequest = "io.github.mcpedge/related-request"
+
 type ClientCapabilities struct {
 	Roots        *RootsCapability       `json:"roots,omitempty"`
 	Sampling     *SamplingCapability    `json:"sampling,omitempty"`

@@ -242,7 +242,7 @@ func (s *Session) Initialize(p *mcp.InitializeParams) (string, error) {
 	}
 	// The fields are written before the state is published; readers load
 	// the state first, so they see them.
-	s.version = NegotiateVersion(p.ProtocolVersion)
+	s.version = negotiateVersion(p.ProtocolVersion)
 	s.clientInfo = p.ClientInfo
 	s.clientCaps = p.Capabilities
 	s.initAt.Store(time.Now().UnixNano())
@@ -630,9 +630,9 @@ func (s *Session) Close(cause error) bool {
 	return true
 }
 
-// NegotiateVersion answers a client's requested protocol version: the same
+// negotiateVersion answers a client's requested protocol version: the same
 // version when supported, else the latest.
-func NegotiateVersion(requested string) string {
+func negotiateVersion(requested string) string {
 	if mcp.SupportedVersion(requested) {
 		return requested
 	}

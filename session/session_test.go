@@ -105,7 +105,7 @@ func TestNegotiateVersion(t *testing.T) {
 		{"2025-11-25 ", mcp.LatestVersion},
 	} {
 		t.Run(tc.requested, func(t *testing.T) {
-			assert.Equal(t, tc.want, NegotiateVersion(tc.requested))
+			assert.Equal(t, tc.want, negotiateVersion(tc.requested))
 			s := New(context.Background(), nopSink{})
 			v, err := s.Initialize(initParams(tc.requested))
 			require.NoError(t, err)

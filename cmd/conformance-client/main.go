@@ -159,7 +159,7 @@ func run() error {
 	}
 
 	opts.Era = client.EraLegacy
-	if v := os.Getenv("MCP_CONFORMANCE_PROTOCOL_VERSION"); mcp.ModernVersion(v) {
+	if v := os.Getenv("MCP_CONFORMANCE_PROTOCOL_VERSION"); mcp.StatelessVersion(v) {
 		opts.Era = client.EraModern
 		opts.ProtocolVersion = v
 	}
@@ -170,7 +170,7 @@ func run() error {
 	}
 	defer c.Close()
 	if c.Modern() {
-		return runModern(ctx, c, sc, log)
+		return runStateless(ctx, c, sc, log)
 	}
 
 	tools, err := c.AllTools(ctx)
@@ -210,9 +210,9 @@ func run() error {
 	return nil
 }
 
-// runModern is a scenario of 2026-07-28: list and call the tools, read a
+// runStateless is a scenario of 2026-07-28: list and call the tools, read a
 // resource, get a prompt.
-func runModern(ctx context.Context, c *client.Client, sc scenarioContext, log *slog.Logger) error {
+func runStateless(ctx context.Context, c *client.Client, sc scenarioContext, log *slog.Logger) error {
 	tools, err := c.AllTools(ctx)
 	if err != nil {
 		return err

@@ -33,7 +33,7 @@ func (a *adminAddr) Set(v string) error { a.addr, a.set = v, true; return nil }
 // adminFlags registers the admin listener's flags on fs.
 func adminFlags(fs *flag.FlagSet, c *adminConfig) {
 	c.addr.addr = admin.DefaultAddr
-	fs.Var(&c.addr, "admin", "serve /metrics, /healthz, /readyz and /debug/pprof/ on `addr`, never an MCP port, checking Host as -http does with -allowed-hosts (empty: off; with -stdio, off unless given)")
+	fs.Var(&c.addr, "admin", "serve the status page (/), /status.json, /metrics, /healthz, /readyz and /debug/pprof/ on `addr`, never an MCP port, checking Host as -http does with -allowed-hosts (empty: off; with -stdio, off unless given)")
 }
 
 // adminRun is the admin listener of one run: its metrics, its readiness
@@ -119,6 +119,14 @@ func (a *adminRun) reloadHook() reloadHook {
 		hosts := splitList(c.allowHosts)
 		return func() { a.srv.SetAllowedHosts(hosts) }, nil
 	}}
+}
+
+// metricsOrNil returns the admin listener's metrics, nil when it is off.
+func (a *adminRun) metricsOrNil() *admin.Metrics {
+	if a == nil {
+		return nil
+	}
+	return a.metrics
 }
 
 // markReady tells /readyz the MCP listeners are up.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mcpedge/mcpedge/auth"
+	"github.com/mcpedge/mcpedge/handlers"
 )
 
 // authFlags are the flags of authorization (docs/authorization.md).
@@ -18,6 +19,11 @@ type authFlags struct {
 	tokenFile                                  string
 	introspectionURL, clientID, secretFile     string
 	secret                                     string
+	maxClasses                                 int
+
+	// From the config file's tables (tables.go, compileTables).
+	rules      *auth.Rules         // [[rule]]
+	toolScopes map[string][]string // [tool.NAME] scopes
 }
 
 // registerAuthFlags adds the -auth-* flags to fs.
@@ -32,6 +38,7 @@ func registerAuthFlags(fs *flag.FlagSet, a *authFlags) {
 	fs.StringVar(&a.clientID, "auth-client-id", "", "client id for the introspection endpoint")
 	fs.StringVar(&a.secret, "auth-client-secret", "", "client secret for the introspection endpoint (prefer MCPEDGE_AUTH_CLIENT_SECRET or -auth-client-secret-file: arguments are visible to other users)")
 	fs.StringVar(&a.secretFile, "auth-client-secret-file", "", "`file` holding the client secret for the introspection endpoint")
+	fs.IntVar(&a.maxClasses, "auth-max-classes", auth.DefaultMaxClasses, "policy classes of the config file's [[rule]]s (callers for whom the same rules hold) kept, and lists of each kept per class; past it the one used least recently is made again when it returns")
 }
 
 // enabled reports whether any way of verifying tokens was given.
@@ -53,6 +60,8 @@ func (a *authFlags) config(httpAddr, httpPath string, log *slog.Logger) (auth.Co
 		ClientID:             a.clientID,
 		ClientSecret:         a.secret,
 		Logger:               log,
+		Rules:                a.rules,
+		ToolScopes:           a.toolScopes,
 	}
 	if cfg.Audience == "" {
 		if httpAddr == "" {
@@ -92,12 +101,16 @@ func (a *authFlags) newVerifier(httpAddr, httpPath string, log *slog.Logger) (*a
 
 // authKeys are the flags a reload applies to a running verifier.
 var authKeys = []string{"auth-jwks-url", "auth-issuer", "auth-audience", "auth-scopes", "auth-server",
-	"auth-token-file", "auth-introspection-url", "auth-client-id", "auth-client-secret", "auth-client-secret-file"}
+	"auth-token-file", "auth-introspection-url", "auth-client-id", "auth-client-secret", "auth-client-secret-file",
+	"auth-max-classes"}
 
-// authReloadHook is the SIGHUP reload of v: the new configuration is
-// checked first (its flags, its token file), then swapped in whole; a
-// reload that cannot fetch the new keys keeps the old configuration.
-func authReloadHook(v *auth.Verifier, log *slog.Logger) reloadHook {
+// authReloadHook is the SIGHUP reload of v, with the config file's rules
+// and tool scopes (compiled with the rest of the file, which a rule that
+// does not compile rejects whole): the new configuration is checked
+// first (its flags, its token file), then swapped in whole; a reload that
+// cannot fetch the new keys keeps the old configuration. reg keeps
+// -auth-max-classes views of each list.
+func authReloadHook(v *auth.Verifier, reg *handlers.Registry, log *slog.Logger) reloadHook {
 	return reloadHook{name: "authorization", keys: authKeys, prepare: func(c *config) (func(), error) {
 		if !c.auth.enabled() {
 			return nil, errors.New("-auth-*: turning authorization off needs a restart")
@@ -112,9 +125,12 @@ func authReloadHook(v *auth.Verifier, log *slog.Logger) reloadHook {
 			}
 		}
 		return func() {
+			reg.SetMaxClasses(c.auth.maxClasses)
 			if err := v.Reload(cfg); err != nil {
 				log.Error("reload: authorization kept its previous keys", "err", err)
+				return
 			}
+			log.Info("authorization reloaded", "rules", cfg.Rules.Len(), "tools_with_scopes", len(cfg.ToolScopes))
 		}, nil
 	}}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/mcpedge/mcpedge/admin"
 	"github.com/mcpedge/mcpedge/cluster"
 	"github.com/mcpedge/mcpedge/internal/redact"
 	"github.com/nats-io/nats.go"
@@ -129,8 +131,9 @@ func nodeName(c *config) string {
 
 // startCluster starts this node's membership, nil when no cluster is
 // configured. keys are the requestState keys: they sign the cluster's
-// own messages too.
-func startCluster(c *config, keys [][]byte, log *slog.Logger) (*cluster.Node, error) {
+// own messages too; tracer, when not nil, traces the requests it
+// forwards.
+func startCluster(c *config, keys [][]byte, log *slog.Logger, tracer cluster.Tracer) (*cluster.Node, error) {
 	cf := &c.cluster
 	if !cf.on() {
 		return nil, nil
@@ -177,6 +180,7 @@ func startCluster(c *config, keys [][]byte, log *slog.Logger) (*cluster.Node, er
 		EventSessionBytes: c.eventStore,
 		Link:              cf.link,
 		Logger:            log,
+		Tracer:            tracer,
 	})
 	if err != nil {
 		return nil, err
@@ -196,34 +200,67 @@ func streamIdle(keepAlive, forward time.Duration) time.Duration {
 }
 
 // clusterMetrics publishes the node's counters and its routes on the
-// admin listener's /metrics.
-func clusterMetrics(set *metrics.Set, n *cluster.Node) {
-	for _, c := range []struct {
-		name string
-		get  func(cluster.Stats) uint64
+// admin listener's /metrics, each family with its help and type, and the
+// node, its peers and routes on the status page.
+func clusterMetrics(m *admin.Metrics, n *cluster.Node, configured int) {
+	counters := []struct {
+		family, labels, help string
+		get                  func(cluster.Stats) uint64
 	}{
-		{`mcpedge_cluster_forwarded_total{result="sent"}`, func(s cluster.Stats) uint64 { return s.Forwarded }},
-		{`mcpedge_cluster_forwarded_total{result="timeout"}`, func(s cluster.Stats) uint64 { return s.ForwardTimeouts }},
-		{`mcpedge_cluster_forwarded_total{result="no_owner"}`, func(s cluster.Stats) uint64 { return s.ForwardNoOwner }},
-		{`mcpedge_cluster_forwarded_total{result="refused"}`, func(s cluster.Stats) uint64 { return s.ForwardRefused }},
-		{`mcpedge_cluster_served_total{result="served"}`, func(s cluster.Stats) uint64 { return s.Served }},
-		{`mcpedge_cluster_served_total{result="refused"}`, func(s cluster.Stats) uint64 { return s.ServedRefused }},
-		{`mcpedge_cluster_cancelled_total`, func(s cluster.Stats) uint64 { return s.Cancelled }},
-		{`mcpedge_cluster_bus_messages_total{dir="out"}`, func(s cluster.Stats) uint64 { return s.BusOut }},
-		{`mcpedge_cluster_bus_messages_total{dir="in"}`, func(s cluster.Stats) uint64 { return s.BusIn }},
-		{`mcpedge_cluster_bus_dropped_total`, func(s cluster.Stats) uint64 { return s.BusDropped }},
-		{`mcpedge_cluster_bad_messages_total`, func(s cluster.Stats) uint64 { return s.BadMessages }},
-		{`mcpedge_cluster_streams_cut_total`, func(s cluster.Stats) uint64 { return s.StreamsCut }},
-		{`mcpedge_cluster_disconnects_total`, func(s cluster.Stats) uint64 { return s.Disconnects }},
-	} {
-		get := c.get
-		set.NewGauge(c.name, func() float64 { return float64(get(n.Stats())) })
+		{"mcpedge_cluster_forwarded_total", `result="sent"`, "Requests this node sent to the node owning their session or task, by result.", func(s cluster.Stats) uint64 { return s.Forwarded }},
+		{"mcpedge_cluster_forwarded_total", `result="timeout"`, "", func(s cluster.Stats) uint64 { return s.ForwardTimeouts }},
+		{"mcpedge_cluster_forwarded_total", `result="no_owner"`, "", func(s cluster.Stats) uint64 { return s.ForwardNoOwner }},
+		{"mcpedge_cluster_forwarded_total", `result="refused"`, "", func(s cluster.Stats) uint64 { return s.ForwardRefused }},
+		{"mcpedge_cluster_served_total", `result="served"`, "Requests other nodes forwarded to this one, by result.", func(s cluster.Stats) uint64 { return s.Served }},
+		{"mcpedge_cluster_served_total", `result="refused"`, "", func(s cluster.Stats) uint64 { return s.ServedRefused }},
+		{"mcpedge_cluster_cancelled_total", "", "Forwarded streams whose client went away.", func(s cluster.Stats) uint64 { return s.Cancelled }},
+		{"mcpedge_cluster_bus_messages_total", `dir="out"`, "Notifications exchanged with the other nodes, by direction.", func(s cluster.Stats) uint64 { return s.BusOut }},
+		{"mcpedge_cluster_bus_messages_total", `dir="in"`, "", func(s cluster.Stats) uint64 { return s.BusIn }},
+		{"mcpedge_cluster_bus_dropped_total", "", "Notifications not published (NATS down) or lost (slow consumer).", func(s cluster.Stats) uint64 { return s.BusDropped }},
+		{"mcpedge_cluster_bad_messages_total", "", "Messages from NATS that did not parse, dropped.", func(s cluster.Stats) uint64 { return s.BadMessages }},
+		{"mcpedge_cluster_streams_cut_total", "", "Relayed streams ended for a lost frame or a silent owner.", func(s cluster.Stats) uint64 { return s.StreamsCut }},
+		{"mcpedge_cluster_disconnects_total", "", "Losses of the NATS connection.", func(s cluster.Stats) uint64 { return s.Disconnects }},
 	}
-	set.NewGauge("mcpedge_cluster_routes", func() float64 { return float64(n.Routes()) })
-	set.NewGauge("mcpedge_cluster_ready", func() float64 {
+	for _, c := range counters {
+		if c.help != "" {
+			m.Describe(c.family, c.help)
+		}
+	}
+	// Counters, written by hand: the Set's counters are incremented, these
+	// are read from the node when scraped.
+	m.Set().RegisterMetricsWriter(func(w io.Writer) {
+		st := n.Stats()
+		prev := ""
+		for _, c := range counters {
+			if c.family != prev {
+				metrics.WriteMetadataIfNeeded(w, c.family, "counter")
+				prev = c.family
+			}
+			series := c.family
+			if c.labels != "" {
+				series += "{" + c.labels + "}"
+			}
+			fmt.Fprintf(w, "%s %d\n", series, c.get(st))
+		}
+	})
+	m.Describe("mcpedge_cluster_routes", "Peers this node's embedded NATS server has a route to now (nodes, not connections).")
+	m.Describe("mcpedge_cluster_ready", "1 while the node is part of its cluster (connected to NATS, routed to a peer), else 0.")
+	m.Set().NewGauge("mcpedge_cluster_routes", func() float64 { return float64(n.Routes()) })
+	m.Set().NewGauge("mcpedge_cluster_ready", func() float64 {
 		if n.Ready() != nil {
 			return 0
 		}
 		return 1
+	})
+	m.SetCluster(func() *admin.ClusterStatus {
+		cs := &admin.ClusterStatus{Node: n.Name(), Ready: true, Configured: configured, Peers: []admin.Peer{}}
+		if err := n.Ready(); err != nil {
+			cs.Ready, cs.Reason = false, err.Error()
+		}
+		for _, p := range n.Peers() {
+			cs.Peers = append(cs.Peers, admin.Peer{Name: p.Name, Addr: p.Addr, Connections: p.Conns})
+		}
+		cs.Routes = len(cs.Peers)
+		return cs
 	})
 }

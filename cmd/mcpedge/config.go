@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/handlers/builtin"
+	"github.com/mcpedge/mcpedge/transport/proxied"
 )
 
 // Configuration sources, in order of precedence: a flag given on the
@@ -37,10 +39,11 @@ var notInFile = map[string]bool{"config": true, "version": true}
 
 // applySources parses args into fs and fills the flags not given there
 // from the environment and then the config file (-config, or
-// MCPEDGE_CONFIG). Every error names the flag, the variable or the key,
-// and what would do (usage.go); an MCPEDGE_ variable that is no flag's
-// twin is refused as an unknown key is.
-func applySources(fs *flag.FlagSet, args []string) error {
+// MCPEDGE_CONFIG), whose tables it parses into tables (tables.go). Every
+// error names the flag, the variable or the key, and what would do
+// (usage.go); an MCPEDGE_ variable that is no flag's twin is refused as an
+// unknown key is.
+func applySources(fs *flag.FlagSet, args []string, tables *fileTables) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -69,12 +72,18 @@ func applySources(fs *flag.FlagSet, args []string) error {
 		}
 	}
 	if path != "" {
-		vals, err := readConfigFile(path, fs)
+		vals, err := readConfigFile(path, fs, tables)
 		if err != nil {
 			return err
 		}
 		for _, kv := range vals {
 			if given[kv.name] {
+				continue
+			}
+			if tv, ok := fs.Lookup(kv.name).Value.(tomlValue); ok {
+				if err := tv.SetTOML(kv.raw); err != nil {
+					return fmt.Errorf("config %s: %w", path, err)
+				}
 				continue
 			}
 			if err := fs.Set(kv.name, kv.value); err != nil {
@@ -107,23 +116,48 @@ func unwrapFlagErr(err error) error {
 	return err
 }
 
-type keyValue struct{ name, value string }
+type keyValue struct {
+	name, value string
+	raw         any // the TOML value, for a tomlValue flag
+}
+
+// tomlValue is a flag whose config key takes TOML values of its own
+// (arrays of strings item by item, tables) rather than one string: it
+// reports its errors naming the key (and the sub-keys of its tables).
+type tomlValue interface {
+	flag.Value
+	SetTOML(v any) error
+}
 
 // readConfigFile reads a TOML file whose keys are flag names and returns
 // each key with its value in the string form its flag parses, sorted by
-// key. An unknown key, a table, or a value of a type no flag takes is
-// an error naming the key.
-func readConfigFile(path string, fs *flag.FlagSet) ([]keyValue, error) {
+// key; its tables (tableKeys) are parsed into tables. An unknown key, a
+// table not in tableKeys, or a value of a type no flag takes is an error
+// naming the key.
+func readConfigFile(path string, fs *flag.FlagSet, tables *fileTables) ([]keyValue, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	return parseConfig(data, path, fs, tables)
+}
+
+// parseConfig is readConfigFile of the file's contents, data.
+func parseConfig(data []byte, path string, fs *flag.FlagSet, tables *fileTables) ([]keyValue, error) {
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
+	*tables = fileTables{}
 	out := make([]keyValue, 0, len(raw))
-	for name, v := range raw {
+	for _, name := range sortedKeys(raw) {
+		v := raw[name]
+		if parse, ok := tableKeys[name]; ok {
+			if err := parse(tables, v); err != nil {
+				return nil, fmt.Errorf("config %s: [%s]: %w", path, name, err)
+			}
+			continue
+		}
 		if notInFile[name] {
 			return nil, fmt.Errorf("config %s: unknown key %q (-%s is for the command line)", path, name, name)
 		}
@@ -134,15 +168,21 @@ func readConfigFile(path string, fs *flag.FlagSet) ([]keyValue, error) {
 					keys = append(keys, f.Name)
 				}
 			})
-			return nil, fmt.Errorf("config %s: unknown key %q%s", path, name, didYouMean(name, keys, "", "the keys are the flags' names"))
+			for k := range tableKeys {
+				keys = append(keys, k)
+			}
+			return nil, fmt.Errorf("config %s: unknown key %q%s", path, name, didYouMean(name, keys, "", "the keys are the flags' names and the tables "+tableNames()))
+		}
+		if _, ok := fs.Lookup(name).Value.(tomlValue); ok {
+			out = append(out, keyValue{name: name, raw: v})
+			continue
 		}
 		s, err := tomlString(v)
 		if err != nil {
 			return nil, fmt.Errorf("config %s: key %q: %w", path, name, err)
 		}
-		out = append(out, keyValue{name, s})
+		out = append(out, keyValue{name: name, value: s})
 	}
-	slices.SortFunc(out, func(a, b keyValue) int { return strings.Compare(a.name, b.name) })
 	return out, nil
 }
 
@@ -195,6 +235,7 @@ func validate(c *config) error {
 		{"max-message", int64(c.maxMessage), 1}, {"max-outbound", int64(c.maxOutbound), 1},
 		{"event-store-bytes", int64(c.eventStore), 1},
 		{"max-tasks", int64(c.maxTasks), 1}, {"max-task-bytes", c.maxTaskBytes, 1},
+		{"auth-max-classes", int64(c.auth.maxClasses), 1},
 		{"max-conns", int64(c.maxConns), 0}, {"max-conns-per-ip", int64(c.maxConnsPerIP), 0},
 		{"max-inflight", int64(c.maxInflight), 0}, {"rate-burst", int64(c.rateBurst), 0},
 		{"max-subscriptions", int64(c.maxSubscriptions), 0},
@@ -228,6 +269,9 @@ func validate(c *config) error {
 	if err := validateCluster(c); err != nil {
 		return err
 	}
+	if err := validateGateway(c); err != nil {
+		return err
+	}
 	for _, f := range []struct {
 		name string
 		v    float64
@@ -251,6 +295,32 @@ func validate(c *config) error {
 	if c.tlsClientCA != "" && c.tlsCert == "" {
 		return errors.New("-tls-client-ca: needs -tls-cert and -tls-key")
 	}
+	if _, err := proxied.Parse(splitList(c.trustedProxies)); err != nil {
+		return fmt.Errorf("-trusted-proxies: %w", err)
+	}
+	if err := checkCORS(splitList(c.corsOrigins)); err != nil {
+		return fmt.Errorf("-cors-origins: %w", err)
+	}
+	return nil
+}
+
+// checkCORS refuses a -cors-origins list mixing "*" with origins (a
+// browser takes one grant: "*" without credentials, or the origin with
+// them) and items that are not origins (scheme://host[:port], nothing
+// after).
+func checkCORS(list []string) error {
+	for _, o := range list {
+		switch {
+		case o == "*" && len(list) > 1:
+			return errors.New(`"*" grants every origin, without credentials: give it alone`)
+		case o == "*":
+		default:
+			u, err := url.Parse(strings.TrimSuffix(o, "/"))
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+				return fmt.Errorf("%q: want an origin, scheme://host[:port] (https://app.example.com)", o)
+			}
+		}
+	}
 	return nil
 }
 
@@ -272,9 +342,12 @@ func atLeast(name string, v, min int64, shown string) error {
 // addOpsFlags registers -config and the TLS flags.
 func addOpsFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.configFile, "config", "", "TOML `file` of settings, keys named as the flags (max-inflight = 64); flags and MCPEDGE_* win over it; SIGHUP re-reads it")
-	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTP over TLS (1.2 or later) with the PEM certificate chain in `file` (with -tls-key; SIGHUP reloads it)")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTP, and TCP unless -tcp-tls=false, over TLS (1.2 or later) with the PEM certificate chain in `file` (with -tls-key; SIGHUP reloads it)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "the PEM private key `file` of -tls-cert")
-	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "require HTTP clients to present a certificate signed by a CA in this PEM `file` (mTLS)")
+	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "require HTTP and TCP clients to present a certificate signed by a CA in this PEM `file` (mTLS)")
+	fs.BoolVar(&c.tcpTLS, "tcp-tls", true, "with -tls-cert, serve TCP over TLS too (tcps://); false keeps TCP plain")
+	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs (or addresses) of the load balancers and proxies whose word on the client's address is taken: a PROXY protocol v1/v2 header on TCP and HTTP, X-Forwarded-For or Forwarded on HTTP; per-address limits and logs then count the client (empty: trust none; a PROXY header from anyone else closes the connection)")
+	fs.StringVar(&c.corsOrigins, "cors-origins", "", "comma-separated origins whose web pages may use the HTTP endpoint across origins (https://app.example.com; * alone for any, without credentials): preflights answered before authorization, Mcp-Session-Id exposed; a listed origin passes the -allowed-origins check too (empty: no CORS)")
 }
 
 // parseLevel parses -log-level.

@@ -129,12 +129,28 @@ func TestValidateFlags(t *testing.T) {
 		{[]string{"-handlers", "nope"}, "-handlers"},
 		{[]string{"-tls-cert", "a.pem"}, "-tls-key"},
 		{[]string{"-tls-client-ca", "ca.pem"}, "-tls-client-ca"},
+		{[]string{"-trusted-proxies", "10.0.0.0/33"}, "-trusted-proxies"},
+		{[]string{"-trusted-proxies", "lb.example"}, "-trusted-proxies"},
+		{[]string{"-cors-origins", "*,https://app.example"}, "-cors-origins"},
+		{[]string{"-cors-origins", "app.example"}, "-cors-origins"},
+		{[]string{"-cors-origins", "https://app.example/mcp"}, "-cors-origins"},
 	} {
 		_, err := parse(tc.args, io.Discard)
 		if assert.Error(t, err, tc.args) {
 			assert.Contains(t, err.Error(), tc.want, tc.args)
 		}
 	}
+}
+
+// TestEdgeFlags: -trusted-proxies, -cors-origins and -tcp-tls accept
+// what they document.
+func TestEdgeFlags(t *testing.T) {
+	c, err := parse([]string{"-trusted-proxies", "10.0.0.0/8, 192.0.2.7,fd00::/8", "-cors-origins", "https://app.example/,http://localhost:6274", "-tcp-tls=false"}, io.Discard)
+	require.NoError(t, err)
+	assert.False(t, c.tcpTLS)
+	c, err = parse([]string{"-cors-origins", "*"}, io.Discard)
+	require.NoError(t, err)
+	assert.True(t, c.tcpTLS, "TCP follows -tls-cert by default")
 }
 
 func TestSizeFlag(t *testing.T) {

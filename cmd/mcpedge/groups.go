@@ -57,6 +57,8 @@ var flagGroups = []struct {
 	{"loops", groupListeners},
 	{"allowed-hosts", groupListeners},
 	{"allowed-origins", groupListeners},
+	{"cors-origins", groupListeners},
+	{"trusted-proxies", groupListeners},
 	{"sse-keepalive", groupListeners},
 	{"event-store-bytes", groupListeners},
 	{"session-idle", groupListeners},
@@ -96,10 +98,12 @@ var flagGroups = []struct {
 	{"auth-client-id", groupAuth},
 	{"auth-client-secret", groupAuth},
 	{"auth-client-secret-file", groupAuth},
+	{"auth-max-classes", groupAuth},
 
 	{"tls-cert", groupTLS},
 	{"tls-key", groupTLS},
 	{"tls-client-ca", groupTLS},
+	{"tcp-tls", groupTLS},
 
 	{"node", groupCluster},
 	{"cluster-embed", groupCluster},
@@ -117,7 +121,14 @@ var flagGroups = []struct {
 	{"cluster-event-bytes", groupCluster},
 	{"cluster-link", groupCluster},
 
+	{"upstream", groupGateway},
+	{"upstream-max-message", groupGateway},
+	{"upstream-max-pending", groupGateway},
+	{"upstream-notify-rate", groupGateway},
+	{"upstream-start-timeout", groupGateway},
 	{"admin", groupObservability},
 	{"log-level", groupObservability},
 	{"log-format", groupObservability},
+	{"otel-endpoint", groupObservability},
+	{"otel-sample", groupObservability},
 }

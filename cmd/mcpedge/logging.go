@@ -1,17 +1,26 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/netip"
 	"regexp"
 	"strings"
+	"time"
 
+	"github.com/mcpedge/mcpedge/admin"
+	"github.com/mcpedge/mcpedge/auth"
+	"github.com/mcpedge/mcpedge/internal/lograte"
 	"github.com/mcpedge/mcpedge/internal/redact"
 )
 
 // newLogger returns the process's logger: -log-format text or json, at
-// -log-level, with secrets redacted (redactAttr).
+// -log-level, with secrets redacted and values written the same way in
+// both formats (redactAttr): durations as strings ("30s"), addresses as
+// host:port.
 func newLogger(w io.Writer, format string, lv slog.Leveler) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: redactAttr}
 	switch format {
@@ -39,12 +48,24 @@ const redacted = redact.Mask
 // masked. Nothing that looks like a token reaches the log, whichever layer
 // logged it: the message itself is masked too, since the embedded NATS
 // server and the HTTP servers' error logs put everything in it.
+//
+// It also writes values one way whichever the format: a duration as its
+// string ("30s", where JSON would write integer nanoseconds), and a
+// net.Addr as host:port (a *net.TCPAddr would be an object in JSON).
 func redactAttr(_ []string, a slog.Attr) slog.Attr {
 	if a.Key == slog.TimeKey || a.Key == slog.LevelKey {
 		return a
 	}
 	if secretKey.MatchString(a.Key) && a.Key != slog.MessageKey {
 		return slog.String(a.Key, redacted)
+	}
+	switch a.Value.Kind() {
+	case slog.KindDuration:
+		return slog.String(a.Key, a.Value.Duration().String())
+	case slog.KindAny:
+		if addr, ok := a.Value.Any().(net.Addr); ok && addr != nil {
+			return slog.String(a.Key, addr.String())
+		}
 	}
 	switch a.Value.Kind() {
 	case slog.KindString:
@@ -88,4 +109,41 @@ func maskSecrets(v string) string {
 		sub := secretValue.FindStringSubmatch(m)
 		return sub[1] + sub[2] + sub[3] + redacted
 	})
+}
+
+// authFailures is the verifier's failure hook (auth.Verifier.OnFailure):
+// each refusal is counted by reason (mcpedge_auth_failures_total, when
+// the admin listener is on: m may be nil) and logged at info, at most a
+// few lines at once and one a second per client address, each saying how
+// many were suppressed before it, and at most ten a second in all, so that
+// clients with many addresses (IPv6) do not flood the log either. The
+// token is never in the line: the refusal's description says why, not
+// what.
+func authFailures(log *slog.Logger, m *admin.Metrics) func(auth.Failure) {
+	perSource := lograte.New(5, 0, 0)
+	all := lograte.New(20, 100*time.Millisecond, 1)
+	return func(f auth.Failure) {
+		m.AuthFailed(f.Reason)
+		if !log.Enabled(context.Background(), slog.LevelInfo) {
+			return
+		}
+		ok, suppressed := perSource.Allow(f.Source)
+		if !ok {
+			return
+		}
+		if ok, _ := all.Allow(netip.Addr{}); !ok {
+			return // counted all the same
+		}
+		args := []any{"reason", f.Reason}
+		if f.Source.IsValid() {
+			args = append(args, "source", f.Source.String())
+		}
+		if f.Err != nil && f.Err.Description != "" {
+			args = append(args, "why", f.Err.Description)
+		}
+		if suppressed > 0 {
+			args = append(args, "suppressed", suppressed)
+		}
+		log.Info("auth: request refused", args...)
+	}
 }

@@ -20,11 +20,13 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge"
+	"github.com/mcpedge/mcpedge/cluster"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers/builtin"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
+	"github.com/mcpedge/mcpedge/transport/proxied"
 	"github.com/mcpedge/mcpedge/transport/tcp"
 )
 
@@ -87,10 +89,21 @@ type config struct {
 	tlsCert     string
 	tlsKey      string
 	tlsClientCA string
+	tcpTLS      bool
+
+	// Edge: the client behind proxies, and browsers (issue 23).
+	trustedProxies string
+	corsOrigins    string
 
 	auth    authFlags    // auth.go
 	admin   adminConfig  // admin.go
 	cluster clusterFlags // cluster.go
+	otel    otelFlags    // otel.go
+
+	tables  fileTables   // the config file's tables (tables.go)
+	gateway gatewayFlags // gateway.go
+
+	handlersSet bool // -handlers given (flag, environment or file)
 }
 
 func main() {
@@ -110,13 +123,17 @@ func parse(args []string, usage io.Writer) (*config, error) {
 func parseFlags(args []string, usage io.Writer) (*config, *flag.FlagSet, error) {
 	c := &config{}
 	fs := newFlagSet(c)
-	if err := applySources(fs, args); err != nil {
+	if err := applySources(fs, args, &c.tables); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(usage, fs)
 		}
 		return nil, nil, err
 	}
+	c.handlersSet = handlersGiven(fs)
 	if err := validate(c); err != nil {
+		return nil, nil, err
+	}
+	if err := compileTables(c); err != nil {
 		return nil, nil, err
 	}
 	return c, fs, nil
@@ -179,7 +196,9 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Var(newSize(&c.maxOutboundTotal, netlimit.DefaultMaxOutboundTotal()), "max-outbound-total", "`bytes` queued for clients across connections: TCP answers, SSE streams, large HTTP answers being written; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
 	registerAuthFlags(fs, &c.auth)
 	registerClusterFlags(fs, &c.cluster)
+	registerGatewayFlags(fs, &c.gateway)
 	adminFlags(fs, &c.admin)
+	registerOtelFlags(fs, &c.otel)
 	addOpsFlags(fs, c)
 	return fs
 }
@@ -235,8 +254,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	// One TLS configuration for HTTP and TCP, reloaded together.
 	var tlsState *mcphttp.TLS
-	if c.tlsCert != "" && c.http != "" && !c.stdio {
+	tcpTLS := c.tcpTLS && c.tcp != ""
+	if c.tlsCert != "" && (c.http != "" || tcpTLS) && !c.stdio {
 		cfg, err := tlsFiles(c).Load()
 		if err != nil {
 			fmt.Fprintln(stderr, "mcpedge: -tls-cert:", err)
@@ -244,8 +265,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		tlsState = mcphttp.NewTLS(cfg)
 	} else if c.tlsCert != "" {
-		log.Warn("-tls-cert ignored: TLS is for the HTTP transport, which is off")
+		log.Warn("-tls-cert ignored: TLS is for the HTTP and TCP transports, which are off (or -tcp-tls=false)")
 	}
+	trusted, _ := proxied.Parse(splitList(c.trustedProxies)) // validated by parse
 
 	// Every listener the node was asked for must bind, before anything
 	// is served or a cluster joined (listeners.go).
@@ -264,6 +286,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	info, _ := builtin.Info(c.handlers)
+	useBuiltin, handlerSet := true, c.handlers
+	if len(c.gateway.upstreams.specs) > 0 || len(c.gateway.upstreams.tables) > 0 {
+		// A gateway: the built-in handlers only when asked for.
+		useBuiltin = c.handlersSet
+		if !useBuiltin {
+			info.Name, info.Version, handlerSet = "mcpedge", engine.Version, "none (a gateway)"
+		}
+	}
 	opts := mcpedge.Options{
 		EngineOptions: mcpedge.EngineOptions{
 			Name:             info.Name,
@@ -297,6 +327,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// One connection budget, and one budget of each kind of bytes
 		// clients make the server hold, for every network transport.
 		conns := netlimit.New(c.maxConns, c.maxConnsPerIP)
+		conns.SetTrusted(trusted) // a load balancer's connections count in the total only
 		buffered, outbound = netlimit.NewBudget(orNone(c.maxBuffered)), netlimit.NewBudget(orNone(c.maxOutboundTotal))
 		if c.tcp != "" {
 			opts.TCP = &mcpedge.TCPOptions{
@@ -306,6 +337,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				IdleTimeout: orNone(c.idleTimeout),
 				Buffered:    buffered,
 				Outbound:    outbound,
+
+				TrustedProxies: trusted,
+			}
+			if tcpTLS {
+				opts.TCP.TLS = tlsState
 			}
 		}
 		if c.http != "" {
@@ -329,10 +365,24 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				Buffered:         buffered,
 				Outbound:         outbound,
 				TLS:              tlsState,
+				TrustedProxies:   trusted,
+				CORSOrigins:      splitList(c.corsOrigins),
 			}
 		}
 	}
-	node, err := startCluster(c, stateKeys, log) // cluster.go
+	tracer, err := startTracing(c, nodeName(c), log) // otel.go
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpedge:", err)
+		return 2
+	}
+	var clusterTracer cluster.Tracer
+	if tracer != nil {
+		// Last of all (deferred first): the spans of the drain are exported.
+		defer stopTracing(tracer, c.drain, log)
+		opts.Tracer = tracer
+		clusterTracer = tracer
+	}
+	node, err := startCluster(c, stateKeys, log, clusterTracer) // cluster.go
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpedge:", err)
 		return 2
@@ -349,28 +399,48 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcpedge:", err)
 		return 2
 	}
-	if adm != nil && verifier != nil {
-		verifier.OnFailure(adm.metrics.AuthFailed)
+	if verifier != nil {
+		verifier.OnFailure(authFailures(log, adm.metricsOrNil())) // logging.go
 	}
 	defer adm.stop()
+	if adm != nil && tracer != nil {
+		tracingMetrics(adm.metrics, tracer)
+	}
 	if adm != nil && node != nil {
 		adm.ready.SetCheck(node.Ready)
-		clusterMetrics(adm.metrics.Set(), node)
+		clusterMetrics(adm.metrics, node, len(splitList(c.cluster.routes)))
 	}
-	srv := mcpedge.New(opts)
-	if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: srv.Engine().Bus().Publish, Subscribe: srv.Engine().Bus().Subscribe}); err != nil {
-		_ = srv.Shutdown(context.Background())
+	gw, err := newGateway(c, &opts, log) // gateway.go
+	if err != nil {
 		fmt.Fprintln(stderr, "mcpedge:", err)
 		return 2
 	}
+	srv := mcpedge.New(opts)
+	srv.Registry().SetMaxClasses(c.auth.maxClasses)
+	if useBuiltin {
+		if err := builtin.Install(c.handlers, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: srv.Engine().Bus().Publish, Subscribe: srv.Engine().Bus().Subscribe}); err != nil {
+			_ = srv.Shutdown(context.Background())
+			fmt.Fprintln(stderr, "mcpedge:", err)
+			return 2
+		}
+	}
 
-	// SIGINT and SIGTERM end ctx: Serve and ServeStdio then shut the server
-	// down in the documented order (readiness off, listeners closed, idle
-	// connections closed, the engine drains, the transports stop) within
-	// -drain. SIGHUP does not stop it.
-	// SIGHUP: logged here, applied by reload.watch below.
-	ctx, stop := signals(log, func() { log.Info("SIGHUP: reloading the configuration") })
-	defer stop()
+	if gw != nil {
+		if err := gw.Start(context.Background(), srv.Engine()); err != nil {
+			_ = srv.Shutdown(context.Background())
+			fmt.Fprintln(stderr, "mcpedge:", err)
+			return 2
+		}
+		// After the server's drain (deferred later, run earlier): the
+		// upstreams answer the calls in flight.
+		defer gw.Close()
+		if node != nil {
+			gatewayAdmin(adm, gw, node)
+		} else {
+			gatewayAdmin(adm, gw, nil)
+		}
+	}
+
 	// SIGHUP reloads the configuration (reload.go).
 	reload, err := newReloader(args, c, log, level, srv, tlsState)
 	if err != nil {
@@ -378,7 +448,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if verifier != nil {
-		reload.hooks = append(reload.hooks, authReloadHook(verifier, log))
+		reload.hooks = append(reload.hooks, authReloadHook(verifier, srv.Registry(), log))
 	}
 	if adm != nil {
 		reload.hooks = append(reload.hooks, adm.reloadHook()) // admin.go
@@ -386,11 +456,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if buffered != nil {
 		reload.hooks = append(reload.hooks, budgetReloadHook(buffered, outbound))
 	}
-	defer reload.watch(ctx)()
+	if gw != nil {
+		reload.hooks = append(reload.hooks, gatewayReloadHook(gw))
+	}
+	// SIGINT and SIGTERM end ctx: Serve and ServeStdio then shut the server
+	// down in the documented order (readiness off, listeners closed, idle
+	// connections closed, the engine drains, the transports stop) within
+	// -drain. SIGHUP does not stop it: it reloads, one SIGHUP at a time,
+	// and logs one line when done.
+	ctx, stop := signals(log, reload.onHUP)
+	defer stop()
 
 	if c.stdio {
 		adm.serve(ctx, srv)
-		log.Info("serving MCP on stdio", "handlers", c.handlers, "framing", framer.Name())
+		log.Info("serving MCP on stdio", "handlers", handlerSet, "framing", framer.Name())
 		adm.markReady()
 		// A drain that ran out of time (a request cut) exits 1, as does a
 		// stdio error.
@@ -425,14 +504,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if tcpAddr != nil {
-		log.Info("serving MCP over TCP", "addr", tcpAddr.String(), "handlers", c.handlers, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered, "max_outbound_total", c.maxOutboundTotal)
+		tcpScheme := "tcp"
+		if opts.TCP.TLS != nil {
+			tcpScheme = "tcps"
+		}
+		log.Info("serving MCP over TCP", "addr", tcpAddr.String(), "url", tcpScheme+"://"+tcpAddr.String(), "handlers", handlerSet, "framing", framer.Name(), "loops", c.loops, "max_conns", c.maxConns, "read_timeout", c.readTimeout, "idle_timeout", c.idleTimeout, "max_buffered", c.maxBuffered, "max_outbound_total", c.maxOutboundTotal)
 	}
 	scheme := "http"
 	if tlsState != nil {
 		scheme = "https"
 	}
 	if httpAddr != nil {
-		log.Info("serving MCP over Streamable HTTP", "addr", httpAddr.String(), "url", scheme+"://"+httpAddr.String()+c.httpPath, "handlers", c.handlers, "stateless", c.stateless)
+		log.Info("serving MCP over Streamable HTTP", "addr", httpAddr.String(), "url", scheme+"://"+httpAddr.String()+c.httpPath, "handlers", handlerSet, "stateless", c.stateless)
 	}
 	adm.serve(ctx, srv)
 	adm.markReady()

@@ -365,7 +365,9 @@ func TestSIGTERMDrains(t *testing.T) {
 
 	var log lockedBuffer
 	addrc := make(chan string, 1)
+	logged := make(chan struct{}) // closed once the log is read to its end
 	go func() {
+		defer close(logged)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			log.Write(append(sc.Bytes(), '\n'))
@@ -376,6 +378,7 @@ func TestSIGTERMDrains(t *testing.T) {
 				}
 			}
 		}
+		_, _ = io.Copy(io.Discard, stderr)
 	}()
 	var addr string
 	select {
@@ -419,6 +422,12 @@ func TestSIGTERMDrains(t *testing.T) {
 	require.Nil(t, result.Error, "log:\n%s", log.String())
 	assert.Contains(t, string(result.Result), "counted to 5")
 
+	// The log to its end (the exit closes it) before Wait, which closes
+	// the pipe and could cut off the last lines unread.
+	select {
+	case <-logged:
+	case <-time.After(wait):
+	}
 	err = cmd.Wait()
 	require.NoError(t, err, "exit status; log:\n%s", log.String())
 	assert.Equal(t, 0, cmd.ProcessState.ExitCode())

@@ -1,17 +1,15 @@
 package main
 
 import (
-	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/mcpedge/mcpedge"
 	"github.com/mcpedge/mcpedge/engine"
@@ -19,8 +17,8 @@ import (
 	"github.com/mcpedge/mcpedge/transport/netlimit"
 )
 
-// SIGHUP reloads the configuration: the -config file and the environment
-// are read again, with the command line's flags still winning, and the
+// SIGHUP reloads the configuration (one handler: signals in main.go calls
+// reloader.onHUP): the -config file and the environment are read again, with the command line's flags still winning, and the
 // whole new configuration is validated (a bad file is rejected whole: the
 // old configuration stays and the error is logged). Then every hook
 // applies its part. A changed flag no hook applies is logged as needing a
@@ -46,6 +44,10 @@ type reloadHook struct {
 	// files, parses values); it returns the function that applies it, or
 	// nil for nothing to apply.
 	prepare func(c *config) (apply func(), err error)
+	// changed, when set, says what the last prepare found changed in the
+	// files it reads though no flag changed (a certificate renewed), for
+	// the reload's line; "" for nothing.
+	changed func() string
 }
 
 // reloader re-reads the configuration on SIGHUP and applies it.
@@ -79,13 +81,18 @@ func newReloader(args []string, c *config, log *slog.Logger, level *slog.LevelVa
 		}},
 	)
 	if h := srv.HTTPServer(); h != nil {
-		r.hooks = append(r.hooks, reloadHook{name: "HTTP allow-lists", keys: []string{"allowed-hosts", "allowed-origins"}, prepare: func(c *config) (func(), error) {
-			hosts, origins := splitList(c.allowHosts), splitList(c.allowOrigin)
-			return func() { h.SetAllowed(hosts, origins) }, nil
+		r.hooks = append(r.hooks, reloadHook{name: "HTTP allow-lists", keys: []string{"allowed-hosts", "allowed-origins", "cors-origins"}, prepare: func(c *config) (func(), error) {
+			hosts, origins, cors := splitList(c.allowHosts), splitList(c.allowOrigin), splitList(c.corsOrigins)
+			return func() {
+				h.SetAllowed(hosts, origins)
+				h.SetCORS(cors)
+			}, nil
 		}})
 	}
 	if tlsState != nil {
+		var renewed string
 		r.hooks = append(r.hooks, reloadHook{name: "TLS certificate", keys: []string{"tls-cert", "tls-key", "tls-client-ca"}, prepare: func(c *config) (func(), error) {
+			renewed = ""
 			if c.tlsCert == "" {
 				return nil, errors.New("-tls-cert: turning TLS off needs a restart")
 			}
@@ -93,8 +100,11 @@ func newReloader(args []string, c *config, log *slog.Logger, level *slog.LevelVa
 			if err != nil {
 				return nil, fmt.Errorf("-tls-cert: %w", err)
 			}
+			if old, nw := certSerial(tlsState.Config()), certSerial(cfg); old != nw {
+				renewed = "TLS certificate: serial " + old + " → " + nw
+			}
 			return func() { tlsState.Store(cfg) }, nil
-		}})
+		}, changed: func() string { return renewed }})
 	}
 	return r, nil
 }
@@ -119,7 +129,10 @@ func flagValues(fs *flag.FlagSet) map[string]string {
 }
 
 // reload re-reads and applies the configuration; on an error nothing is
-// applied.
+// applied. It logs one line, after everything is applied: what changed
+// and was applied ("applied"), what files read again changed ("renewed":
+// a certificate), and what changed but needs a restart ("restart", at
+// warning level then); "nothing changed" when that is all.
 func (r *reloader) reload() error {
 	c, fs, err := parseFlags(r.args, io.Discard)
 	if err != nil {
@@ -139,7 +152,7 @@ func (r *reloader) reload() error {
 		apply()
 	}
 	vals := flagValues(fs)
-	var applied, restart []string
+	var applied, restart, renewed []string
 	for name, v := range vals {
 		old, ok := r.vals[name]
 		if ok && old == v {
@@ -155,42 +168,61 @@ func (r *reloader) reload() error {
 			restart = append(restart, change)
 		}
 	}
+	for _, h := range r.hooks {
+		if h.changed != nil {
+			if what := h.changed(); what != "" {
+				renewed = append(renewed, what)
+			}
+		}
+	}
 	slices.Sort(applied)
 	slices.Sort(restart)
 	r.vals = vals
-	r.log.Info("configuration reloaded", "applied", strings.Join(applied, ", "))
-	if len(restart) > 0 {
-		r.log.Warn("configuration changes need a restart", "changes", strings.Join(restart, ", "))
+	var args []any
+	if len(applied) > 0 {
+		args = append(args, "applied", strings.Join(applied, ", "))
+	}
+	if len(renewed) > 0 {
+		args = append(args, "renewed", strings.Join(renewed, ", "))
+	}
+	switch {
+	case len(restart) > 0:
+		r.log.Warn("SIGHUP: configuration reloaded; some changes need a restart", append(args, "restart", strings.Join(restart, ", "))...)
+	case len(args) == 0:
+		r.log.Info("SIGHUP: configuration reloaded: nothing changed")
+	default:
+		r.log.Info("SIGHUP: configuration reloaded", args...)
 	}
 	return nil
 }
 
-// watch reloads on each SIGHUP until ctx ends. The signal is caught from
-// the call on (without it SIGHUP ends the process); it is released when
-// the returned function is called.
-func (r *reloader) watch(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				if err := r.reload(); err != nil {
-					r.log.Error("configuration reload rejected; the configuration in effect is kept", "err", err)
-				}
-			}
-		}
-	}()
-	return func() {
-		signal.Stop(hup)
-		cancel()
-		<-done
+// onHUP is what a SIGHUP does (signals in main.go catches it, the one
+// handler of that signal): reload, and log the one line that says how it
+// went.
+func (r *reloader) onHUP() {
+	if err := r.reload(); err != nil {
+		r.log.Error("SIGHUP: configuration reload rejected; the configuration in effect is kept", "err", err)
 	}
+}
+
+// certSerial returns the serial number of cfg's first certificate, "" for
+// none.
+func certSerial(cfg *tls.Config) string {
+	if cfg == nil || len(cfg.Certificates) == 0 {
+		return ""
+	}
+	c := cfg.Certificates[0]
+	if c.Leaf == nil && len(c.Certificate) > 0 {
+		leaf, err := x509.ParseCertificate(c.Certificate[0])
+		if err != nil {
+			return ""
+		}
+		c.Leaf = leaf
+	}
+	if c.Leaf == nil {
+		return ""
+	}
+	return c.Leaf.SerialNumber.Text(16)
 }
 
 // tlsFiles are the TLS flags' files.

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge"
+	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/internal/testcert"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
@@ -209,6 +212,43 @@ func TestSIGHUPReloadsTLS(t *testing.T) {
 	require.Zero(t, code, "log:\n%s", log.String())
 }
 
+// The same over TCP (issue 23): -tls-cert serves TLS on the TCP port too
+// (tcps://), and SIGHUP reloads its certificate with HTTP's.
+func TestSIGHUPReloadsTCPTLS(t *testing.T) {
+	ca := testcert.NewCA(t, "ca")
+	p1 := ca.Server(t, "one")
+	p2 := ca.Server(t, "two")
+	dir := t.TempDir()
+	cert, key := dir+"/cert.pem", dir+"/key.pem"
+	copyFile(t, p1.CertFile, cert)
+	copyFile(t, p1.KeyFile, key)
+	c := startChild(t, "-http= -tcp 127.0.0.1:0 -tls-cert "+cert+" -tls-key "+key)
+	log, addr := c.log, c.addr
+	assert.Contains(t, log.String(), "url=tcps://")
+	serial := func() string {
+		t.Helper()
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: wait}, "tcp", addr, &tls.Config{RootCAs: ca.Pool()})
+		require.NoError(t, err, "log:\n%s", log.String())
+		defer conn.Close()
+		_, err = io.WriteString(conn, `{"jsonrpc":"2.0","id":1,"method":"ping"}`+"\n")
+		require.NoError(t, err)
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(wait)))
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		require.NoError(t, err)
+		assert.Contains(t, line, `"id":1`)
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	require.Equal(t, p1.Leaf.SerialNumber.String(), serial())
+	copyFile(t, p2.CertFile, cert)
+	copyFile(t, p2.KeyFile, key)
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGHUP))
+	require.Eventually(t, func() bool { return strings.Contains(log.String(), "configuration reloaded") }, wait, 5*time.Millisecond,
+		"no reload in the log:\n%s", log.String())
+	require.Equal(t, p2.Leaf.SerialNumber.String(), serial())
+	code, _ := c.stop(syscall.SIGTERM)
+	require.Zero(t, code, "log:\n%s", log.String())
+}
+
 // A reload swaps the static tokens of a running verifier; a reload that
 // turns authorization off is refused whole.
 func TestReloadAuthTokens(t *testing.T) {
@@ -222,7 +262,7 @@ func TestReloadAuthTokens(t *testing.T) {
 	v, err := c.auth.newVerifier(c.http, c.httpPath, logger)
 	require.NoError(t, err)
 	t.Cleanup(v.Close)
-	e.r.hooks = append(e.r.hooks, authReloadHook(v, logger))
+	e.r.hooks = append(e.r.hooks, authReloadHook(v, handlers.NewRegistry(handlers.Options{}), logger))
 	ctx := context.Background()
 	_, err = v.Verify(ctx, "first-token-0123456789")
 	require.NoError(t, err)
@@ -251,4 +291,69 @@ func TestReloadBudgets(t *testing.T) {
 	assert.Equal(t, int64(32<<20), buffered.Limit())
 	assert.Equal(t, int64(-1), outbound.Limit())
 	assert.NotContains(t, e.log.String(), "need a restart")
+}
+
+// TestReloadLogsOneLine: each reload logs one line, after it is applied,
+// saying what changed: flags applied, a certificate renewed though no flag
+// changed, nothing at all, or what needs a restart (at warning level).
+func TestReloadLogsOneLine(t *testing.T) {
+	ca := testcert.NewCA(t, "ca")
+	p1, p2 := ca.Server(t, "one"), ca.Server(t, "two")
+	dir := t.TempDir()
+	cert, key := dir+"/cert.pem", dir+"/key.pem"
+	copyFile(t, p1.CertFile, cert)
+	copyFile(t, p1.KeyFile, key)
+	conf := "tls-cert = \"" + cert + "\"\ntls-key = \"" + key + "\"\n"
+	e := newReloadEnv(t, conf+"max-inflight = 8\n")
+	seen := 0
+	lines := func() []string {
+		t.Helper()
+		all := e.log.String()
+		out := strings.Split(strings.TrimSpace(all[seen:]), "\n")
+		seen = len(all)
+		return out
+	}
+
+	require.NoError(t, e.r.reload())
+	assert.Equal(t, []string{"level=INFO msg=\"SIGHUP: configuration reloaded: nothing changed\""}, trimTime(lines()))
+
+	e.rewrite(t, conf+"max-inflight = 9\n")
+	require.NoError(t, e.r.reload())
+	got := lines()
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0], `msg="SIGHUP: configuration reloaded" applied="max-inflight: \"8\" → \"9\""`)
+
+	copyFile(t, p2.CertFile, cert) // renewed: same flags, new files
+	copyFile(t, p2.KeyFile, key)
+	require.NoError(t, e.r.reload())
+	got = lines()
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0], "renewed=\"TLS certificate: serial "+p1.Leaf.SerialNumber.Text(16)+" → "+p2.Leaf.SerialNumber.Text(16)+"\"")
+	assert.NotContains(t, got[0], "applied=")
+
+	e.rewrite(t, conf+"max-inflight = 9\nloops = 3\n")
+	require.NoError(t, e.r.reload())
+	got = lines()
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0], "level=WARN")
+	assert.Contains(t, got[0], `restart="loops:`)
+
+	e.r.onHUP() // rejected: one error line, nothing applied
+	e.rewrite(t, conf+"max-inflight = \"nine\"\n")
+	lines()
+	e.r.onHUP()
+	got = lines()
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0], `level=ERROR msg="SIGHUP: configuration reload rejected`)
+	assert.Equal(t, 9, e.srv.Engine().Limits().MaxInflight)
+}
+
+// trimTime drops the time= attribute of text log lines.
+func trimTime(lines []string) []string {
+	for i, l := range lines {
+		if _, rest, ok := strings.Cut(l, " "); ok && strings.HasPrefix(l, "time=") {
+			lines[i] = rest
+		}
+	}
+	return lines
 }

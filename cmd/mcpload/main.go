@@ -10,6 +10,7 @@
 //	mcpload -mode fanout -subscribers 200 -updates 100 tcp://127.0.0.1:7400
 //	mcpload -mode soak -c 5000 -every 5s -duration 10m -pid 1234 tcp://127.0.0.1:7400
 //	mcpload -mode chaos -hostile all=2 -c 4 -rate 200 -duration 30s tcp://127.0.0.1:7400
+//	mcpload -mode chaos -per-kind -hostile all=2 -duration 8s -pid 1234 -rss-budget-mib 512 -rss-settle 3m tcp://127.0.0.1:7400
 //	mcpload -c 64 -pids 1234,1235 http://127.0.0.1:7401/mcp http://127.0.0.1:7411/mcp
 //
 // Several targets, given as arguments or as one comma-separated list, are
@@ -25,10 +26,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -52,6 +56,11 @@ func main() {
 }
 
 type options struct {
+	// tcps targets: the CAs the server's certificate must chain to, the
+	// client's certificate and key (mutual TLS), or no verification.
+	tlsCA, tlsCert, tlsKey string
+	tlsInsecure            bool
+
 	mode                      string
 	conns, inflight           int
 	rate                      float64
@@ -81,10 +90,28 @@ type options struct {
 	maxMessage                int
 	readTimeout, answerWithin time.Duration
 	writeTimeout              time.Duration
+	initTimeout, grace        time.Duration
 	floodCalls                int
 	floodTool, floodArgs      string
 	slowConsumerBytes         int
 	failUnexpected            bool
+	perKind                   bool
+	rssBudgetMiB              int64
+	rssSettle                 time.Duration
+	rssGCURL                  string
+	good                      string
+	maxSubscriptions          int
+	subFloodCalls             int
+	listenURIs                int
+	sessionFloodMax           int
+	declareConns              int
+	declareBytes              int
+	noReadConns               int
+	taskTool, taskArgs        string
+	taskCalls                 int
+	maxTasksPerClient         int
+	expectAuth                bool
+	natsURL                   string
 
 	cpuProfile string // hidden: profiles mcpload itself
 
@@ -114,8 +141,8 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.BoolVar(&o.viaClient, "client", false, "drive the load through the client library's pool (client.NewPool, CallRaw) instead of mcpload's own lean transports")
 	fs.StringVar(&o.strategy, "strategy", "round-robin", "with -client: the pool's strategy, round-robin, random or least-busy")
 	fs.StringVar(&o.protocol, "protocol", loadtest.ProtocolSession, "protocol revision: "+loadtest.ProtocolSession+" (initialize, then a session per connection) or "+loadtest.ProtocolStateless+" (stateless: no initialize, every request carries its _meta, over HTTP the revision's headers and no session); load mode only, not with -client")
-	fs.StringVar(&o.bearer, "bearer", "", "send `token` as \"Authorization: Bearer TOKEN\" on every HTTP request (prefer -bearer-file: arguments are visible to other users); load mode only")
-	fs.StringVar(&o.bearerFile, "bearer-file", "", "bearer tokens from `file`, one a line, used in turn, one per request (distinct tokens defeat a server's cache of verified ones); load mode only")
+	fs.StringVar(&o.bearer, "bearer", "", "send `token` as \"Authorization: Bearer TOKEN\" on every HTTP request (prefer -bearer-file: arguments are visible to other users); load mode, and chaos mode's well-behaved clients")
+	fs.StringVar(&o.bearerFile, "bearer-file", "", "bearer tokens from `file`, one a line, used in turn, one per request (distinct tokens defeat a server's cache of verified ones); load mode, and chaos mode's well-behaved clients")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bar")
 	fs.BoolVar(&o.childStderr, "stdio-stderr", false, "pass a stdio server's standard error through")
 	fs.IntVar(&o.sessions, "sessions", 1000, "sessions mode: sessions to open")
@@ -129,20 +156,44 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.StringVar(&o.goroutinesURL, "goroutines-url", "", "soak mode: URL giving the server's goroutine count (a pprof goroutine page with ?debug=1, JSON {\"goroutines\":N} or a number)")
 	fs.StringVar(&o.hostile, "hostile", "all=2", "chaos mode: hostile clients per kind, e.g. garbage=2,flood=1 or all=2; kinds "+strings.Join(chaosKindNames(), ", "))
 	fs.IntVar(&o.maxMessage, "expect-max-message", 4<<20, "chaos mode: the server's largest inbound message (oversized sends 64 KiB more)")
-	fs.DurationVar(&o.readTimeout, "expect-read-timeout", 10*time.Second, "chaos mode: how soon the server should close a half-sent message's connection")
+	fs.DurationVar(&o.readTimeout, "expect-read-timeout", 10*time.Second, "chaos mode: the server's -read-timeout: half_sent expects its connection closed within it and -expect-grace, and a connection of another kind closed for it sooner than this after it was dialled is unexpected")
+	fs.DurationVar(&o.grace, "expect-grace", time.Second, "chaos mode: how much later than the server's timeouts (-expect-read-timeout, -expect-write-timeout) its close may come")
+	fs.DurationVar(&o.initTimeout, "expect-init-timeout", 0, "chaos mode: the server's -session-init-timeout: a hostile HTTP session found gone (404) at its first request at least this long after its initialize was reaped, and is undecided; 0: unknown, and that 404 is unexpected")
 	fs.DurationVar(&o.writeTimeout, "expect-write-timeout", 30*time.Second, "chaos mode: how long the server lets a write to a client that reads nothing block before it closes the connection (HTTP no_read)")
 	fs.DurationVar(&o.answerWithin, "expect-answer-within", 5*time.Second, "chaos mode: how soon an immediate answer or close should come")
 	fs.IntVar(&o.slowConsumerBytes, "expect-slow-consumer-bytes", 64<<20, "chaos mode: unread answer bytes after which a reader that never reads should have been closed")
 	fs.IntVar(&o.floodCalls, "flood-calls", 2000, "chaos mode: calls a flood client pipelines at once")
 	fs.StringVar(&o.floodTool, "flood-tool", "count", "chaos mode: the tool a flood calls")
 	fs.StringVar(&o.floodArgs, "flood-args", `{"n":10,"delayMs":100}`, "chaos mode: its arguments, a JSON template")
-	fs.BoolVar(&o.failUnexpected, "fail-unexpected", false, "chaos mode: exit 1 when a hostile episode is unexpected or the server does not answer after the run")
+	fs.BoolVar(&o.failUnexpected, "fail-unexpected", false, "chaos mode: exit 1 when a hostile episode is unexpected, the server does not answer after the run, or (with -pid) its memory passed -rss-budget-mib or did not come back within 10% of its baseline")
+	fs.BoolVar(&o.perKind, "per-kind", false, "chaos mode: run the hostile kinds one at a time, each for -duration beside fresh well-behaved clients, after a phase with none, and report the well-behaved clients' latency beside each kind")
+	fs.Int64Var(&o.rssBudgetMiB, "rss-budget-mib", 0, "chaos mode, with -pid: the most resident memory the server may reach during the run, in MiB (sampled every 100ms); 0: none")
+	fs.DurationVar(&o.rssSettle, "rss-settle", 0, "chaos mode, with -pid: how long to wait after the run for the server's memory to come back within 10% of its baseline (0: read it once)")
+	fs.StringVar(&o.rssGCURL, "rss-gc-url", "", "chaos mode, with -pid: a `URL` to GET before the baseline and each reading after the run, that makes the server collect its garbage (mcpedge's admin listener: http://127.0.0.1:9090/debug/pprof/heap?gc=1)")
+	fs.StringVar(&o.good, "good", "", "chaos mode: the well-behaved clients' `target`, when not the hostile clients' (an HTTP endpoint with -bearer, beside a TCP port attacked without a token)")
+	fs.IntVar(&o.maxSubscriptions, "expect-max-subscriptions", 1024, "chaos mode: the server's -max-subscriptions (sub_flood)")
+	fs.IntVar(&o.subFloodCalls, "sub-flood-calls", 0, "chaos mode: resources/subscribe calls a sub_flood client sends in one session (0: four times -expect-max-subscriptions)")
+	fs.IntVar(&o.listenURIs, "listen-uris", 200000, "chaos mode: how many times a dup_listen names its URI (fewer if that passes -expect-max-message)")
+	fs.IntVar(&o.sessionFloodMax, "session-flood-max", 70000, "chaos mode: sessions a session_flood episode opens before it calls the server unlimited")
+	fs.IntVar(&o.declareConns, "declare-conns", 100, "chaos mode: connections a body_declare episode opens at once")
+	fs.IntVar(&o.declareBytes, "declare-bytes", 0, "chaos mode: the Content-Length a body_declare connection declares (0: -expect-max-message)")
+	fs.IntVar(&o.noReadConns, "no-read-conns", 32, "chaos mode: never-reading clients a no_read_many episode runs at once")
+	fs.StringVar(&o.taskTool, "task-tool", "", "chaos mode: a tool with task support for task_hoard (mcpedge -handlers conformance: slow_compute); none: task_hoard is skipped")
+	fs.StringVar(&o.taskArgs, "task-args", "{}", "chaos mode: its arguments, a JSON template")
+	fs.IntVar(&o.taskCalls, "task-calls", 64, "chaos mode: tasks a task_hoard client asks for at once")
+	fs.IntVar(&o.maxTasksPerClient, "expect-tasks-per-client", 16, "chaos mode: the server's -max-tasks-per-client (task_hoard)")
+	fs.BoolVar(&o.expectAuth, "expect-auth", false, "chaos mode: the server requires a token on every request; unauth runs only then")
+	fs.StringVar(&o.natsURL, "nats-url", "", "chaos mode: a cluster node's embedded NATS client port, nats://127.0.0.1:PORT (ss -ltnp shows it); nats_local runs only with it")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "tcps targets: verify the server's certificate against the CAs in this PEM `file` (default: the system's)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "tcps targets: present the client certificate in this PEM `file` (with -tls-key), for a server with -tls-client-ca")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "the PEM private key `file` of -tls-cert")
+	fs.BoolVar(&o.tlsInsecure, "tls-insecure", false, "tcps targets: do not verify the server's certificate (tests only)")
 	// Hidden from the usage text: for work on mcpload itself.
 	hidden := map[string]bool{"cpuprofile": true}
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write mcpload's own CPU profile to `file`")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mcpload [flags] TARGET [TARGET...]\n\n"+
-			"TARGET is tcp://host:port, http://host:port/path or stdio:command args...\n"+
+			"TARGET is tcp://host:port, tcps://host:port (TLS), http://host:port/path or stdio:command args...\n"+
 			"(flags go before TARGET; a stdio command line takes the rest of the arguments).\n"+
 			"Several targets (arguments, or one comma-separated list) are the nodes of one\n"+
 			"cluster, all of one transport: over HTTP, sessions are initialized on each in\n"+
@@ -184,6 +235,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		fmt.Fprintln(stderr, "mcpload:", err)
 		return 2
 	}
+	if err := o.applyTLS(targets); err != nil {
+		fmt.Fprintln(stderr, "mcpload:", err)
+		return 2
+	}
 	target := targets[0]
 	pids, err := parsePIDs(o.pids)
 	if err != nil {
@@ -214,8 +269,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		fmt.Fprintf(stderr, "mcpload: -protocol %s: only in load mode (-mode %s speaks the session revision)\n", o.protocol, o.mode)
 		return 2
 	}
-	if o.mode != "load" && (o.bearer != "" || o.bearerFile != "") {
-		fmt.Fprintf(stderr, "mcpload: -bearer, -bearer-file: only in load mode\n")
+	if o.mode != "load" && o.mode != "chaos" && (o.bearer != "" || o.bearerFile != "") {
+		fmt.Fprintf(stderr, "mcpload: -bearer, -bearer-file: only in load and chaos modes\n")
 		return 2
 	}
 	bearer, err := bearerTokens(o)
@@ -334,25 +389,45 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			fmt.Fprintln(stderr, "mcpload:", err)
 			return 2
 		}
-		good := loadtest.Config{Connections: o.conns, InFlight: o.inflight, Rate: o.rate, Steps: steps, Timeout: o.timeout}
+		good := loadtest.Config{Connections: o.conns, InFlight: o.inflight, Rate: o.rate, Steps: steps, Timeout: o.timeout, Bearer: bearer}
 		if !o.set["c"] && !o.set["rate"] {
 			good.Connections, good.Rate = 4, 200
 		}
-		var cr *loadtest.ChaosResult
-		cr, err = loadtest.RunChaos(ctx, loadtest.Chaos{
+		if o.good != "" {
+			if good.Target, err = loadtest.ParseTarget(o.good); err != nil {
+				fmt.Fprintln(stderr, "mcpload: -good:", err)
+				return 2
+			}
+		}
+		if (o.rssBudgetMiB > 0 || o.rssSettle > 0 || o.rssGCURL != "") && pid == 0 {
+			fmt.Fprintln(stderr, "mcpload: -rss-budget-mib, -rss-settle, -rss-gc-url: need -pid")
+			return 2
+		}
+		cc := loadtest.Chaos{
 			Target: target, Targets: targets, Duration: o.duration, Clients: clients, Good: good, Timeout: o.timeout, PID: pid,
+			PerKind: o.perKind, RSSBudget: o.rssBudgetMiB << 20, RSSSettle: o.rssSettle,
 			Expect: loadtest.ChaosExpect{
 				MaxMessage: o.maxMessage, ReadTimeout: o.readTimeout, WriteTimeout: o.writeTimeout, AnswerWithin: o.answerWithin,
+				Grace: o.grace, InitTimeout: o.initTimeout,
 				SlowConsumerBytes: o.slowConsumerBytes, FloodCalls: o.floodCalls, FloodTool: o.floodTool, FloodArgs: o.floodArgs,
+				MaxSubscriptions: o.maxSubscriptions, SubFloodCalls: o.subFloodCalls, ListenURIs: o.listenURIs,
+				SessionFloodMax: o.sessionFloodMax, DeclareConns: o.declareConns, DeclareBytes: o.declareBytes,
+				NoReadConns: o.noReadConns, TaskTool: o.taskTool, TaskArgs: o.taskArgs, TaskCalls: o.taskCalls,
+				MaxTasksPerClient: o.maxTasksPerClient, Auth: o.expectAuth, NATSURL: o.natsURL,
 			},
-		})
+		}
+		if o.rssGCURL != "" {
+			cc.Settle = collect(o.rssGCURL, o.timeout)
+		}
+		var cr *loadtest.ChaosResult
+		cr, err = loadtest.RunChaos(ctx, cc)
 		if err != nil {
 			finishBar(bar)
 			fmt.Fprintln(stderr, "mcpload:", err)
 			return exitFor(err)
 		}
 		res = cr.Result()
-		if o.failUnexpected && (!cr.AllAsExpected || !cr.ServerAlive) {
+		if o.failUnexpected && (!cr.AllAsExpected || !cr.ServerAlive || (cr.RSS != nil && (!cr.RSS.WithinBudget || !cr.RSS.Settled))) {
 			chaosFailed = true
 		}
 	default:
@@ -385,6 +460,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		return 1
 	}
 	return 0
+}
+
+// collect returns a function that GETs url, best effort, within timeout:
+// a server's endpoint that makes it collect its garbage.
+func collect(url string, timeout time.Duration) func() {
+	hc := &http.Client{Timeout: timeout}
+	return func() {
+		if resp, err := hc.Get(url); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
 }
 
 func chaosKindNames() []string {
@@ -488,4 +575,43 @@ func bearerTokens(o *options) ([]string, error) {
 		return nil, fmt.Errorf("-bearer-file %s: no token in it", o.bearerFile)
 	}
 	return tokens, nil
+}
+
+// applyTLS sets the TLS flags on the tcps targets.
+func (o *options) applyTLS(ts []loadtest.Target) error {
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return errors.New("-tls-cert and -tls-key: give both or neither")
+	}
+	var roots *x509.CertPool
+	if o.tlsCA != "" {
+		pem, err := os.ReadFile(o.tlsCA)
+		if err != nil {
+			return fmt.Errorf("-tls-ca: %w", err)
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("-tls-ca %s: no PEM certificate", o.tlsCA)
+		}
+	}
+	var certs []tls.Certificate
+	if o.tlsCert != "" {
+		c, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return fmt.Errorf("-tls-cert: %w", err)
+		}
+		certs = []tls.Certificate{c}
+	}
+	tlsTargets := 0
+	for i := range ts {
+		if ts[i].TLS == nil {
+			continue
+		}
+		tlsTargets++
+		ts[i].TLS.RootCAs, ts[i].TLS.Certificates = roots, certs
+		ts[i].TLS.InsecureSkipVerify = o.tlsInsecure
+	}
+	if tlsTargets == 0 && (o.tlsCA != "" || o.tlsCert != "" || o.tlsInsecure) {
+		return errors.New("-tls-ca, -tls-cert, -tls-insecure: for tcps:// targets only")
+	}
+	return nil
 }

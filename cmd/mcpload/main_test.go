@@ -17,9 +17,11 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/testcert"
 	"github.com/mcpedge/mcpedge/internal/testserver"
 	"github.com/mcpedge/mcpedge/loadtest"
 	"github.com/mcpedge/mcpedge/transport/tcp"
+	"github.com/mcpedge/mcpedge/transport/tlsconf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -51,6 +53,8 @@ func TestUsage(t *testing.T) {
 		{"-client", "tcp://127.0.0.1:1,tcp://127.0.0.1:2"},
 		{"-pids", "1,x", "tcp://127.0.0.1:1"},
 		{"-pids", "0", "tcp://127.0.0.1:1"},
+		{"-mode", "chaos", "-rss-budget-mib", "64", "tcp://127.0.0.1:1"},
+		{"-mode", "chaos", "-good", "udp://x:1", "tcp://127.0.0.1:1"},
 	} {
 		var out, errb bytes.Buffer
 		assert.Equal(t, 2, run(context.Background(), args, &out, &errb, false), "%v: %s", args, errb.String())
@@ -183,6 +187,44 @@ func TestChaosMode(t *testing.T) {
 	assert.Contains(t, errOut.String(), "nope")
 }
 
+// TestChaosPerKind: -per-kind gives the well-behaved clients' figures
+// beside each kind, and -pid the server's memory against -rss-budget-mib;
+// a budget of 1 MiB is passed, and -fail-unexpected says so.
+func TestChaosPerKind(t *testing.T) {
+	target := serveDemo(t)
+	var out, errb bytes.Buffer
+	args := []string{"-mode", "chaos", "-per-kind", "-hostile", "garbage=1,sub_flood=1,task_hoard=1", "-duration", "500ms",
+		"-c", "2", "-rate", "50", "-pid", strconv.Itoa(os.Getpid()), "-rss-budget-mib", "1", "-rss-settle", "2s", "-fail-unexpected"}
+	code := run(context.Background(), append(args, target), &out, &errb, false)
+	assert.Equal(t, 1, code, "the budget of 1 MiB is passed: %s%s", out.String(), errb.String())
+	for _, want := range []string{"one kind at a time", "(none)", "garbage", "sub_flood", "OVER its budget of 1.0 MiB", "skipped: no tool with task support"} {
+		assert.Contains(t, out.String(), want)
+	}
+
+	out.Reset()
+	code = run(context.Background(), append(args[:len(args)-5], "-json", "-", target), &out, &errb, false)
+	require.Equal(t, 0, code, errb.String())
+	var res loadtest.Result
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
+	require.NotNil(t, res.Chaos)
+	require.Len(t, res.Chaos.Phases, 3, "none, garbage, sub_flood")
+	var sum int64
+	for i, p := range res.Chaos.Phases {
+		assert.Equal(t, []loadtest.ChaosKind{"", loadtest.ChaosGarbage, loadtest.ChaosSubFlood}[i], p.Kind)
+		assert.Positive(t, p.Requests, p.Kind)
+		assert.Zero(t, p.Errors, p.Kind)
+		require.NotNil(t, p.Latency, p.Kind)
+		assert.Positive(t, p.RSSPeakBytes, p.Kind)
+		sum += p.Requests
+	}
+	assert.Equal(t, sum, res.Requests, "the well-behaved clients' figures add up every phase")
+	require.NotNil(t, res.Chaos.RSS)
+	assert.Positive(t, res.Chaos.RSS.BaselineBytes)
+	assert.GreaterOrEqual(t, res.Chaos.RSS.PeakBytes, res.Chaos.RSS.BaselineBytes/2)
+	assert.Positive(t, res.Chaos.RSS.Samples)
+	assert.True(t, res.Chaos.RSS.WithinBudget, "no budget")
+}
+
 func TestRunStateless(t *testing.T) {
 	target := serve(t)
 	var out, errb bytes.Buffer
@@ -286,4 +328,39 @@ func TestSeveralTargets(t *testing.T) {
 	require.Equal(t, 0, code, "%s%s", out.String(), errb.String())
 	assert.Contains(t, out.String(), "target     "+a+","+b)
 	assert.Contains(t, out.String(), "connections")
+}
+
+// TestTCPS: mcpload speaks TLS to a TCP server serving it (tcps://), on
+// its pipelined path and through the client pool, with a client
+// certificate for mutual TLS; a server certificate it does not trust, or
+// no client certificate where one is required, fails the run.
+func TestTCPS(t *testing.T) {
+	ca, clients := testcert.NewCA(t, "ca"), testcert.NewCA(t, "clients")
+	p, cp := ca.Server(t, "server"), clients.Client(t, "mcpload")
+	cfg, err := tlsconf.Files{Cert: p.CertFile, Key: p.KeyFile, ClientCA: clients.File}.Load()
+	require.NoError(t, err)
+	addr, _ := testserver.TCP(t, testserver.Engine(t, "bench", engine.Options{}), tcp.Options{Loops: 1, TLS: tlsconf.New(cfg)})
+	target := "tcps://" + addr
+	tlsArgs := []string{"-tls-ca", ca.File, "-tls-cert", cp.CertFile, "-tls-key", cp.KeyFile}
+	for _, extra := range [][]string{{"-inflight", "8"}, {"-client"}} {
+		var out, errb bytes.Buffer
+		args := append(append(append([]string{"-n", "200", "-warmup", "0", "-c", "2", "-json", "-"}, tlsArgs...), extra...), target)
+		require.Equal(t, 0, run(context.Background(), args, &out, &errb, true), "%v: %s", extra, errb.String())
+		var res loadtest.Result
+		require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
+		assert.Equal(t, int64(200), res.OK)
+		assert.Equal(t, target, res.Target)
+	}
+	for name, args := range map[string][]string{
+		"untrusted server": {"-tls-cert", cp.CertFile, "-tls-key", cp.KeyFile},
+		"no certificate":   {"-tls-ca", ca.File},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			args := append(append([]string{"-n", "10", "-warmup", "0", "-timeout", "2s"}, args...), target)
+			assert.NotEqual(t, 0, run(context.Background(), args, &out, &errb, true))
+		})
+	}
+	var out, errb bytes.Buffer
+	assert.Equal(t, 2, run(context.Background(), []string{"-tls-ca", ca.File, "tcp://" + addr}, &out, &errb, false), "TLS flags without a tcps target")
 }

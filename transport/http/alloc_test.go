@@ -28,12 +28,12 @@ func TestHandlerAllocs(t *testing.T) {
 	}
 }
 
-// TestModernHandlerAllocs bounds a stateless 2026-07-28 tools/call
+// TestStatelessHandlerAllocs bounds a stateless 2026-07-28 tools/call
 // (headers checked against the body, a session opened and closed) at the
 // one allocation of its stateless session: its _meta is memoized, its
 // Tracker shared.
-func TestModernHandlerAllocs(t *testing.T) {
-	h, ctx := modernHandlerBench(t, modernCall)
+func TestStatelessHandlerAllocs(t *testing.T) {
+	h, ctx := statelessHandlerBench(t, statelessCall)
 	serve := func() {
 		ctx.Response.Reset()
 		h(ctx)

@@ -107,7 +107,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (*auth.Info, bool) {
 			Description: "malformed Authorization header: Bearer <token> expected"})
 		return nil, false
 	}
-	info, err := v.Verify(context.Background(), string(tok))
+	info, err := v.VerifyFrom(context.Background(), string(tok), addrIP(ctx.RemoteAddr()))
 	if err != nil {
 		s.challenge(ctx, err) // counted by Verify
 		return nil, false
@@ -144,7 +144,7 @@ func (s *Server) authorizeMessage(ctx *fasthttp.RequestCtx, info *auth.Info, m *
 	if info == nil || m.Kind != codec.KindRequest || m.Method != mcp.MethodToolsCall {
 		return true
 	}
-	need := auth.ToolScopes(s.eng, m.Params)
+	need := s.opts.Auth.ToolScopes(s.eng, info, m.Params)
 	if missing := info.Missing(need); len(missing) > 0 {
 		s.refuseAuth(ctx, auth.InsufficientScope(missing))
 		return false
@@ -155,7 +155,7 @@ func (s *Server) authorizeMessage(ctx *fasthttp.RequestCtx, info *auth.Info, m *
 // refuseAuth counts a refusal (Verifier.Refused) and answers it
 // (challenge).
 func (s *Server) refuseAuth(ctx *fasthttp.RequestCtx, err error) {
-	s.opts.Auth.Refused()
+	s.opts.Auth.Refused(err, addrIP(ctx.RemoteAddr()))
 	s.challenge(ctx, err)
 }
 

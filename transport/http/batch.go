@@ -2,7 +2,6 @@ package http
 
 import (
 	"github.com/mcpedge/mcpedge/codec"
-	"github.com/mcpedge/mcpedge/engine"
 	"github.com/valyala/fasthttp"
 )
 
@@ -16,7 +15,7 @@ import (
 // other body or session: post then refuses the body as before (400,
 // -32600).
 func (s *Server) batch(ctx *fasthttp.RequestCtx, body []byte) bool {
-	if s.opts.Stateless || !engine.IsBatch(body) {
+	if s.opts.Stateless || !codec.IsBatch(body) {
 		return false
 	}
 	sid := ctx.Request.Header.PeekCanonical(hdrSessionID)

@@ -287,7 +287,8 @@ func (s *Server) bodyError(ctx *fasthttp.RequestCtx, err error) {
 	ctx.SetConnectionClose()
 	switch {
 	case errors.Is(err, errBodyCut):
-		s.warns.Warn(s.log, addrIP(ctx.RemoteAddr()), "request body cut", "remote", ctx.RemoteAddr().String(), "cause", ErrBufferBudget)
+		ip := s.clientIP(ctx)
+		s.warns.Warn(s.log, ip, "request body cut", "remote", ip.String(), "cause", ErrBufferBudget)
 		ctx.Response.Header.SetBytesK(hdrRetryAfter, "1")
 		s.failData(ctx, fasthttp.StatusServiceUnavailable, codec.CodeServerBusy, "Service Unavailable: server buffer budget exceeded", []byte(`{"limit":"max-buffered"}`))
 	case errors.Is(err, errBodyTooBig):

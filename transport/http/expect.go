@@ -90,7 +90,7 @@ func (s *Server) expectPost(ctx *fasthttp.RequestCtx) bool {
 	case verBad:
 		s.badVersion(ctx)
 		return false
-	case verModern:
+	case verStateless:
 		return true // stateless: the body decides the rest
 	}
 	if s.opts.Stateless {

@@ -154,7 +154,7 @@ func TestExpectContinueAccepted(t *testing.T) {
 	defer c3.Close()
 	require.NoError(t, c3.SetDeadline(time.Now().Add(5*time.Second)))
 	r3 := bufio.NewReader(c3)
-	mb := modernBody(3, "tools/list", "")
+	mb := statelessBody(3, "tools/list", "")
 	expectRequest(t, c3, "POST", "/mcp", len(mb), "Mcp-Session-Id: 0123456789abcdef0123456789abcdef",
 		"Mcp-Protocol-Version: 2026-07-28", "Mcp-Method: tools/list")
 	require.Equal(t, "HTTP/1.1 100 Continue\r\n\r\n", readHead(t, r3))

@@ -34,21 +34,21 @@ func FuzzHandler(f *testing.F) {
 	}
 	f.Add([]byte("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/get\",\"params\":{\"name\":\"x\",\"arguments\":{\"name\":\"a\xffb\"}}}"), uint8(1), uint8(0))
 	// 2026-07-28 requests: a variant with its high bit set sends them with
-	// that revision's headers (modernHeaders, variant>>4&7 choosing how),
+	// that revision's headers (statelessHeaders, variant>>4&7 choosing how),
 	// others without.
 	for i, b := range []string{
-		modernBody(1, "server/discover", ""),
-		modernBody(2, "tools/list", ""),
-		modernBody(3, "tools/call", `"name":"echo","arguments":{"text":"hi"}`),
-		modernBody(4, "tools/call", `"name":"test_simple_text","arguments":{}`),
-		modernBody(5, "resources/read", `"uri":"test://static-text"`),
-		modernBody(6, "prompts/get", `"name":"test_simple_prompt"`),
-		modernBody(7, "subscriptions/listen", `"notifications":{"toolsListChanged":true}`),
-		modernBody(8, "subscriptions/listen", `"notifications":7`),
-		modernBody(9, "ping", ""),
-		modernBody(10, "tasks/get", `"taskId":"nope"`),
+		statelessBody(1, "server/discover", ""),
+		statelessBody(2, "tools/list", ""),
+		statelessBody(3, "tools/call", `"name":"echo","arguments":{"text":"hi"}`),
+		statelessBody(4, "tools/call", `"name":"test_simple_text","arguments":{}`),
+		statelessBody(5, "resources/read", `"uri":"test://static-text"`),
+		statelessBody(6, "prompts/get", `"name":"test_simple_prompt"`),
+		statelessBody(7, "subscriptions/listen", `"notifications":{"toolsListChanged":true}`),
+		statelessBody(8, "subscriptions/listen", `"notifications":7`),
+		statelessBody(9, "ping", ""),
+		statelessBody(10, "tasks/get", `"taskId":"nope"`),
 		`{"jsonrpc":"2.0","id":11,"method":"server/discover","params":{}}`,
-		strings.Replace(modernBody(12, "server/discover", ""), `"2026-07-28"`, `"v999.0.0"`, 1),
+		strings.Replace(statelessBody(12, "server/discover", ""), `"2026-07-28"`, `"v999.0.0"`, 1),
 		`{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"debug"}}}`,
 	} {
 		for state := range 4 {
@@ -104,7 +104,7 @@ func FuzzHandler(f *testing.F) {
 		}
 		var hdrs map[string]string
 		if variant&0x80 != 0 {
-			hdrs = modernHeaders(body, variant>>4&7)
+			hdrs = statelessHeaders(body, variant>>4&7)
 		}
 		ctx := serve(h, id, body, ct, hdrs)
 		status := ctx.Response.StatusCode()
@@ -122,11 +122,11 @@ func FuzzHandler(f *testing.F) {
 	})
 }
 
-// modernHeaders are the 2026-07-28 headers of a body, as a client derives
+// statelessHeaders are the 2026-07-28 headers of a body, as a client derives
 // them (Mcp-Method, Mcp-Name), variant choosing small departures: 0 to
 // 2 and 7 as derived, 3 Mcp-Name Base64-encoded, 4 without Mcp-Name, 5 an
 // Mcp-Param header, 6 an unsupported version.
-func modernHeaders(body []byte, variant uint8) map[string]string {
+func statelessHeaders(body []byte, variant uint8) map[string]string {
 	var m struct {
 		Method string `json:"method"`
 		Params struct {

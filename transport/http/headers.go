@@ -9,6 +9,7 @@ import (
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/internal/hostcheck"
 	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/valyala/fasthttp"
 )
 
@@ -26,6 +27,8 @@ var (
 	hdrVary           = []byte("Vary")
 	hdrAllow          = []byte("Allow")
 	hdrAccelBuffering = []byte("X-Accel-Buffering")
+	hdrTraceParent    = []byte("Traceparent") // W3C Trace Context
+	hdrTraceState     = []byte("Tracestate")
 
 	ctJSON         = []byte("application/json")
 	ctSSE          = []byte("text/event-stream")
@@ -72,6 +75,13 @@ func (s *Server) httpError(ctx *fasthttp.RequestCtx, err error) {
 	case s.refusedOversized(ctx) || errors.Is(err, fasthttp.ErrBodyTooLarge):
 		// Refused on its declared length (headerReceived).
 		s.tooLarge(ctx)
+	case errors.Is(err, ErrProxyHeader):
+		// A PROXY header refused (proxied.go): the connection ends here.
+		s.fail(ctx, fasthttp.StatusBadRequest, codeTransport, "Bad Request: "+err.Error())
+	case errors.Is(err, netlimit.ErrTooManyConnsPerIP):
+		// The client a PROXY header named is at its connection limit.
+		ctx.Response.Header.SetBytesK(hdrRetryAfter, "1")
+		s.fail(ctx, fasthttp.StatusServiceUnavailable, codeTransport, "Service Unavailable: per-address connection limit reached")
 	case errors.As(err, &small):
 		s.fail(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, codeTransport, "Request Header Fields Too Large")
 	case errors.As(err, &nerr) && nerr.Timeout():
@@ -104,7 +114,7 @@ func (s *Server) hostOK(host []byte) bool {
 
 func (s *Server) originOK(origin []byte) bool {
 	al := s.allow.Load()
-	if al.anyOrigin {
+	if al.anyOrigin || s.cors.Load().grants(origin) { // a CORS grant is trust (cors.go)
 		return true
 	}
 	if scheme, rest, ok := bytes.Cut(origin, []byte("://")); ok &&

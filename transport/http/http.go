@@ -92,6 +92,7 @@ import (
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/mcpedge/mcpedge/transport/netkit"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
+	"github.com/mcpedge/mcpedge/transport/proxied"
 	"github.com/valyala/fasthttp"
 )
 
@@ -121,6 +122,24 @@ type Options struct {
 	// When the server is not bound to loopback and the list is empty, any
 	// Origin is accepted. Requests without Origin are always accepted.
 	AllowedOrigins []string
+
+	// CORSOrigins are the origins whose web pages may use the endpoints
+	// across origins (cors.go): "https://app.example.com", compared whole;
+	// "*" any origin, without credentials. A preflight is answered before
+	// credentials are checked, with the MCP headers allowed; the answers to
+	// a granted origin expose Mcp-Session-Id. An origin listed here passes
+	// the Origin check of AllowedOrigins too. Empty means no CORS: OPTIONS
+	// is answered 405.
+	CORSOrigins []string
+
+	// TrustedProxies are the peers whose word on the client's address is
+	// taken (package proxied): a PROXY protocol header (v1 or v2) at the
+	// start of their connections, else the X-Forwarded-For or Forwarded
+	// header of each request. The address found is the one the
+	// per-address limits count and the logs name. A PROXY header from any
+	// other peer closes its connection; their forwarding headers are
+	// ignored. nil trusts nobody.
+	TrustedProxies *proxied.Trusted
 
 	// TLS, when set, serves HTTPS: every connection is TLS 1.2 or later,
 	// with the certificate (and client verification) TLS holds at its
@@ -269,6 +288,7 @@ type Server struct {
 	path, ssePath, msgPath []byte
 	inst                   []byte                     // Cluster.Instance(); nil without a cluster
 	allow                  atomic.Pointer[allowLists] // SetAllowed swaps it
+	cors                   atomic.Pointer[corsList]   // SetCORS swaps it; nil: no CORS
 	loopback               atomic.Bool                // bound to a loopback address
 
 	// Sessions are indexed by the engine's table alone (eng.Sessions());
@@ -399,6 +419,7 @@ func New(eng *engine.Server, opts Options) *Server {
 	s.detach = [3]func(){s.inb.Attach(&s.bodies), s.outb.Attach(&s.answers), s.outb.Attach(&s.streams)}
 	limitBodyPools()
 	s.SetAllowed(opts.AllowedHosts, opts.AllowedOrigins)
+	s.SetCORS(opts.CORSOrigins)
 	s.loopback.Store(loopbackAddr(opts.Addr))
 	s.calls.New = func() any { return &call{s: s, wake: make(chan struct{}, 1)} }
 	if opts.Cluster != nil {
@@ -440,6 +461,10 @@ func (s *Server) Options() Options {
 	o := s.opts
 	al := s.allow.Load()
 	o.AllowedHosts, o.AllowedOrigins = al.rawHosts, al.rawOrig
+	o.CORSOrigins = nil
+	if cl := s.cors.Load(); cl != nil {
+		o.CORSOrigins = cl.raw
+	}
 	return o
 }
 
@@ -528,12 +553,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	})
 	s.mu.Unlock()
 	s.readyOne.Do(func() { close(s.ready) })
-	var l net.Listener = admitted{s.acc, s.opts.Conns}
+	var l net.Listener = admitted{s.acc, s.opts.Conns, s}
 	if s.opts.TLS != nil {
 		// The handshake runs on the connection's goroutine, at its first
 		// read, bounded by ReadTimeout; the connection limit counts it
 		// from accept.
-		l = tls.NewListener(l, s.opts.TLS.listenerConfig())
+		l = tls.NewListener(l, s.opts.TLS.Listener("http/1.1"))
 	}
 	return s.srv.Serve(l)
 }

@@ -55,7 +55,7 @@ func (s *Server) legacyGet(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, fasthttp.StatusNotAcceptable, codeTransport, "Not Acceptable: GET needs Accept: text/event-stream")
 		return
 	}
-	ip := addrIP(ctx.RemoteAddr())
+	ip := s.clientIP(ctx)
 	if err := s.admitSession(ip); err != nil {
 		s.failLimit(ctx, err)
 		return

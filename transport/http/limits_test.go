@@ -306,6 +306,6 @@ func TestSubscriptionLimitStatus(t *testing.T) {
 		for i := range uris {
 			uris[i] = strconv.Quote("mem://l/" + strconv.Itoa(i))
 		}
-		check(t, e.do(t, modernReq("subscriptions/listen", "", modernBody(n, "subscriptions/listen", `"notifications":{"resourceSubscriptions":[`+strings.Join(uris, ",")+`]}`), nil)))
+		check(t, e.do(t, statelessReq("subscriptions/listen", "", statelessBody(n, "subscriptions/listen", `"notifications":{"resourceSubscriptions":[`+strings.Join(uris, ",")+`]}`), nil)))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -36,6 +37,7 @@ const (
 type admitted struct {
 	*netkit.Acceptor
 	conns *netlimit.Limiter
+	s     *Server
 }
 
 // Accept returns the next connection admitted by the connection limit.
@@ -44,7 +46,7 @@ func (l admitted) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err // net.ErrClosed: fasthttp's Serve returns nil on it
 	}
-	return newLimitedConn(c, l.conns, ip), nil // counted, and for its state (connState)
+	return l.s.proxyState(newLimitedConn(c, l.conns, ip)), nil // counted, and for its state (connState)
 }
 
 // refuse answers a connection over the connection limit (counted and
@@ -115,14 +117,33 @@ func addrIP(a net.Addr) netip.Addr { return netkit.AddrIP(a) }
 type limitedConn struct {
 	net.Conn
 	conns    *netlimit.Limiter
-	ip       netip.Addr
+	ip       netip.Addr // counted under it; under mu once pp was set
 	released atomic.Bool
 	info     connInfo // for a drain (connState)
+
+	// The PROXY header (proxied.go): pp says what the first bytes may
+	// hold, pre keeps what was read past the header, client is the
+	// client it named. s logs the refusals.
+	s      *Server
+	pp     uint8
+	pre    []byte
+	client atomic.Pointer[net.TCPAddr]
+	mu     sync.Mutex
 }
 
 // Read reads, and marks an idle connection that got bytes as reading.
-func (c *limitedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+func (c *limitedConn) Read(p []byte) (n int, err error) {
+	switch {
+	case len(c.pre) > 0:
+		n = copy(p, c.pre)
+		if c.pre = c.pre[n:]; len(c.pre) == 0 {
+			c.pre = nil
+		}
+	case c.pp != ppNone:
+		n, err = c.proxyRead(p)
+	default:
+		n, err = c.Conn.Read(p)
+	}
 	if n > 0 {
 		if st := c.info.state.Load(); st == int32(fasthttp.StateIdle) || st == stateClosing {
 			c.info.state.CompareAndSwap(st, stateReading)
@@ -137,8 +158,12 @@ func newLimitedConn(c net.Conn, l *netlimit.Limiter, ip netip.Addr) *limitedConn
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	if c.conns != nil && c.released.CompareAndSwap(false, true) {
-		c.conns.Release(c.ip)
+	if c.conns != nil {
+		c.mu.Lock()
+		if c.released.CompareAndSwap(false, true) {
+			c.conns.Release(c.ip)
+		}
+		c.mu.Unlock()
 	}
 	return err
 }

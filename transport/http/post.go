@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
+	"github.com/mcpedge/mcpedge/internal/bytesconv"
 	"github.com/mcpedge/mcpedge/internal/connwatch"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
@@ -30,6 +31,9 @@ const watchAfter = 20 * time.Millisecond
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
 	if s.opts.Auth != nil && s.serveMetadata(ctx, path) {
+		return
+	}
+	if s.serveCORS(ctx, path) { // a preflight, answered before credentials (cors.go)
 		return
 	}
 	switch {
@@ -91,8 +95,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 
 // routeID returns the id Options.Route is offered for a request on the
 // MCP endpoint: its Mcp-Session-Id (without a Cluster, which routes
-// sessions itself), else the task a 2026-07-28 tasks/get, tasks/update or
-// tasks/cancel names in Mcp-Name.
+// sessions itself), else the task a 2026-07-28 request names in Mcp-Name
+// (the methods whose Mcp-Name mirrors params.taskId in the engine's
+// method table: tasks/get, tasks/update, tasks/cancel).
 func (s *Server) routeID(ctx *fasthttp.RequestCtx) []byte {
 	h := &ctx.Request.Header
 	if sid := h.PeekCanonical(hdrSessionID); len(sid) > 0 && s.opts.Cluster == nil {
@@ -101,12 +106,14 @@ func (s *Server) routeID(ctx *fasthttp.RequestCtx) []byte {
 	if !ctx.IsPost() {
 		return nil
 	}
-	switch m := trimOWS(h.PeekCanonical(hdrMethod)); string(m) {
-	case "tasks/get", "tasks/update", "tasks/cancel":
+	if engine.NameParam(bytesconv.B2S(trimOWS(h.PeekCanonical(hdrMethod)))) == taskIDParam {
 		return trimOWS(h.PeekCanonical(hdrName))
 	}
 	return nil
 }
+
+// taskIDParam is the params member that names a task.
+const taskIDParam = "taskId"
 
 // mode is where a call's answer goes.
 type mode uint8
@@ -143,6 +150,10 @@ type call struct {
 	final  bool // the answer was sent
 	served bool // the engine is done with the request (Final)
 
+	// The POST's W3C trace context headers, copied when the engine
+	// traces requests (engine.TraceCarrier).
+	traceParent, traceState []byte
+
 	refused  *engine.LimitError // the engine refused the request (Refuse)
 	rejected int                // a 2026-07-28 error answered with a status of its own (Reject)
 	tracked  bool               // stateless and streaming: in s.live
@@ -155,7 +166,15 @@ type call struct {
 	refs  atomic.Int32
 }
 
-var _ engine.Replier = (*call)(nil)
+var (
+	_ engine.Replier      = (*call)(nil)
+	_ engine.TraceCarrier = (*call)(nil)
+)
+
+// TraceHeaders implements engine.TraceCarrier: the POST's traceparent
+// and tracestate headers, the parent of a request whose _meta carries no
+// trace context.
+func (c *call) TraceHeaders() (traceparent, tracestate []byte) { return c.traceParent, c.traceState }
 
 func (s *Server) getCall() *call { return s.calls.Get().(*call) }
 
@@ -406,16 +425,16 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 	}
 	created := false
 	switch {
-	case vk == verModern || (m.Kind == codec.KindRequest &&
+	case vk == verStateless || (m.Kind == codec.KindRequest &&
 		(s.opts.Stateless || len(ctx.Request.Header.PeekCanonical(hdrSessionID)) == 0) && metaVersion(m.Params) != nil):
 		// 2026-07-28: stateless, whatever the mode; Mcp-Session-Id is ignored.
-		if m.Kind == codec.KindRequest && !s.checkModernHeaders(ctx, m) {
+		if m.Kind == codec.KindRequest && !s.checkStatelessHeaders(ctx, m) {
 			s.putCall(c)
 			return
 		}
 		c.sess = s.eng.OpenStateless(discard{}).Session()
 		c.sess.Transport = "http"
-		c.sess.SetRemote(addrIP(ctx.RemoteAddr())) // its tasks' owner and share, per-address limits
+		c.sess.SetRemote(s.clientIP(ctx)) // its tasks' owner and share, per-address limits
 	case s.opts.Stateless:
 		c.sess = s.eng.Open(discard{}).Session()
 		c.sess.Transport = "http"
@@ -434,7 +453,7 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 				s.putCall(c)
 				return
 			}
-			h, err := s.newSession(addrIP(ctx.RemoteAddr()))
+			h, err := s.newSession(s.clientIP(ctx))
 			if err != nil {
 				s.failLimit(ctx, err)
 				s.putCall(c)
@@ -465,6 +484,10 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 	c.idBuf = append(c.idBuf[:0], m.ID...)
 	c.id = c.idBuf
 	c.refs.Store(2) // the handler's and, once queued, the engine's (Final)
+	if s.eng.Tracing() {
+		c.traceParent = append(c.traceParent[:0], ctx.Request.Header.PeekCanonical(hdrTraceParent)...)
+		c.traceState = append(c.traceState[:0], ctx.Request.Header.PeekCanonical(hdrTraceState)...)
+	}
 	out := codec.GetBuffer()
 	var queued bool
 	out.B, queued = s.eng.Conn(c.sess).HandleMessage(m, body, out.B, c)

@@ -127,7 +127,7 @@ func TestTaskLimitsAnswer429(t *testing.T) {
 		}, handlers.ToolOptions{TaskSupport: mcp.TaskOptional}))
 	}
 	stateless := func(id int) req {
-		return modernReq("tools/call", "long", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"long","arguments":{},%s}}`, id, tasksMeta), nil)
+		return statelessReq("tools/call", "long", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"long","arguments":{},%s}}`, id, tasksMeta), nil)
 	}
 	legacy := func(sid string, id int) req {
 		return req{sid: sid, body: fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"long","arguments":{},"task":{"ttl":60000}}}`, id)}

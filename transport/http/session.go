@@ -504,7 +504,7 @@ func (h *hsession) resume(st *stream, lastID []byte) (int, int, string) {
 // get serves GET on the MCP endpoint: the standalone stream, or the
 // resumption of a stream with Last-Event-ID.
 func (s *Server) get(ctx *fasthttp.RequestCtx) {
-	if s.opts.Stateless || modernHeader(ctx) {
+	if s.opts.Stateless || statelessHeader(ctx) {
 		s.notAllowed(ctx, allowStateless)
 		return
 	}
@@ -535,7 +535,7 @@ func (s *Server) get(ctx *fasthttp.RequestCtx) {
 
 // del serves DELETE: the client ends its session.
 func (s *Server) del(ctx *fasthttp.RequestCtx) {
-	if s.opts.Stateless || modernHeader(ctx) {
+	if s.opts.Stateless || statelessHeader(ctx) {
 		s.notAllowed(ctx, allowStateless)
 		return
 	}

@@ -85,7 +85,7 @@ const leftMsg = "the server of the cluster that served this request is gone; it 
 // cluster answered the request.
 func (s *Server) routeCluster(ctx *fasthttp.RequestCtx) bool {
 	sid := ctx.Request.Header.PeekCanonical(hdrSessionID)
-	if len(sid) == 0 || ctx.IsPost() || modernHeader(ctx) {
+	if len(sid) == 0 || ctx.IsPost() || statelessHeader(ctx) {
 		return false
 	}
 	return s.opts.Cluster.RouteSession(ctx, sid, nil)

@@ -24,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/transport/proxied"
 )
 
 // Sentinel errors returned by Acquire: the reasons of a refused
@@ -39,6 +40,7 @@ var (
 type Limiter struct {
 	max, perIP int64
 	total      atomic.Int64
+	trusted    *proxied.Trusted // counted in total only (SetTrusted)
 
 	mu   sync.Mutex
 	byIP map[netip.Addr]int64 // made on first use; only when perIP > 0
@@ -61,7 +63,7 @@ func (l *Limiter) Acquire(ip netip.Addr) error {
 		l.total.Add(-1)
 		return ErrTooManyConns
 	}
-	if l.perIP <= 0 {
+	if l.perIP <= 0 || l.trusted.Contains(ip) {
 		return nil
 	}
 	ip = ip.Unmap()
@@ -85,17 +87,59 @@ func (l *Limiter) Release(ip netip.Addr) {
 		return
 	}
 	l.total.Add(-1)
-	if l.perIP <= 0 {
+	if l.perIP <= 0 || l.trusted.Contains(ip) {
 		return
 	}
 	ip = ip.Unmap()
 	l.mu.Lock()
+	l.unbindLocked(ip)
+	l.mu.Unlock()
+}
+
+func (l *Limiter) unbindLocked(ip netip.Addr) {
 	if n := l.byIP[ip] - 1; n > 0 {
 		l.byIP[ip] = n
 	} else {
 		delete(l.byIP, ip)
 	}
-	l.mu.Unlock()
+}
+
+// SetTrusted makes the connections of trusted proxies count against the
+// total limit alone, not against their address's: a load balancer holds
+// the connections of many clients. A trusted proxy that names its
+// connection's client (a PROXY header) moves it under the client's
+// address with Rebind. Call it before the Limiter admits anything.
+func (l *Limiter) SetTrusted(t *proxied.Trusted) {
+	if l != nil {
+		l.trusted = t
+	}
+}
+
+// Rebind moves a connection admitted under from (a trusted proxy's
+// address) to the address of the client it carries, to, which Release
+// then takes. It returns an error wrapping ErrTooManyConnsPerIP when to
+// is at its limit: the connection stays under from.
+func (l *Limiter) Rebind(from, to netip.Addr) error {
+	if l == nil || l.perIP <= 0 {
+		return nil
+	}
+	from, to = from.Unmap(), to.Unmap()
+	toCounts, fromCounts := !l.trusted.Contains(to), !l.trusted.Contains(from)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if toCounts {
+		if l.byIP[to] >= l.perIP {
+			return fmt.Errorf("%w (%s)", ErrTooManyConnsPerIP, to)
+		}
+		if l.byIP == nil {
+			l.byIP = make(map[netip.Addr]int64)
+		}
+		l.byIP[to]++
+	}
+	if fromCounts {
+		l.unbindLocked(from)
+	}
+	return nil
 }
 
 // Open returns the number of connections admitted and not yet released.

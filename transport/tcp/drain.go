@@ -6,7 +6,6 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/transport/netkit"
-	"github.com/panjf2000/gnet/v2"
 )
 
 // ErrDraining is the cause of an idle connection closed by a drain
@@ -108,13 +107,12 @@ func (k *conn) looksIdle() bool {
 
 // closeIfIdle closes k with ErrDraining if, on its event loop, it is idle.
 func (k *conn) closeIfIdle() {
-	_ = k.c.EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+	_ = k.exec(func() {
 		if k.closed.Load() || k.c.OutboundBuffered() > 0 || k.c.InboundBuffered() > 0 ||
 			k.pending.Load() > 0 || k.partial.Load() > 0 || k.sess.InFlight() > 0 || k.sess.Streams() > 0 ||
 			netkit.Unread(k.c.Fd()) {
-			return nil
+			return
 		}
 		k.closeWith(ErrDraining)
-		return nil
-	}))
+	})
 }

@@ -128,7 +128,11 @@ func (s *Server) acceptLoop(acc *netkit.Acceptor) error {
 // connection, and a burst of connections must not turn that into twice
 // the descriptors the connection limit allows.
 func (s *Server) enroll(nc net.Conn, ip netip.Addr) {
-	k := &conn{s: s, id: s.ids.Add(1), ip: ip, remote: nc.RemoteAddr(), slot: -1}
+	k := &conn{s: s, id: s.ids.Add(1), ip: ip, remote: nc.RemoteAddr(), slot: -1, pp: s.proxyState(ip)}
+	if s.tlsConf != nil {
+		s.serveTLS(k, nc) // tls.go: a goroutine of its own, no event loop
+		return
+	}
 	s.enrolling <- struct{}{}
 	s.bg.Add(1)
 	go func() {
@@ -198,6 +202,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(s.quit)
 		go func() {
 			<-s.acceptDone // no enrolment starts after this
+			s.closeTLS()   // TLS connections have no event loop to stop
 			s.bg.Wait()    // the sweeper and enrolments under way
 			s.drain.Wait() // the drain's closing of idle connections
 			_ = cli.Stop()

@@ -1,13 +1,11 @@
 package tcp
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mcpedge/mcpedge/transport/netlimit"
-	"github.com/panjf2000/gnet/v2"
 )
 
 // The sweeper is the one goroutine that enforces the read timeout, the
@@ -67,10 +65,18 @@ func (t *table) each(f func(k *conn)) {
 func (s *Server) now() int64 { return s.clock.Load() }
 
 func (s *Server) tickClock() int64 {
-	n := int64(time.Since(s.epoch)) + 1
+	n := s.exactNow()
 	s.clock.Store(n)
 	return n
 }
+
+// exactNow reads the clock itself, on the scale of now. The start of an
+// awaited message is stamped with it: a stamp from the coarse clock is
+// as old as the sweeper's last tick, and the sweeper may be late (busy
+// enforcing a budget, or not scheduled on a loaded machine), which would
+// close a message before it had its ReadTimeout. It is read only where a
+// message is left partial, not on every read.
+func (s *Server) exactNow() int64 { return int64(time.Since(s.epoch)) + 1 }
 
 // sweepInterval is the sweeper's tick: an eighth of the shortest timeout,
 // between 5 ms and 1 s.
@@ -136,18 +142,17 @@ func (s *Server) sweep(quit <-chan struct{}) {
 func (k *conn) confirmIdle() {
 	s := k.s
 	seen := k.lastSeen.Load()
-	_ = k.c.EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+	_ = k.exec(func() {
 		if k.closed.Load() {
-			return nil
+			return
 		}
 		if k.lastSeen.Load() != seen || k.c.OutboundBuffered() > 0 || k.c.InboundBuffered() > 0 ||
 			k.pending.Load() > 0 || k.sess.InFlight() > 0 {
 			k.lastSeen.Store(s.now()) // busy, not idle: look again a timeout later
-			return nil
+			return
 		}
 		k.closeWith(ErrIdleTimeout)
-		return nil
-	}))
+	})
 }
 
 // bufferSource lists the connections holding partial messages for the
@@ -198,15 +203,14 @@ func (src outboundSource) AppendHeld(dst []netlimit.Held) ([]netlimit.Held, int6
 			return
 		}
 		left.Add(1)
-		err := k.c.EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		err := k.exec(func() {
 			if !k.closed.Load() {
 				k.syncOut(k.c.OutboundBuffered())
 			}
 			if left.Add(-1) == 0 {
 				close(done)
 			}
-			return nil
-		}))
+		})
 		if err != nil && left.Add(-1) == 0 {
 			close(done)
 		}

@@ -33,6 +33,7 @@ package tcp
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,6 +50,8 @@ import (
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/mcpedge/mcpedge/transport/netkit"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
+	"github.com/mcpedge/mcpedge/transport/proxied"
+	"github.com/mcpedge/mcpedge/transport/tlsconf"
 	"github.com/panjf2000/gnet/v2"
 )
 
@@ -115,6 +118,21 @@ type Options struct {
 	// answers being written). nil means a budget of MaxOutboundTotal bytes
 	// for this transport alone.
 	Outbound *netlimit.Budget
+
+	// TLS, when set, serves every connection over TLS 1.2 or later
+	// (tls.go), with the configuration in effect at its handshake (the
+	// HTTP transport's may be the same, reloaded together), mutual TLS
+	// when it requires client certificates. A handshake must complete
+	// within ReadTimeout; plain text is answered with a JSON-RPC error in
+	// plain text and closed (ErrNotTLS). nil serves plain TCP.
+	TLS *tlsconf.Config
+
+	// TrustedProxies are the peers whose PROXY protocol header (v1 or v2)
+	// names the client of their connections (proxy.go): the address the
+	// connection limits count, the session's, the logs'. A PROXY header
+	// from any other peer closes its connection (ErrProxyHeader). nil
+	// trusts nobody.
+	TrustedProxies *proxied.Trusted
 }
 
 // DefaultAddr is where the TCP transport listens by default.
@@ -191,7 +209,9 @@ type Server struct {
 	stopped    chan struct{} // closed when everything has stopped
 	bg         sync.WaitGroup
 	drain      netkit.Drainer
-	enrolling  chan struct{} // a slot per enrolment under way
+	enrolling  chan struct{}  // a slot per enrolment under way
+	tlsConf    *tls.Config    // Options.TLS's listener configuration; nil: plain TCP
+	tlsWG      sync.WaitGroup // TLS connections' readers
 	enrollLogs logLimit
 	warns      *lograte.Limiter // bad-input warnings, per client address
 
@@ -252,6 +272,9 @@ func New(eng *engine.Server, opts Options) *Server {
 		enrolling: make(chan struct{}, 4*opts.Loops), warns: lograte.New(0, 0, 0),
 	}
 	s.detach = [2]func(){inb.Attach(bufferSource{s}), outb.Attach(outboundSource{s})}
+	if opts.TLS != nil {
+		s.tlsConf = opts.TLS.Listener() // no ALPN: MCP over TLS is the port's only protocol
+	}
 	return s
 }
 
@@ -292,10 +315,17 @@ type conn struct {
 	s      *Server
 	id     uint64
 	ip     netip.Addr // admitted by s.limit under this address
-	c      gnet.Conn
-	remote net.Addr // c.RemoteAddr, kept: gnet clears it on close, racing with Send
+	c      wire       // a gnet.Conn, or a TLS connection's tlsWire
+	remote net.Addr   // c.RemoteAddr, kept: gnet clears it on close, racing with Send
 	sess   *session.Session
 	slot   int // index in s.table's shard, under its lock
+
+	// The PROXY header (proxy.go): pp says what the first bytes may hold
+	// (read on the event loop only); client is the client a trusted
+	// proxy's header named, under which s.limit then counts the
+	// connection.
+	pp     uint8
+	client atomic.Pointer[netip.AddrPort]
 
 	opened   atomic.Bool
 	closed   atomic.Bool           // closing or closed: Send refuses, the sweeper skips
@@ -304,7 +334,7 @@ type conn struct {
 	partial  atomic.Int64          // memory held by an incomplete message: in gnet's inbound buffer, or acc's capacity
 	held     atomic.Int64          // outbound memory: the capacity of buffers queued by Send, and gout
 	gout     atomic.Int64          // gnet's outbound buffer as last read on the event loop (syncOut)
-	since    atomic.Int64          // s.now() when the awaited message began; 0: none awaited
+	since    atomic.Int64          // s.exactNow() when the awaited message began; 0: none awaited
 	lastSeen atomic.Int64          // s.now() at the last traffic
 
 	// A message left partial past assembleAbove bytes is assembled here,
@@ -320,6 +350,49 @@ type conn struct {
 // other connections. Assembled, each byte is copied and scanned once.
 const assembleAbove = 64 << 10
 
+// wire is what a connection is written and closed through: a gnet.Conn,
+// or a TLS connection's tlsWire (tls.go), which behaves as one: writes
+// queued from any goroutine and flushed in order, Close after them.
+type wire interface {
+	AsyncWrite(b []byte, cb gnet.AsyncCallback) error
+	AsyncWritev(bs [][]byte, cb gnet.AsyncCallback) error
+	Write(b []byte) (int, error) // by the connection's reader only
+	Close() error
+	OutboundBuffered() int
+	InboundBuffered() int
+	Fd() int
+}
+
+// exec runs f where the connection is read (its event loop, or a TLS
+// connection's reader), between reads: what f reads of the connection's
+// buffers is not changing under it.
+func (k *conn) exec(f func()) error {
+	if w, ok := k.c.(*tlsWire); ok {
+		return w.exec(f)
+	}
+	return k.c.(gnet.Conn).EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		f()
+		return nil
+	}))
+}
+
+// addr is the client's address: the one a trusted proxy's PROXY header
+// named, else the peer's.
+func (k *conn) addr() netip.Addr {
+	if c := k.client.Load(); c != nil {
+		return c.Addr()
+	}
+	return k.ip
+}
+
+// who is the client's address and port, for the logs.
+func (k *conn) who() net.Addr {
+	if c := k.client.Load(); c != nil {
+		return net.TCPAddrFromAddrPort(*c)
+	}
+	return k.remote
+}
+
 // markClosing records that the server closes k for cause and logs it,
 // once; it reports whether this call did.
 func (k *conn) markClosing(cause error) bool {
@@ -331,7 +404,7 @@ func (k *conn) markClosing(cause error) bool {
 	case ErrTooLarge, ErrFraming, ErrReadTimeout, ErrSlowConsumer, ErrBufferBudget, ErrOutboundBudget, ErrPanic:
 		// Bad input or a bad client: a warning, rate-limited per address so
 		// that a flood of garbage does not become a flood of logs.
-		k.s.warns.Warn(k.s.log, k.ip, "closing connection", "remote", k.remote, "session", k.sess.ID(), "cause", cause)
+		k.s.warns.Warn(k.s.log, k.addr(), "closing connection", "remote", k.who(), "session", k.sess.ID(), "cause", cause)
 	}
 	return true
 }
@@ -366,28 +439,33 @@ func (e *events) OnClose(c gnet.Conn, err error) gnet.Action { return e.s.onClos
 func (e *events) OnTraffic(c gnet.Conn) gnet.Action          { return e.s.onTraffic(c) }
 
 // onOpen is gnet's OnOpen. The connection was admitted and its
-// conn made by the accept loop (admit).
+// conn made by the accept loop (enroll).
 func (s *Server) onOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	k, ok := c.Context().(*conn)
-	if !ok { // not enrolled by admit: a test's fake connection
+	if !ok { // not enrolled by the accept loop: a test's fake connection
 		k = &conn{s: s, id: s.ids.Add(1), remote: c.RemoteAddr(), slot: -1}
 		c.SetContext(k)
 	}
 	k.c = c
+	s.open(k)
+	return nil, gnet.None
+}
+
+// open starts serving k, whatever carries it (gnet, TLS): its session,
+// and its entry in the table the sweeper reads.
+func (s *Server) open(k *conn) {
 	k.sess = s.eng.Open(k).Session()
 	k.sess.SetRemote(k.ip)
 	k.sess.Transport = "tcp"
 	if s.cobs != nil {
 		s.cobs.ConnOpened("tcp")
 	}
-	now := s.now()
-	k.lastSeen.Store(now)
-	k.since.Store(now) // the first message is awaited
+	k.lastSeen.Store(s.now())
+	k.since.Store(s.exactNow()) // the first message is awaited
 	s.conns.Add(1)
 	s.table.add(k)
 	k.opened.Store(true)
-	s.log.Debug("tcp connection opened", "remote", k.remote, "session", k.sess.ID())
-	return nil, gnet.None
+	s.log.Debug("tcp connection opened", "remote", k.who(), "session", k.sess.ID())
 }
 
 // onClose is gnet's OnClose.
@@ -396,6 +474,14 @@ func (s *Server) onClose(c gnet.Conn, err error) gnet.Action {
 	if !ok {
 		return gnet.None
 	}
+	s.closed(k, err)
+	return gnet.None
+}
+
+// closed ends k's session and releases what it held, once its
+// connection has closed (err: the carrier's cause, if the server did not
+// close it).
+func (s *Server) closed(k *conn, err error) {
 	s.conns.Add(-1)
 	s.table.remove(k)
 	s.inb.Add(-k.partial.Swap(0))
@@ -407,7 +493,7 @@ func (s *Server) onClose(c gnet.Conn, err error) gnet.Action {
 		k.held.Add(-g)
 		s.outb.Add(-g)
 	}
-	s.limit.Release(k.ip)
+	s.limit.Release(k.addr())
 	cause := err
 	if r := k.reason.Load(); r != nil {
 		cause = *r
@@ -417,9 +503,8 @@ func (s *Server) onClose(c gnet.Conn, err error) gnet.Action {
 	if s.cobs != nil {
 		s.cobs.ConnClosed("tcp", cause)
 	}
-	s.log.Debug("tcp connection closed", "remote", k.remote, "session", k.sess.ID(), "reason", cause)
+	s.log.Debug("tcp connection closed", "remote", k.who(), "session", k.sess.ID(), "reason", cause)
 	s.eng.Conn(k.sess).Close(fmt.Errorf("tcp: connection closed: %w", cause))
-	return gnet.None
 }
 
 // onTraffic is gnet's OnTraffic. It frames every complete message
@@ -443,12 +528,48 @@ func (s *Server) onTraffic(c gnet.Conn) (action gnet.Action) {
 		}
 	}()
 	buf, _ := c.Peek(-1)
+	hdr := 0
+	if k.pp != ppNone { // the first bytes: a PROXY header? (proxy.go)
+		var done bool
+		if hdr, done, action = k.proxyHeader(buf); !done || action != gnet.None {
+			k.track(len(buf), false)
+			return action
+		}
+		buf = buf[hdr:]
+	}
 	// Pooled for the length of this call only, so an idle connection
 	// holds no output buffer.
 	scratch, out := codec.GetBuffer(), codec.GetBuffer()
 	defer codec.PutBuffer(scratch)
 	defer codec.PutBuffer(out)
-	var consumed, rest int
+	consumed, action := s.consume(k, buf, scratch, out)
+	if consumed += hdr; consumed > 0 {
+		// Discard(0) would drop everything buffered: a partial frame must
+		// stay for the next read.
+		_, _ = c.Discard(consumed)
+	}
+	if len(out.B) > 0 {
+		k.write(out.B)
+	}
+	ob := c.OutboundBuffered()
+	if ob != 0 || k.gout.Load() != 0 {
+		k.syncOut(ob)
+	}
+	if action == gnet.None && ob > s.opts.MaxOutbound {
+		k.markClosing(ErrSlowConsumer)
+		return gnet.Close
+	}
+	return action
+}
+
+// consume serves what was read, buf (gnet's inbound buffer, or a TLS
+// connection's): every complete message is dispatched, the immediate
+// answers appended to out, and a message left partial past assembleAbove
+// moved to k.acc. It returns the bytes of buf consumed, and publishes
+// what is left for the sweeper. Whoever reads k calls it, one read at a
+// time.
+func (s *Server) consume(k *conn, buf []byte, scratch, out *codec.Buffer) (consumed int, action gnet.Action) {
+	var rest int
 	var framed bool
 	if k.acc != nil {
 		action, framed = s.assemble(k, buf, scratch, out)
@@ -465,27 +586,11 @@ func (s *Server) onTraffic(c gnet.Conn) (action gnet.Action) {
 	if k.acc != nil {
 		rest = cap(k.acc) // what it holds is what it retains
 	}
-	if consumed > 0 {
-		// Discard(0) would drop everything buffered: a partial frame must
-		// stay for the next read.
-		_, _ = c.Discard(consumed)
-	}
 	k.track(rest, framed)
 	if s.cobs != nil {
 		s.cobs.Bytes("tcp", consumed, len(out.B))
 	}
-	if len(out.B) > 0 {
-		k.write(out.B)
-	}
-	ob := c.OutboundBuffered()
-	if ob != 0 || k.gout.Load() != 0 {
-		k.syncOut(ob)
-	}
-	if action == gnet.None && ob > s.opts.MaxOutbound {
-		k.markClosing(ErrSlowConsumer)
-		return gnet.Close
-	}
-	return action
+	return consumed, action
 }
 
 // writeChunk is the most handed to gnet in one write. gnet copies what the
@@ -609,7 +714,7 @@ func (k *conn) track(rest int, framed bool) {
 	}
 	switch {
 	case r > 0 && (framed || k.since.Load() == 0):
-		k.since.Store(now)
+		k.since.Store(s.exactNow())
 	case r == 0 && framed && k.since.Load() != 0:
 		k.since.Store(0)
 	}
@@ -646,6 +751,14 @@ func (k *conn) Send(b *codec.Buffer) error {
 		codec.PutBuffer(b)
 		b = f
 	}
+	return k.queue(b, false)
+}
+
+// queue hands b, framed, to the connection's writer, counted in the
+// connection's outbound bytes and the budget until written. It takes
+// ownership of b. inline is a TLS connection's reader queuing its own
+// answers, which it then writes itself (tlsWire.push).
+func (k *conn) queue(b *codec.Buffer, inline bool) error {
 	n, size := int64(len(b.B)), int64(cap(b.B))
 	if k.pending.Add(n) > int64(k.s.opts.MaxOutbound) {
 		k.pending.Add(-n)
@@ -673,9 +786,12 @@ func (k *conn) Send(b *codec.Buffer) error {
 		return nil
 	}
 	var err error
-	if len(b.B) > writeChunk {
+	switch {
+	case inline:
+		err = k.c.(*tlsWire).push(pending{b: b.B, cb: done}, true)
+	case len(b.B) > writeChunk:
 		err = k.c.AsyncWritev(chunks(b.B), done)
-	} else {
+	default:
 		err = k.c.AsyncWrite(b.B, done)
 	}
 	if err != nil {

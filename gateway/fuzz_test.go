@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/mcpedge/mcpedge/mcp"
+)
+
+// nopConn is an upstream connection that sends nowhere.
+type nopConn struct{}
+
+func (nopConn) Send(context.Context, []byte) error { return nil }
+func (nopConn) Close() error                       { return nil }
+
+// nopPeer is a downstream request's Peer that takes everything.
+type nopPeer struct{}
+
+func (nopPeer) SessionID() string                           { return "s" }
+func (nopPeer) ProtocolVersion() string                     { return mcp.Version20251125 }
+func (nopPeer) ClientInfo() mcp.Implementation              { return mcp.Implementation{} }
+func (nopPeer) ClientCapabilities() *mcp.ClientCapabilities { return &mcp.ClientCapabilities{} }
+func (nopPeer) Progress(float64, float64, string) error     { return nil }
+func (nopPeer) Log(string, string, any) error               { return nil }
+func (nopPeer) CloseStream()                                {}
+func (nopPeer) ListRoots(context.Context) (*mcp.ListRootsResult, error) {
+	return &mcp.ListRootsResult{Roots: []mcp.Root{}}, nil
+}
+func (nopPeer) CreateMessage(context.Context, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	return &mcp.CreateMessageResult{Role: "assistant", Content: []byte(`{"type":"text","text":""}`)}, nil
+}
+func (nopPeer) Elicit(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return &mcp.ElicitResult{Action: "decline"}, nil
+}
+
+// FuzzUpstreamMessage feeds an upstream connection arbitrary messages
+// while calls are in flight on it: whatever an upstream sends, the
+// gateway does not panic, and a call it answers gets bytes that are one
+// JSON value. The same bytes go through the rewriters of params and
+// results.
+func FuzzUpstreamMessage(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":65537,"result":{"content":[]}}`,
+		`{"jsonrpc":"2.0","id":65537,"error":{"code":-32602,"message":"x"}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{}}`,
+		`{"jsonrpc":"1.0","id":65537,"result":{}}`,
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":65537,"progress":1}}`,
+		`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":1,"_meta":{"io.github.mcpedge/related-request":{"requestId":65537}}}}`,
+		`{"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{"message":"?","_meta":{"io.github.mcpedge/related-request":{"requestId":65537}}}}`,
+		`{"jsonrpc":"2.0","id":"e2","method":"sampling/createMessage","params":{"messages":[],"maxTokens":1,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t"}}}}`,
+		`{"jsonrpc":"2.0","id":"r1","method":"roots/list"}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"e1"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`,
+		`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"x://y"}}`,
+		`{"jsonrpc":"2.0","id":"p","method":"ping"}`,
+		`not json`, `[]`, `{}`, `{"id":`,
+		`{"name":"a","_meta":{"progressToken":1,"io.modelcontextprotocol/clientCapabilities":{"experimental":{}}},"requestState":"~gw1~s"}`,
+		`{"resultType":"task","taskId":"t","_meta":{"io.modelcontextprotocol/serverInfo":{},"a":1},"requestState":"s"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	g, err := New(Options{Upstreams: []Upstream{{Name: "f", Transport: TCP, URL: "tcp://127.0.0.1:1"}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	cfg := g.opts.Upstreams[0]
+	f.Fuzz(func(t *testing.T, data []byte) {
+		u := newUpstream(g, cfg)
+		defer u.cancel()
+		c := newMuxConn(u.session, 0)
+		c.conn = nopConn{}
+		c.era = sessionEra
+		cl, err := c.begin(nopPeer{}, []byte("HEAD"), cfg.Timeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		internal, err := c.begin(nil, nil, cfg.Timeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.linkTask(cl, "t")
+		c.Message(data)
+		c.Closed(nil)
+		cl.mu.Lock()
+		out := cl.out
+		cl.mu.Unlock()
+		if len(out) > 4 && !json.Valid(out[4:]) {
+			t.Fatalf("a result that is not JSON: %q", out[4:])
+		}
+		c.end(cl)
+		c.end(internal)
+
+		if json.Valid(data) {
+			fp := forwardParams{name: []byte("n"), refName: []byte("r"), token: []byte("7"), stateless: true, linkCap: true, addTask: true}
+			if p := appendParams(nil, data, &fp); len(data) > 0 && data[0] == '{' && !json.Valid(p) {
+				t.Fatalf("params rewritten into invalid JSON: %s", p)
+			}
+			if res, _ := statelessResult(append([]byte("HEAD"), data...), 4, []byte("~gw1~")); !json.Valid(res[4:]) {
+				t.Fatalf("result rewritten into invalid JSON: %s", res[4:])
+			}
+		}
+	})
+}
