@@ -656,7 +656,13 @@ func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte)
 	if p.ProtocolVersion == "" {
 		return codec.AppendError(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs protocolVersion", nil)
 	}
-	version, err := sess.Initialize(&p)
+	version := s.offer.negotiate(p.ProtocolVersion)
+	if version == "" {
+		// A server of 2026-07-28 only: the error names what it offers,
+		// the only diagnostic an older client has (versioning.mdx).
+		return codec.AppendErrorObject(dst, m.ID, s.offer.unsupported(p.ProtocolVersion))
+	}
+	version, err := sess.InitializeAs(&p, version)
 	if err != nil {
 		return codec.AppendError(dst, m.ID, codec.CodeInvalidRequest, "invalid request: session already initialized", nil)
 	}
@@ -664,7 +670,7 @@ func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte)
 		ProtocolVersion: version,
 		Capabilities:    s.capabilitiesFor(version),
 		ServerInfo:      implementationFor(mcp.Implementation{Name: s.opts.Name, Title: s.opts.Title, Version: s.opts.Version}, version),
-		Instructions:    s.opts.Instructions,
+		Instructions:    s.Instructions(),
 	}
 	body, err := codec.Marshal(&res)
 	if err != nil {

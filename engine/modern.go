@@ -253,6 +253,9 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 	if !found && e != nil && !sess.Stateless() && m.Method != mcp.MethodServerDiscover {
 		return out, false, false
 	}
+	if (e == nil && !s.offer.stateless) || (e != nil && e.Code == mcp.CodeUnsupportedProtocolVersion) {
+		e = s.offer.unsupported(mm.version) // Options.Versions
+	}
 	if reply == nil {
 		reply = sess.Out
 	}
@@ -308,9 +311,9 @@ func (s *Server) handleModern(sess *session.Session, m *codec.Message, frame, ou
 func (s *Server) appendDiscover(dst, id []byte) []byte {
 	res := mcp.DiscoverResult{
 		ResultType:        mcp.ResultComplete,
-		SupportedVersions: mcp.AllVersions[:],
+		SupportedVersions: s.offer.all,
 		Capabilities:      s.ModernCapabilities(),
-		Instructions:      s.opts.Instructions,
+		Instructions:      s.Instructions(),
 		TTLMs:             s.opts.DiscoverCache.TTL.Milliseconds(),
 		CacheScope:        s.opts.DiscoverCache.Scope(),
 		Meta:              s.serverInfoMeta,

@@ -45,6 +45,7 @@ var flagGroups = []struct {
 	{"lame-duck", groupServer},
 	{"state-key-file", groupServer},
 	{"state-ttl", groupServer},
+	{"versions", groupServer},
 	{"page-size", groupServer},
 	{"version", groupServer},
 
