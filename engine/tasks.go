@@ -105,6 +105,9 @@ type task struct {
 	body     []byte // a deferred handler that returned before starting: its result
 	callErr  error  // or its error
 	creation []byte // the CreateTaskResult
+	// deferHint: a 2025-11-25 task of a DeferTask tool whose client is
+	// a proxy (mcp.MetaDeferTask in its CreateTaskResult).
+	deferHint bool
 }
 
 // taskInput is an input a 2026-07-28 task's handler waits for.
@@ -461,6 +464,9 @@ func (s *Server) toolTask(r *request, p *mcp.CallToolParams, dst []byte) (_ []by
 	case p.Task == nil && support == mcp.TaskRequired:
 		return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" must be called as a task (params.task)"), true
 	case p.Task != nil:
+		if o, _ := s.reg.ToolOptionsOf(p.Name); o.DeferTask && r.linkDeclared() {
+			r.deferHint = true // a proxy is told (mcp.MetaDeferTask)
+		}
 		dst, err := s.startTask(r, dst, true)
 		return dst, err, true
 	}
@@ -500,7 +506,8 @@ func (s *Server) startTask(r *request, dst []byte, now bool) ([]byte, error) {
 	tr.progressToken()
 
 	t := &task{s: s, id: s.newTaskID(), req: tr, owner: taskOwner(r.sess, r.caller(), stateless), client: taskClient(r.sess, r.caller(), stateless),
-		status: mcp.TaskWorking, decided: make(chan struct{}), done: make(chan struct{}), seq: map[string]int{}, ttl: s.opts.TaskTTL}
+		status: mcp.TaskWorking, decided: make(chan struct{}), done: make(chan struct{}), seq: map[string]int{}, ttl: s.opts.TaskTTL,
+		deferHint: r.deferHint}
 	base := s.ctx
 	if stateless {
 		t.sink = &taskSink{to: r.reply}
@@ -591,6 +598,9 @@ func (t *task) start() bool {
 	if t.sess != nil {
 		b = append(b, `{"task":`...)
 		b = t.appendLegacy(b)
+		if t.deferHint {
+			b = append(b, `,"_meta":{"`+mcp.MetaDeferTask+`":true}`...)
+		}
 	} else {
 		b = append(b, `{"resultType":"task","taskId":`...)
 		b = codec.AppendString(b, t.id)
@@ -730,6 +740,24 @@ func (s *Server) callTask(r *request) (body []byte, toolErr bool, err error) {
 			body, toolErr, err = nil, false, &codec.Error{Code: codec.CodeInternalError, Message: "internal error: handler panicked"}
 		}
 	}()
+	if r.mod.on && s.reg.HasRaw() {
+		// A raw tool's result passes as it came: a deferred task's
+		// handler may answer an InputRequiredResult, and the params reach
+		// it whole (inputResponses, requestState).
+		r.raw = handlers.RawRequest{Peer: r, Method: mcp.MethodToolsCall, Name: r.params.Name, Params: r.msg.Params}
+		out, ok, err := s.reg.CallRawTool(r.ctx, &r.raw)
+		r.raw = handlers.RawRequest{}
+		if ok {
+			if err != nil {
+				return nil, false, err
+			}
+			if len(out) == 0 {
+				return nil, false, errRawResult
+			}
+			ie, found, _ := codec.ObjectField(out, "isError")
+			return out, found && string(ie) == "true", nil
+		}
+	}
 	r.call = handlers.CallToolRequest{Peer: r, Params: &r.params}
 	res, err := s.reg.CallTool(r.ctx, &r.call)
 	if err != nil {

@@ -88,7 +88,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 
 // routeID returns the id Options.Route is offered for a request on the
 // MCP endpoint: its Mcp-Session-Id, else the task a 2026-07-28 tasks/get,
-// tasks/update or tasks/cancel names in Mcp-Name.
+// tasks/update or tasks/cancel names in Mcp-Name, else the requestState
+// of a 2026-07-28 retry that names the node holding its work
+// (engine.StateNode: a gateway's upstream call held open between input
+// rounds).
 func routeID(ctx *fasthttp.RequestCtx) []byte {
 	h := &ctx.Request.Header
 	if sid := h.PeekCanonical(hdrSessionID); len(sid) > 0 {
@@ -100,8 +103,33 @@ func routeID(ctx *fasthttp.RequestCtx) []byte {
 	switch m := trimOWS(h.PeekCanonical(hdrMethod)); string(m) {
 	case "tasks/get", "tasks/update", "tasks/cancel":
 		return trimOWS(h.PeekCanonical(hdrName))
+	case "tools/call", "prompts/get", "resources/read":
+		return stateRoute(ctx.PostBody())
 	}
 	return nil
+}
+
+var keyRequestState = []byte(`"requestState"`)
+
+// stateRoute returns the requestState of the request body when it names
+// a node (engine.StateNode), nil otherwise.
+func stateRoute(body []byte) []byte {
+	if !bytes.Contains(body, keyRequestState) {
+		return nil
+	}
+	params, ok, err := codec.ObjectField(body, "params")
+	if err != nil || !ok {
+		return nil
+	}
+	raw, ok, err := codec.ObjectField(params, "requestState")
+	if err != nil || !ok || len(raw) < 2 || raw[0] != '"' {
+		return nil
+	}
+	st := raw[1 : len(raw)-1] // a node name and '~' need no escape
+	if engine.StateNode(st) == nil {
+		return nil
+	}
+	return st
 }
 
 // mode is where a call's answer goes.
