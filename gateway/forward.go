@@ -19,10 +19,10 @@ var keepToken = []byte{}
 
 // toolHandler serves the upstream's tools.
 func (u *upstream) toolHandler(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
-	x := exchange{peer: req.Peer, method: req.Method, params: req.Params}
+	x := exchange{peer: req.Peer, method: req.Method, name: req.Name, params: req.Params}
 	x.fp.name = u.m.toolName(req.Name)
 	x.fp.token = keepToken
-	if u.m.names.Load().taskRequired[req.Name] && req.Peer.ProtocolVersion() != mcp.Version20260728 {
+	if u.m.names.Load().taskRequired[req.Name] && req.Peer.ProtocolVersion() != mcp.Version20260728 && !u.statelessOnly() {
 		return u.callAsTask(ctx, &x, dst)
 	}
 	return u.forward(ctx, &x, dst)
@@ -30,7 +30,7 @@ func (u *upstream) toolHandler(ctx context.Context, req *handlers.RawRequest, ds
 
 // promptHandler serves the upstream's prompts and their completions.
 func (u *upstream) promptHandler(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
-	x := exchange{peer: req.Peer, method: req.Method, params: req.Params}
+	x := exchange{peer: req.Peer, method: req.Method, name: req.Name, params: req.Params}
 	if req.Method == mcp.MethodCompletionComplete {
 		x.fp.refName = u.m.promptName(req.Name)
 	} else {
@@ -43,7 +43,7 @@ func (u *upstream) promptHandler(ctx context.Context, req *handlers.RawRequest, 
 // resourceHandler serves the upstream's resources, and the completions
 // of its templates.
 func (u *upstream) resourceHandler(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
-	x := exchange{peer: req.Peer, method: req.Method, params: req.Params, fp: forwardParams{token: keepToken}}
+	x := exchange{peer: req.Peer, method: req.Method, name: req.Name, params: req.Params, fp: forwardParams{token: keepToken}}
 	return u.forward(ctx, &x, dst)
 }
 
@@ -117,6 +117,18 @@ func (u *upstream) callAsTask(ctx context.Context, x *exchange, dst []byte) ([]b
 	return out, nil
 }
 
+// taskConn returns the connection that created the 2026-07-28 task id:
+// of the stateless pool, or of the session pool of an upstream that
+// speaks 2026-07-28 only.
+func (u *upstream) taskConn(id string) (*muxConn, bool) {
+	for _, p := range []*pool{u.stateless, u.session} {
+		if i, ok := p.taskConn(id); ok {
+			return p.conn(i), true
+		}
+	}
+	return nil, false
+}
+
 // foreignTask serves tasks/get, tasks/update and tasks/cancel of
 // 2026-07-28 for the tasks an upstream created: at the connection whose
 // call created the task.
@@ -125,8 +137,7 @@ func (g *Gateway) foreignTask(ctx context.Context, req *handlers.RawRequest, dst
 	if u == nil {
 		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: unknown task "+req.Name)
 	}
-	i, ok := u.stateless.taskConn(req.Name)
-	c := u.stateless.conn(i)
+	c, ok := u.taskConn(req.Name)
 	if !ok || c == nil {
 		return dst, u.unavailable(errors.New("the connection that created the task has ended"))
 	}

@@ -57,6 +57,28 @@ type Options struct {
 	// lists; <= 0 means 30 s. An upstream not up by then is served once
 	// it is.
 	StartTimeout time.Duration
+	// HoldTimeout bounds how long an upstream call of the session
+	// revisions, translated for a 2026-07-28 client, is held open for
+	// the client's retry with the input it asked for; <= 0 means 60 s.
+	// Past it the upstream's requests get an error, the call is
+	// cancelled, and the retry gets -32602.
+	HoldTimeout time.Duration
+	// MaxHeld bounds the calls held at once; <= 0 means 1024. MaxHeld
+	// PerClient bounds those of one client (its authenticated subject,
+	// else its address); <= 0 means 16. Past either the upstream's
+	// request gets an error and the client -32000
+	// {"limit":"upstream-held"}.
+	MaxHeld, MaxHeldPerClient int
+	// MaxRounds bounds the input rounds of one translated call, in
+	// either direction; <= 0 means 16. Past it the upstream's request
+	// gets an error, the call is cancelled, and the client gets -32000
+	// {"limit":"upstream-input-rounds"}.
+	MaxRounds int
+	// MaxListenURIs bounds the resource URIs of the listen stream kept
+	// open on an upstream that speaks only 2026-07-28, for the sessions'
+	// resources/subscribe; <= 0 means 4096. Past it a URI subscribed
+	// downstream is not subscribed upstream (logged).
+	MaxListenURIs int
 	// Logger receives the gateway's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -72,6 +94,8 @@ type Gateway struct {
 	ups    []*upstream // in configuration order
 	claims [4]map[string]*upstream
 
+	instructions string // the engine's own (Options.Instructions): the upstreams' are used when it has none
+
 	subMu sync.Mutex
 	subs  map[string]int // resource URIs subscribed downstream, with how many subscribers
 
@@ -82,6 +106,11 @@ type Gateway struct {
 	taskMu    sync.Mutex
 	tasks     map[string]*upstream // 2026-07-28 task id → upstream
 	taskOrder []string
+
+	held     heldTable     // calls held for 2026-07-28 clients' input (held.go)
+	stop     chan struct{} // closed by Close
+	stopOnce sync.Once
+	bg       sync.WaitGroup
 }
 
 // New returns a gateway for opts, after checking the upstreams'
@@ -104,11 +133,26 @@ func New(opts Options) (*Gateway, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 30 * time.Second
 	}
+	if opts.HoldTimeout <= 0 {
+		opts.HoldTimeout = DefaultHoldTimeout
+	}
+	if opts.MaxHeld <= 0 {
+		opts.MaxHeld = DefaultMaxHeld
+	}
+	if opts.MaxHeldPerClient <= 0 {
+		opts.MaxHeldPerClient = DefaultMaxHeldPerClient
+	}
+	if opts.MaxRounds <= 0 {
+		opts.MaxRounds = DefaultMaxRounds
+	}
+	if opts.MaxListenURIs <= 0 {
+		opts.MaxListenURIs = DefaultMaxListenURIs
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	g := &Gateway{opts: opts, log: log}
+	g := &Gateway{opts: opts, log: log, stop: make(chan struct{})}
 	for i := range g.claims {
 		g.claims[i] = map[string]*upstream{}
 	}
@@ -156,6 +200,12 @@ func (b *bus) Subscribe(topic string, fn func(string, []byte)) func() {
 func (g *Gateway) Start(ctx context.Context, srv *engine.Server) error {
 	g.srv, g.reg = srv, srv.Registry()
 	g.reg.SetForeignTasks(g.foreignTask)
+	g.instructions = srv.Instructions()
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		g.sweepHeldLoop(g.stop)
+	}()
 	g.mu.Lock()
 	for _, cfg := range g.opts.Upstreams {
 		g.ups = append(g.ups, newUpstream(g, cfg))
@@ -188,6 +238,9 @@ func (g *Gateway) Start(ctx context.Context, srv *engine.Server) error {
 // Close stops every upstream connection (for stdio, every child and its
 // process group) and unregisters nothing: the server is going away.
 func (g *Gateway) Close() {
+	g.stopOnce.Do(func() { close(g.stop) })
+	g.bg.Wait()
+	g.dropHeld(nil, errStopped)
 	g.mu.Lock()
 	ups := g.ups
 	g.ups = nil
@@ -197,6 +250,32 @@ func (g *Gateway) Close() {
 		wg.Go(u.stop)
 	}
 	wg.Wait()
+}
+
+// updateInstructions has the engine answer initialize and
+// server/discover with the upstreams' instructions, when it has none of
+// its own: with one upstream, its text; with several, each one's after
+// its name.
+func (g *Gateway) updateInstructions() {
+	if g.srv == nil || g.instructions != "" {
+		return
+	}
+	g.mu.Lock()
+	ups := slices.Clone(g.ups)
+	g.mu.Unlock()
+	var parts []string
+	for _, u := range ups {
+		s := u.instructions.Load()
+		if s == nil || strings.TrimSpace(*s) == "" {
+			continue
+		}
+		if len(ups) > 1 {
+			parts = append(parts, u.cfg.Name+": "+*s)
+		} else {
+			parts = append(parts, *s)
+		}
+	}
+	g.srv.SetInstructions(strings.Join(parts, "\n\n"))
 }
 
 // upstreamCount is the number of upstreams, which decides the default
@@ -359,6 +438,10 @@ func (g *Gateway) resubscribe(u *upstream) {
 // mirror connection, whose notifications carry the updates.
 func (u *upstream) subscribe(uri string, on bool) {
 	c := u.session.conn(0)
+	if c != nil && c.era == statelessEra {
+		u.listenSoon() // one listen stream names them all (up.go)
+		return
+	}
 	if c == nil || c.info == nil || c.info.caps.Resources == nil || !c.info.caps.Resources.Subscribe {
 		return
 	}

@@ -57,6 +57,10 @@ type muxConn struct {
 
 	statePre []byte // 2026-07-28: the requestState prefix naming this connection
 
+	legacy    bool              // the legacy HTTP+SSE transport: session revisions only, no probe
+	httpProbe *quietInbound     // HTTP, session pool: the 2026-07-28 pipe server/discover went on (era.go)
+	xin       map[string]*xcall // input requests of translated calls waiting for their client, by the upstream's id (c.mu)
+
 	notes tokenBucket // the upstream's notifications
 }
 
@@ -79,9 +83,10 @@ func (e era) String() string {
 
 // initInfo is what the upstream told of itself.
 type initInfo struct {
-	version    string
-	serverInfo mcp.Implementation
-	caps       mcp.ServerCapabilities
+	version      string
+	serverInfo   mcp.Implementation
+	caps         mcp.ServerCapabilities
+	instructions string
 }
 
 // call is one request in flight on a connection.
@@ -103,6 +108,7 @@ type call struct {
 	deadline int64  // monotonic nanoseconds
 	relays   []*relay
 	task     string // the upstream 2025 task whose messages reach this call (under c.mu)
+	x        *xcall // a call translated for a 2026-07-28 client (down.go); set before it is sent
 	// taskFromAnswer: a task-augmented call, whose answer names the task
 	// (set before the call is sent, read by the reader).
 	taskFromAnswer bool
@@ -183,6 +189,7 @@ func (c *muxConn) end(cl *call) {
 	cl.relays = nil
 	peer := cl.peer
 	cl.peer = nil
+	cl.x = nil
 	cl.mu.Unlock()
 	for _, r := range relays {
 		r.cancel(errCallEnded)
@@ -292,6 +299,11 @@ func (c *muxConn) start(x *exchange, dst []byte) (*call, error) {
 	cl, err := c.begin(x.peer, dst, c.u.cfg.Timeout)
 	if err != nil {
 		return nil, err // errSlotsFull: the caller may try another connection
+	}
+	if x.xc != nil {
+		cl.mu.Lock()
+		cl.x = x.xc
+		cl.mu.Unlock()
 	}
 	if x.linkTask != "" {
 		c.linkTask(cl, x.linkTask)
@@ -581,6 +593,9 @@ func (c *muxConn) Closed(err error) {
 	}
 	close(c.endedCh)
 	c.p.changed()
+	// The calls held for 2026-07-28 clients' input end with it: their
+	// retries get -32602.
+	go c.u.g.dropHeld(c, c.ended)
 }
 
 var errStopped = errors.New("connection closed")
@@ -643,8 +658,33 @@ func (c *muxConn) single() *call {
 }
 
 // handshake opens the session (initialize) or checks that the upstream
-// speaks 2026-07-28 (server/discover).
+// speaks 2026-07-28 (server/discover). A connection of the session pool
+// asks server/discover first, and speaks 2026-07-28 when the upstream
+// names no session revision (era.go).
 func (c *muxConn) handshake(ctx context.Context) error {
+	if c.era == sessionEra && !c.legacy {
+		d, stateless, sessions, err := c.probe(ctx, nil)
+		if err != nil {
+			return err
+		}
+		c.u.speaks(stateless, sessions)
+		if !sessions {
+			if c.httpProbe != nil {
+				c.httpProbe.adopted.Store(true)
+			}
+			c.era = statelessEra
+			c.info = &initInfo{version: mcp.Version20260728, caps: d.Capabilities, instructions: d.Instructions}
+			return c.listen()
+		}
+		if c.httpProbe != nil {
+			probe := c.conn
+			c.conn = newHTTPPipe(c.u.http, c, sessionEra, c.u.cfg.MaxInflight)
+			c.httpProbe = nil
+			_ = probe.Close()
+		}
+	} else if c.legacy {
+		c.u.speaks(false, true)
+	}
 	if c.era == statelessEra {
 		res, err := c.internal(ctx, mcp.MethodServerDiscover, statelessMeta)
 		if err != nil {
@@ -661,7 +701,7 @@ func (c *muxConn) handshake(ctx context.Context) error {
 		if !ok {
 			return errNoStateless
 		}
-		c.info = &initInfo{version: mcp.Version20260728, caps: d.Capabilities}
+		c.info = &initInfo{version: mcp.Version20260728, caps: d.Capabilities, instructions: d.Instructions}
 		// 2026-07-28 announces list changes on a listen stream: the
 		// gateway keeps one open on each connection, for as long as it
 		// lives.
@@ -675,7 +715,7 @@ func (c *muxConn) handshake(ctx context.Context) error {
 	if err := codec.Unmarshal(res, &ir); err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
-	c.info = &initInfo{version: ir.ProtocolVersion, serverInfo: ir.ServerInfo, caps: ir.Capabilities}
+	c.info = &initInfo{version: ir.ProtocolVersion, serverInfo: ir.ServerInfo, caps: ir.Capabilities, instructions: ir.Instructions}
 	if err := c.notify(mcp.NotificationInitialized, nil); err != nil {
 		return err
 	}
@@ -712,7 +752,7 @@ func withStatelessMeta(p []byte) []byte {
 	return append(out, '}')
 }
 
-var errNoStateless = errors.New("the upstream does not speak 2026-07-28 (era translation is not supported yet)")
+var errNoStateless = errors.New("the upstream does not speak 2026-07-28")
 
 // clientCaps are the capabilities the gateway declares upstream: all
 // that a downstream client may have (a request for one the client lacks
