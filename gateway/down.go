@@ -72,7 +72,7 @@ type xcall struct {
 	mu       sync.Mutex
 	inputs   []*xinput
 	keys     map[string]bool
-	refused  string // the capabilities last refused to the upstream (a ClientCapabilities object)
+	refused  string                     // the capabilities last refused to the upstream (a ClientCapabilities object)
 	pre      map[string]json.RawMessage // answers given before they were asked for, by key
 	rounds   int
 	ended    bool
@@ -148,15 +148,16 @@ func (u *upstream) down(ctx context.Context, c *muxConn, x *exchange, dst []byte
 // resumeDown serves a retry of x whose requestState st names a held
 // call: the inputs it answers go upstream, and the call goes on.
 func (u *upstream) resumeDown(ctx context.Context, x *exchange, st string, dst []byte) ([]byte, error) {
-	xc, err := u.g.resume(x.peer, x.method, x.name, x.params, st)
+	h, err := u.g.resume(x.peer, x.method, x.name, x.params, st)
 	if err != nil {
 		return dst, err
 	}
+	xc := h.xc
 	answers, err := inputResponses(x.params)
 	if err != nil {
 		// The retry is malformed: the call stays held for a good one.
-		if _, herr := u.g.rehold(xc); herr != nil {
-			xc.abort(herr)
+		if herr := u.g.rehold(h); herr != nil {
+			xc.abort(u.heldLimit())
 		}
 		return dst, err
 	}
@@ -382,31 +383,19 @@ func (xc *xcall) inputRequired(dst []byte) ([]byte, error) {
 	return append(dst, b...), nil
 }
 
-// rehold puts xc back in the table after a malformed retry.
-func (g *Gateway) rehold(xc *xcall) (string, error) {
-	xc.mu.Lock()
-	xc.rounds-- // the state issued again is of the same round
-	xc.mu.Unlock()
-	st, err := g.hold(xc)
-	xc.mu.Lock()
-	xc.rounds++
-	xc.mu.Unlock()
-	return st, err
-}
-
 // detachedPeer stands for the client of a held call: what the upstream
 // sends meanwhile (progress, log messages) has nowhere to go.
 type detachedPeer struct{}
 
 var errDetached = errors.New("gateway: the client is gathering input (held call)")
 
-func (detachedPeer) SessionID() string                        { return "" }
-func (detachedPeer) ProtocolVersion() string                  { return mcp.Version20260728 }
-func (detachedPeer) ClientInfo() mcp.Implementation           { return mcp.Implementation{} }
+func (detachedPeer) SessionID() string                           { return "" }
+func (detachedPeer) ProtocolVersion() string                     { return mcp.Version20260728 }
+func (detachedPeer) ClientInfo() mcp.Implementation              { return mcp.Implementation{} }
 func (detachedPeer) ClientCapabilities() *mcp.ClientCapabilities { return &mcp.ClientCapabilities{} }
-func (detachedPeer) Progress(float64, float64, string) error  { return nil }
-func (detachedPeer) Log(string, string, any) error            { return nil }
-func (detachedPeer) CloseStream()                             {}
+func (detachedPeer) Progress(float64, float64, string) error     { return nil }
+func (detachedPeer) Log(string, string, any) error               { return nil }
+func (detachedPeer) CloseStream()                                {}
 func (detachedPeer) CreateMessage(context.Context, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 	return nil, errDetached
 }

@@ -113,6 +113,19 @@ const (
 	eraStateless                    // 2026-07-28 only
 )
 
+// eraName names what an upstream speaks (Status.Speaks).
+func eraName(e upstreamEra) string {
+	switch e {
+	case eraSessions:
+		return "2025-11-25"
+	case eraBoth:
+		return "2025-11-25,2026-07-28"
+	case eraStateless:
+		return "2026-07-28"
+	}
+	return ""
+}
+
 // statelessOnly reports an upstream that speaks 2026-07-28 only.
 func (u *upstream) statelessOnly() bool { return u.era.Load() == eraStateless }
 

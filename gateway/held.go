@@ -132,12 +132,12 @@ func (t *heldTable) removeLocked(h *held) {
 // resume takes the call a retry's requestState st names out of the
 // table, for peer's client, for a request of method naming name with
 // params. Any failure is stateError (its reason is logged at debug).
-func (g *Gateway) resume(peer handlers.Peer, method, name string, params []byte, st string) (*xcall, error) {
+func (g *Gateway) resume(peer handlers.Peer, method, name string, params []byte, st string) (*held, error) {
 	tok, ok := heldToken(st)
 	if !ok {
 		return nil, stateError
 	}
-	fail := func(why string) (*xcall, error) {
+	fail := func(why string) (*held, error) {
 		g.log.Debug("requestState refused", "why", why, "method", method)
 		return nil, stateError
 	}
@@ -172,7 +172,21 @@ func (g *Gateway) resume(peer handlers.Peer, method, name string, params []byte,
 	}
 	t.removeLocked(h)
 	t.mu.Unlock()
-	return h.xc, nil
+	return h, nil
+}
+
+// rehold puts h back, as it was: a retry that could not be served (its
+// inputResponses malformed) leaves the call for a good one.
+func (g *Gateway) rehold(h *held) error {
+	t := &g.held
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.byID) >= g.opts.MaxHeld || t.byOwner[h.owner] >= g.opts.MaxHeldPerClient {
+		return errHeldLimit
+	}
+	t.byID[h.id] = h
+	t.byOwner[h.owner]++
+	return nil
 }
 
 // sweepHeld ends the held calls past their time.
@@ -216,6 +230,19 @@ func (g *Gateway) heldCount() int {
 	g.held.mu.Lock()
 	defer g.held.mu.Unlock()
 	return len(g.held.byID)
+}
+
+// heldOf returns the calls held on u's connections.
+func (g *Gateway) heldOf(u *upstream) int {
+	g.held.mu.Lock()
+	defer g.held.mu.Unlock()
+	n := 0
+	for _, h := range g.held.byID {
+		if h.xc.u == u {
+			n++
+		}
+	}
+	return n
 }
 
 // sweepHeldLoop runs sweepHeld a few times per HoldTimeout until stop.

@@ -37,8 +37,15 @@ type Status struct {
 	Tools           int    `json:"tools"`
 	Resources       int    `json:"resources"`
 	Prompts         int    `json:"prompts"`
-	LastFailure     string `json:"lastFailure,omitempty"`
-	LastFailureAt   string `json:"lastFailureAt,omitempty"` // RFC 3339
+	// Speaks is what the upstream speaks, as its last handshake told:
+	// "2025-11-25" (the session revisions), "2026-07-28", or both
+	// (comma-separated); "" before the first. Requests of the other era
+	// are translated (docs/gateway.md).
+	Speaks string `json:"speaks,omitempty"`
+	// Held are the calls held open for 2026-07-28 clients' input.
+	Held          int    `json:"held,omitempty"`
+	LastFailure   string `json:"lastFailure,omitempty"`
+	LastFailureAt string `json:"lastFailureAt,omitempty"` // RFC 3339
 }
 
 // Status returns every upstream's health, in configuration order.
@@ -96,6 +103,8 @@ func (u *upstream) status() Status {
 	s.Calls, s.Errors, s.Timeouts, s.Restarts = st.calls.Load(), st.errors.Load(), st.timeouts.Load(), st.restarts.Load()
 	s.Garbage, s.UnknownIDs, s.Unrouted, s.Dropped = st.garbage.Load(), st.unknownIDs.Load(), st.unrouted.Load(), st.dropped.Load()
 	s.Tools, s.Resources, s.Prompts = u.m.counts()
+	s.Speaks = eraName(u.era.Load())
+	s.Held = u.g.heldOf(u)
 	u.lastMu.Lock()
 	if u.lastErr != nil {
 		s.LastFailure, s.LastFailureAt = u.lastErr.Error(), u.lastAt.UTC().Format(time.RFC3339)

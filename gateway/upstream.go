@@ -394,6 +394,5 @@ func (u *upstream) forward(ctx context.Context, x *exchange, dst []byte) ([]byte
 	return dst, u.connError(errSlotsFull)
 }
 
-
 // String names the upstream.
 func (u *upstream) String() string { return fmt.Sprintf("upstream %q", u.cfg.Name) }
