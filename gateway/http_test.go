@@ -16,10 +16,14 @@ import (
 
 // httpUpstream serves the conformance handlers over Streamable HTTP (and
 // the legacy endpoints) on 127.0.0.1, and returns its base URL.
-func httpUpstream(t *testing.T) string {
+func httpUpstream(t *testing.T) string { return httpUpstreamWith(t, "conformance") }
+
+// httpUpstreamWith serves the handler set over Streamable HTTP, offering
+// only versions when some are given.
+func httpUpstreamWith(t *testing.T, set string, versions ...string) string {
 	t.Helper()
-	srv := mcpedge.New(mcpedge.Options{EngineOptions: mcpedge.EngineOptions{MaxInflight: -1}, HTTP: &mcpedge.HTTPOptions{Addr: "127.0.0.1:0"}})
-	require.NoError(t, builtin.Install("conformance", srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: srv.Engine().Bus().Publish, Subscribe: srv.Engine().Bus().Subscribe}))
+	srv := mcpedge.New(mcpedge.Options{EngineOptions: mcpedge.EngineOptions{MaxInflight: -1, Versions: versions}, HTTP: &mcpedge.HTTPOptions{Addr: "127.0.0.1:0"}})
+	require.NoError(t, builtin.Install(set, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: srv.Engine().Bus().Publish, Subscribe: srv.Engine().Bus().Subscribe}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()

@@ -281,6 +281,9 @@ func (c *muxConn) cancelUpstream(cl *call, cause error) {
 	b.B = append(b.B, "}}"...)
 	_ = c.send(b.B)
 	codec.PutBuffer(b)
+	if sc, ok := c.conn.(streamCanceler); ok && c.era == statelessEra {
+		sc.cancelStream(cl.idBytes())
+	}
 }
 
 // do forwards x and appends its result to dst.

@@ -423,12 +423,19 @@ func TestTranslateSubscriptions(t *testing.T) {
 	for _, tt := range []struct {
 		name, upstream string
 		era            client.Era
+		http           bool
 	}{
-		{"2026-07-28 client, 2025-11-25 upstream", "2025-11-25", client.EraModern},
-		{"2025-11-25 client, 2026-07-28 upstream", "2026-07-28", client.EraLegacy},
+		{"2026-07-28 client, 2025-11-25 upstream", "2025-11-25", client.EraModern, false},
+		{"2025-11-25 client, 2026-07-28 upstream", "2026-07-28", client.EraLegacy, false},
+		{"2026-07-28 client, 2025-11-25 upstream over HTTP", "2025-11-25", client.EraModern, true},
+		{"2025-11-25 client, 2026-07-28 upstream over HTTP", "2026-07-28", client.EraLegacy, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := startFront(t, gateway.Options{Upstreams: []gateway.Upstream{selfUpstreamV("x", "demo", tt.upstream)}})
+			up := selfUpstreamV("x", "demo", tt.upstream)
+			if tt.http {
+				up = gateway.Upstream{Name: "x", Transport: gateway.HTTP, URL: httpUpstreamWith(t, "demo", tt.upstream) + "/mcp"}
+			}
+			f := startFront(t, gateway.Options{Upstreams: []gateway.Upstream{up}})
 			updated := make(chan string, 16)
 			c := f.dial(t, client.Options{Era: tt.era, OnResourceUpdated: func(uri string) {
 				select {
