@@ -545,25 +545,36 @@ type TaskIDParams struct {
 	TaskID string `json:"taskId"`
 }
 
+// Cacheable is the cache hint of a 2026-07-28 result (caching.mdx):
+// ttlMs (nil when absent: a result of an older revision) and cacheScope.
+type Cacheable struct {
+	TTLMs      *int64 `json:"ttlMs,omitempty"`
+	CacheScope string `json:"cacheScope,omitempty"`
+}
+
 // ListToolsResult and its siblings are the results of the */list methods.
 type ListToolsResult struct {
 	Tools      []Tool `json:"tools"`
 	NextCursor string `json:"nextCursor,omitempty"`
+	Cacheable
 }
 
 type ListResourcesResult struct {
 	Resources  []Resource `json:"resources"`
 	NextCursor string     `json:"nextCursor,omitempty"`
+	Cacheable
 }
 
 type ListResourceTemplatesResult struct {
 	ResourceTemplates []ResourceTemplate `json:"resourceTemplates"`
 	NextCursor        string             `json:"nextCursor,omitempty"`
+	Cacheable
 }
 
 type ListPromptsResult struct {
 	Prompts    []Prompt `json:"prompts"`
 	NextCursor string   `json:"nextCursor,omitempty"`
+	Cacheable
 }
 
 type ListTasksResult struct {
