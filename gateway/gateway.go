@@ -451,7 +451,7 @@ func (u *upstream) subscribe(uri string, on bool) {
 	}
 	ctx, cancel := context.WithTimeout(u.ctx, u.cfg.Timeout)
 	defer cancel()
-	if _, err := c.internal(ctx, method, append(codec.AppendString([]byte(`{"uri":`), uri), '}')); err != nil {
+	if _, err := c.internal(ctx, method, append(codec.AppendString([]byte(`{"uri":`), uri), '}')); err != nil && u.ctx.Err() == nil {
 		u.log.Warn(method+" failed", "uri", uri, "err", err)
 	}
 }
