@@ -78,7 +78,7 @@ fuzz: ## Run every Fuzz* target of every package for FUZZTIME each
 
 # The fuzzers of the entry points that take a client's bytes, run briefly on
 # every `make test` (their seed corpora also run in plain `go test`).
-SMOKE_FUZZ     := ./engine:FuzzHandleFrame ./engine:FuzzHandleMessage ./transport/stdio:FuzzServe ./transport/http:FuzzHandler ./handlers:FuzzFlatDecoder ./cluster:FuzzParsers ./gateway:FuzzUpstreamMessage
+SMOKE_FUZZ     := ./engine:FuzzHandleFrame ./engine:FuzzHandleMessage ./transport/stdio:FuzzServe ./transport/http:FuzzHandler ./handlers:FuzzFlatDecoder ./cluster:FuzzParsers ./gateway:FuzzUpstreamMessage ./gateway:FuzzTranslateParams
 SMOKE_FUZZTIME ?= 10s
 
 .PHONY: fuzz-smoke

@@ -69,6 +69,8 @@ type xcall struct {
 	mode   atomic.Int32
 	kick   chan struct{}
 
+	req *exchange // the request being served, while its handler runs (bind)
+
 	mu       sync.Mutex
 	inputs   []*xinput
 	keys     map[string]bool
@@ -97,16 +99,26 @@ func supportsRounds(method string) bool {
 }
 
 func (u *upstream) newXcall(c *muxConn, x *exchange) *xcall {
-	xc := &xcall{u: u, c: c, method: x.method, name: x.name, owner: engine.PeerOwner(x.peer), kick: make(chan struct{}, 1), keys: map[string]bool{}}
+	xc := &xcall{u: u, c: c, method: x.method, name: x.name, kick: make(chan struct{}, 1)}
 	if caps := x.peer.ClientCapabilities(); caps != nil {
 		xc.caps = *caps
 	}
-	if supportsRounds(x.method) {
-		xc.digest = engine.RequestDigest(x.method, x.params)
-	} else {
+	if !supportsRounds(x.method) {
 		xc.mode.Store(xmRefuse)
 	}
 	return xc
+}
+
+// bind notes, before xc is first held, whose it is and which request it
+// answers (the handler's Peer and params are valid then): the state it
+// is held under binds the retry to both.
+func (xc *xcall) bind(x *exchange) {
+	if xc.owner == "" {
+		xc.owner = engine.PeerOwner(x.peer)
+	}
+	if xc.digest == "" {
+		xc.digest = engine.RequestDigest(x.method, x.params)
+	}
 }
 
 // down serves x, a 2026-07-28 request, over c, a connection of the
@@ -133,6 +145,7 @@ func (u *upstream) down(ctx context.Context, c *muxConn, x *exchange, dst []byte
 	y.fp.stateless, y.fp.linkCap = false, false
 	xc := u.newXcall(c, x)
 	xc.pre = pre
+	xc.req = x
 	y.xc = xc
 	if tid, started := engine.PeerTask(x.peer); tid != "" && x.method == mcp.MethodToolsCall && u.m.taskSupport(x.name) != "" {
 		return xc.runTask(ctx, &y, dst, started)
@@ -161,6 +174,7 @@ func (u *upstream) resumeDown(ctx context.Context, x *exchange, st string, dst [
 		}
 		return dst, err
 	}
+	xc.req = x
 	xc.attach(x.peer)
 	xc.answer(answers)
 	if tid, started := engine.PeerTask(x.peer); xc.utask != "" && tid != "" && !started && !xc.pending() {
@@ -355,6 +369,9 @@ func (xc *xcall) inputRequired(dst []byte) ([]byte, error) {
 		return dst, e
 	}
 	xc.rounds++
+	if xc.req != nil {
+		xc.bind(xc.req)
+	}
 	b := append([]byte(nil), `{"resultType":"input_required","inputRequests":{`...)
 	for i, in := range xc.inputs {
 		if i > 0 {
@@ -561,6 +578,9 @@ func (c *muxConn) inputRequest(xc *xcall, method string, m *codec.Message) {
 		c.respond(m.ID, nil, codec.NewError(codec.CodeInvalidRequest, "gateway: the client request "+method+" belongs to has ended"))
 		return
 	}
+	if xc.keys == nil {
+		xc.keys = map[string]bool{}
+	}
 	in.key = xc.uniqueKey(key, method)
 	if ans, ok := xc.pre[in.key]; ok {
 		delete(xc.pre, in.key)
@@ -720,7 +740,7 @@ func inputResponses(params []byte) (map[string]json.RawMessage, error) {
 		return nil, nil
 	}
 	var m map[string]json.RawMessage
-	if raw[0] != '{' || codec.Unmarshal(raw, &m) != nil {
+	if len(raw) == 0 || raw[0] != '{' || codec.Unmarshal(raw, &m) != nil {
 		return nil, codec.NewError(codec.CodeInvalidParams, "invalid params: inputResponses must be an object of results, by the keys of inputRequests")
 	}
 	keys := make([]string, 0, len(m))
@@ -745,27 +765,100 @@ var (
 // downParams returns params without what 2026-07-28 adds to a request (a
 // copy): the protocol's _meta keys, inputResponses, requestState, and a
 // legacy task param (2026-07-28 ignores it; the gateway adds its own
-// when the upstream runs the call as a task).
+// when the upstream runs the call as a task). One pass over the members;
+// a _meta left empty goes.
 func downParams(params []byte) ([]byte, error) {
 	if len(params) == 0 {
 		return nil, nil
 	}
-	if p := bytes.TrimSpace(params); len(p) == 0 || p[0] != '{' {
+	out := make([]byte, 0, len(params))
+	bad := false
+	out, ok := filterObject(out, params, func(key, val []byte, dst []byte) ([]byte, bool) {
+		switch string(key) {
+		case "inputResponses", "requestState", "task":
+			return dst, false
+		case "_meta":
+			if len(val) < 2 || val[0] != '{' {
+				return dst, true
+			}
+			start := len(dst)
+			dst = append(dst, `"_meta":`...)
+			inner := len(dst)
+			var ok bool
+			dst, ok = filterObject(dst, val, func(k, _ []byte, d []byte) ([]byte, bool) {
+				return d, !slices.Contains(downMeta, string(k))
+			})
+			if !ok {
+				bad = true
+				return dst[:start], false
+			}
+			if empty(dst[inner:]) {
+				return dst[:start], false
+			}
+			return dst, false // written already
+		}
+		return dst, true
+	})
+	if !ok || bad {
 		return nil, codec.NewError(codec.CodeInvalidParams, "invalid params: params must be an object")
 	}
-	out := bytes.Clone(params)
-	for _, k := range downTop {
-		out = dropTop(out, k)
-	}
-	if meta, ok, err := codec.ObjectField(out, "_meta"); err == nil && ok && len(meta) >= 2 && meta[0] == '{' {
-		m := bytes.Clone(meta)
-		for _, k := range downMeta {
-			m = dropMetaKeyObj(m, k)
-		}
-		at := offset(out, meta)
-		out = splice(nil, out, []edit{{at: at, end: at + len(meta), with: m}})
-	}
 	return out, nil
+}
+
+// filterObject appends the object obj to dst with the members keep
+// refuses left out: keep gets each member's key (unquoted, raw) and value
+// and dst as it is, and returns dst, and whether to copy the member as it
+// is (keep may append a member of its own instead, and return false). It
+// reports false when obj is not an object it can read.
+func filterObject(dst, obj []byte, keep func(key, val, dst []byte) ([]byte, bool)) ([]byte, bool) {
+	i := codec.SkipWS(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return dst, false
+	}
+	dst = append(dst, '{')
+	open := len(dst)
+	i = codec.SkipWS(obj, i+1)
+	for i < len(obj) && obj[i] != '}' {
+		if obj[i] == ',' {
+			i = codec.SkipWS(obj, i+1)
+			continue
+		}
+		ks := i
+		ke := codec.SkipValue(obj, i)
+		if ke < 0 || ke-ks < 2 || obj[ks] != '"' {
+			return dst, false
+		}
+		j := codec.SkipWS(obj, ke)
+		if j >= len(obj) || obj[j] != ':' {
+			return dst, false
+		}
+		vs := codec.SkipWS(obj, j+1)
+		if vs >= len(obj) || obj[vs] == '}' || obj[vs] == ',' {
+			return dst, false
+		}
+		ve := codec.SkipValue(obj, vs)
+		if ve < 0 {
+			return dst, false
+		}
+		mark := len(dst)
+		if len(dst) > open {
+			dst = append(dst, ',')
+		}
+		before := len(dst)
+		var copyIt bool
+		dst, copyIt = keep(obj[ks+1:ke-1], obj[vs:ve], dst)
+		switch {
+		case copyIt:
+			dst = append(dst, obj[ks:ve]...)
+		case len(dst) == before:
+			dst = dst[:mark] // left out: no comma
+		}
+		i = codec.SkipWS(obj, ve)
+	}
+	if i >= len(obj) {
+		return dst, false
+	}
+	return append(dst, '}'), true
 }
 
 // dropTop removes the member key of the object obj.
@@ -775,9 +868,6 @@ func dropTop(obj []byte, key string) []byte {
 	}
 	return obj
 }
-
-// dropMetaKeyObj removes key from the object meta.
-func dropMetaKeyObj(meta []byte, key string) []byte { return dropTop(meta, key) }
 
 // dropMetaKey removes key from the _meta of the params object p.
 func dropMetaKey(p []byte, key string) []byte {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -234,32 +235,44 @@ func withUpMeta(params, meta []byte) ([]byte, error) {
 	if len(p) == 0 || string(p) == "null" {
 		p = []byte("{}")
 	}
-	if p[0] != '{' {
+	var own []byte // the client's own _meta, less the gateway's keys
+	rest, ok := filterObject(make([]byte, 0, len(p)), p, func(key, val, dst []byte) ([]byte, bool) {
+		switch string(key) {
+		case "inputResponses", "requestState", "task":
+			return dst, false
+		case "_meta":
+			if len(val) >= 2 && val[0] == '{' {
+				var ok bool
+				if own, ok = filterObject(nil, val, func(k, _, d []byte) ([]byte, bool) {
+					return d, !slices.Contains(upKeys, string(k))
+				}); !ok {
+					own = nil
+				}
+			}
+			return dst, false
+		}
+		return dst, true
+	})
+	if !ok {
 		return nil, codec.NewError(codec.CodeInvalidParams, "invalid params: params must be an object")
 	}
-	p = bytes.Clone(p)
-	for _, k := range downTop {
-		p = dropTop(p, k)
+	out := make([]byte, 0, len(rest)+len(meta)+len(own)+16)
+	out = append(out, `{"_meta":{`...)
+	out = append(out, meta...)
+	if len(own) > 2 && !empty(own) {
+		out = append(out, ',')
+		out = append(out, own[1:len(own)-1]...)
 	}
-	if m, ok, err := codec.ObjectField(p, "_meta"); err == nil && ok && len(m) >= 2 && m[0] == '{' {
-		mm := bytes.Clone(m)
-		for _, k := range upKeys {
-			mm = dropTop(mm, k)
-		}
-		with := append([]byte{'{'}, meta...)
-		if empty(mm) {
-			with = append(with, '}')
-		} else {
-			with = append(with, ',')
-			with = append(with, mm[1:]...)
-		}
-		at := offset(p, m)
-		return splice(nil, p, []edit{{at: at, end: at + len(m), with: with}}), nil
+	out = append(out, '}')
+	if empty(rest) {
+		return append(out, '}'), nil
 	}
-	return withMetaObject(p, meta), nil
+	out = append(out, ',')
+	return append(out, rest[1:]...), nil
 }
 
-// withMetaObject returns the object p with "_meta":{members} first.
+// withMetaObject returns the object p (the gateway's own: known to be
+// one) with "_meta":{members} first.
 func withMetaObject(p, members []byte) []byte {
 	with := append([]byte(`"_meta":{`), members...)
 	with = append(with, '}')
