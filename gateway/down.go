@@ -69,7 +69,11 @@ type xcall struct {
 	mode   atomic.Int32
 	kick   chan struct{}
 
-	req *exchange // the request being served, while its handler runs (bind)
+	// The request being served, while its handler runs (bind): its Peer
+	// and params. (Not the exchange itself, which would then escape to
+	// the heap on every call.)
+	reqPeer   handlers.Peer
+	reqParams []byte
 
 	mu       sync.Mutex
 	inputs   []*xinput
@@ -112,12 +116,12 @@ func (u *upstream) newXcall(c *muxConn, x *exchange) *xcall {
 // bind notes, before xc is first held, whose it is and which request it
 // answers (the handler's Peer and params are valid then): the state it
 // is held under binds the retry to both.
-func (xc *xcall) bind(x *exchange) {
+func (xc *xcall) bind() {
 	if xc.owner == "" {
-		xc.owner = engine.PeerOwner(x.peer)
+		xc.owner = engine.PeerOwner(xc.reqPeer)
 	}
 	if xc.digest == "" {
-		xc.digest = engine.RequestDigest(x.method, x.params)
+		xc.digest = engine.RequestDigest(xc.method, xc.reqParams)
 	}
 }
 
@@ -145,7 +149,7 @@ func (u *upstream) down(ctx context.Context, c *muxConn, x *exchange, dst []byte
 	y.fp.stateless, y.fp.linkCap = false, false
 	xc := u.newXcall(c, x)
 	xc.pre = pre
-	xc.req = x
+	xc.reqPeer, xc.reqParams = x.peer, x.params
 	y.xc = xc
 	if tid, started := engine.PeerTask(x.peer); tid != "" && x.method == mcp.MethodToolsCall && u.m.taskSupport(x.name) != "" {
 		return xc.runTask(ctx, &y, dst, started)
@@ -174,7 +178,7 @@ func (u *upstream) resumeDown(ctx context.Context, x *exchange, st string, dst [
 		}
 		return dst, err
 	}
-	xc.req = x
+	xc.reqPeer, xc.reqParams = x.peer, x.params
 	xc.attach(x.peer)
 	xc.answer(answers)
 	if tid, started := engine.PeerTask(x.peer); xc.utask != "" && tid != "" && !started && !xc.pending() {
@@ -369,8 +373,8 @@ func (xc *xcall) inputRequired(dst []byte) ([]byte, error) {
 		return dst, e
 	}
 	xc.rounds++
-	if xc.req != nil {
-		xc.bind(xc.req)
+	if xc.reqPeer != nil {
+		xc.bind()
 	}
 	b := append([]byte(nil), `{"resultType":"input_required","inputRequests":{`...)
 	for i, in := range xc.inputs {
@@ -424,6 +428,7 @@ func (detachedPeer) ListRoots(context.Context) (*mcp.ListRootsResult, error) { r
 // detach leaves the held call without a client: its request's Peer is
 // gone once the handler returns.
 func (xc *xcall) detach() {
+	xc.reqPeer, xc.reqParams = nil, nil
 	for _, cl := range xc.calls() {
 		cl.mu.Lock()
 		cl.peer = detachedPeer{}
