@@ -564,7 +564,13 @@ func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte)
 	if p.ProtocolVersion == "" {
 		return errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs protocolVersion")
 	}
-	version, err := sess.Initialize(&p)
+	version := s.offer.negotiate(p.ProtocolVersion)
+	if version == "" {
+		// A server of 2026-07-28 only: the error names what it offers,
+		// the only diagnostic an older client has (versioning.mdx).
+		return errObject(dst, m.ID, s.offer.unsupported(p.ProtocolVersion))
+	}
+	version, err := sess.InitializeAs(&p, version)
 	if err != nil {
 		return errAnswer(dst, m.ID, codec.CodeInvalidRequest, "invalid request: session already initialized")
 	}

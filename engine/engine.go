@@ -182,6 +182,16 @@ type Options struct {
 	// DiscoverCache is the cache hint of server/discover results.
 	DiscoverCache handlers.CacheHint
 
+	// Versions are the protocol revisions the server offers (see
+	// mcp.AllVersions); empty means all. Revisions it does not know are
+	// ignored (none known: all). An initialize negotiates among the
+	// session revisions offered, and is refused with
+	// UnsupportedProtocolVersionError (-32022, naming them) when none is;
+	// a 2026-07-28 request, server/discover included, gets -32022 when
+	// 2026-07-28 is not offered; server/discover and every -32022 list
+	// only the revisions offered (versions.go).
+	Versions []string
+
 	// Observer, if not nil, is told how each request ends, of refusals
 	// and of sessions closing (metrics: package admin); a ConnObserver
 	// too, it is told of the transports' connections and bytes. nil costs
@@ -237,6 +247,7 @@ type Server struct {
 	rates       atomic.Pointer[rateLimits]
 	panics      atomic.Uint64
 
+	offer        offer                  // Options.Versions (versions.go)
 	instructions atomic.Pointer[string] // SetInstructions; nil: Options.Instructions
 
 	stateKey       [][]byte // when Options.StateKeys is empty
@@ -349,6 +360,9 @@ func New(opts Options) *Server {
 		s.stateKey = newStateKey()
 	}
 	s.memoSeed = maphash.MakeSeed()
+	s.offer = newOffer(opts.Versions)
+	s.opts.Versions = s.offer.all
+	s.instructions.Store(&s.opts.Instructions)
 	s.statelessTracker = session.NewTracker()
 	info, _ := codec.Marshal(mcp.Implementation{Name: opts.Name, Title: opts.Title, Version: opts.Version})
 	s.serverInfoMeta = append(append([]byte(`{"`+mcp.MetaServerInfo+`":`), info...), '}')

@@ -60,12 +60,13 @@ type request struct {
 	rej           session.Sink // an inline 2026-07-28 request's reply sink, for Reject only
 	shape         resultShape  // what the engine knows of the result it encoded (finishStateless)
 
-	task    *task       // set on a task's own request (not pooled): the task its handler runs
-	refused *LimitError // the request was refused as it was to become a task
-	inMu    sync.Mutex  // serializes the input requests of a stateless request
-	inline  bool        // a NonBlocking tool run on the event loop: it sends nothing
-	big     bool        // buf holds a big frame, not yet decoded (HandleFrame)
-	lis     *listener   // a subscriptions/listen to open on a worker; buf holds its params
+	deferHint bool        // toolTask: the task's CreateTaskResult carries mcp.MetaDeferTask
+	task      *task       // set on a task's own request (not pooled): the task its handler runs
+	refused   *LimitError // the request was refused as it was to become a task
+	inMu      sync.Mutex  // serializes the input requests of a stateless request
+	inline    bool        // a NonBlocking tool run on the event loop: it sends nothing
+	big       bool        // buf holds a big frame, not yet decoded (HandleFrame)
+	lis       *listener   // a subscriptions/listen to open on a worker; buf holds its params
 	// authWait: a request deferRequest handed over, in its session's
 	// in-flight set under authID (in buf) until its authorization is
 	// decided (authDone).
@@ -545,7 +546,7 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	}
 	// A raw tool's server decides whether a 2026-07-28 call is a task: its
 	// result passes through (Registry.SetForeignTasks).
-	if r.task == nil && (raw == nil || !r.stateless.on) {
+	if r.task == nil && (raw == nil || !r.stateless.on || s.reg.RawToolTasks(p.Name)) {
 		if dst, err, done := s.toolTask(r, p, dst); done {
 			return dst, err
 		}
@@ -600,6 +601,9 @@ func (s *Server) toolTask(r *request, p *mcp.CallToolParams, dst []byte) (_ []by
 	case p.Task == nil && support == mcp.TaskRequired:
 		return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" must be called as a task (params.task)"), true
 	case p.Task != nil:
+		if o, _ := s.reg.ToolOptionsOf(p.Name); o.DeferTask && r.linkDeclared() {
+			r.deferHint = true // a proxy is told (mcp.MetaDeferTask)
+		}
 		dst, err := s.startTask(r, dst, true)
 		return dst, err, true
 	}
@@ -889,6 +893,14 @@ func (r *request) linked() bool {
 	if r.task != nil || len(r.msg.ID) == 0 {
 		return false
 	}
+	return r.linkDeclared()
+}
+
+// linkDeclared reports whether r's client declared mcp.MetaRelatedRequest
+// among its experimental capabilities: a proxy, which is also told the
+// key of each input its server-to-client requests ask for
+// (mcp.MetaInputKey), in a task too.
+func (r *request) linkDeclared() bool {
 	var exp []byte
 	if r.stateless.on {
 		exp = r.ClientCapabilities().Experimental
@@ -904,6 +916,13 @@ func (r *request) linked() bool {
 func (r *request) withRelatedRequest(obj []byte) []byte {
 	link := append([]byte(`"`+mcp.MetaRelatedRequest+`":{"requestId":`), r.msg.ID...)
 	link = append(link, '}')
+	return withMetaMember(obj, link)
+}
+
+// withMetaMember returns the params object obj with the member link
+// ("key":value) added to its _meta (a copy), which it gets when it has
+// none.
+func withMetaMember(obj, link []byte) []byte {
 	if len(obj) < 2 || obj[0] != '{' {
 		obj = []byte("{}")
 	}
@@ -1070,6 +1089,11 @@ func (r *request) callClient(ctx context.Context, method string, params, result 
 	}
 	if r.linked() {
 		raw = r.withRelatedRequest(raw)
+	}
+	if key := handlers.InputKey(ctx); key != "" && r.linkDeclared() {
+		// A proxy that turns the request into a 2026-07-28 input request
+		// names the input as the handler did.
+		raw = withMetaMember(raw, codec.AppendString([]byte(`"`+mcp.MetaInputKey+`":`), key))
 	}
 	if t := r.task; t != nil {
 		// A task waiting on its client is input_required meanwhile, and

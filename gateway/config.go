@@ -143,6 +143,15 @@ type Upstream struct {
 
 // Defaults.
 const (
+	// DefaultHoldTimeout, DefaultMaxHeld, DefaultMaxHeldPerClient,
+	// DefaultMaxRounds and DefaultMaxListenURIs are Options' defaults
+	// (era translation).
+	DefaultHoldTimeout      = 60 * time.Second
+	DefaultMaxHeld          = 1024
+	DefaultMaxHeldPerClient = 16
+	DefaultMaxRounds        = 16
+	DefaultMaxListenURIs    = 4096
+
 	DefaultTimeout     = 60 * time.Second
 	DefaultMaxInflight = 256
 	DefaultMaxSessions = 64

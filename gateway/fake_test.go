@@ -194,3 +194,53 @@ func serveFake() {
 		}
 	}
 }
+
+// serveFake26 is a scripted upstream of 2026-07-28 only, whose tools
+// misbehave on purpose:
+//
+//	ask     asks for an elicitation whatever the client declared
+//	rounds  asks for input again on every retry
+func serveFake26() {
+	out := bufio.NewWriter(os.Stdout)
+	write := func(s string) {
+		out.WriteString(s)
+		out.WriteByte('\n')
+		out.Flush()
+	}
+	in := bufio.NewReaderSize(os.Stdin, 1<<20)
+	for {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name         string `json:"name"`
+				RequestState string `json:"requestState"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(line, &m) != nil || m.ID == nil {
+			continue
+		}
+		result := func(res string) { write(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + res + `}`) }
+		switch m.Method {
+		case "server/discover":
+			result(`{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"public"}`)
+		case "subscriptions/listen":
+			write(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":` + string(m.ID) + `},"notifications":{}}}`)
+		case "tools/list":
+			result(`{"resultType":"complete","tools":[{"name":"ask","inputSchema":{"type":"object"}},{"name":"rounds","inputSchema":{"type":"object"}}]}`)
+		case "tools/call":
+			ask := `{"resultType":"input_required","inputRequests":{"q":{"method":"elicitation/create","params":{"message":"name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}}},"requestState":"s` + strconv.Itoa(len(m.Params.RequestState)) + `"}`
+			if m.Params.Name == "ask" && m.Params.RequestState != "" {
+				result(`{"resultType":"complete","content":[{"type":"text","text":"answered"}]}`)
+				continue
+			}
+			result(ask)
+		default:
+			write(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"method not found"}}`)
+		}
+	}
+}

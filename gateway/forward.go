@@ -20,10 +20,10 @@ var keepToken = []byte{}
 
 // toolHandler serves the upstream's tools.
 func (u *upstream) toolHandler(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
-	x := exchange{peer: req.Peer, method: req.Method, params: req.Params}
+	x := exchange{peer: req.Peer, method: req.Method, name: req.Name, params: req.Params}
 	x.fp.name = u.m.toolName(req.Name)
 	x.fp.token = keepToken
-	if u.m.names.Load().taskRequired[req.Name] && req.Peer.ProtocolVersion() != mcp.Version20260728 {
+	if u.m.names.Load().taskRequired[req.Name] && req.Peer.ProtocolVersion() != mcp.Version20260728 && !u.statelessOnly() {
 		return u.callAsTask(ctx, &x, dst)
 	}
 	return u.forward(ctx, &x, dst)
@@ -31,7 +31,7 @@ func (u *upstream) toolHandler(ctx context.Context, req *handlers.RawRequest, ds
 
 // promptHandler serves the upstream's prompts and their completions.
 func (u *upstream) promptHandler(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
-	x := exchange{peer: req.Peer, method: req.Method, params: req.Params}
+	x := exchange{peer: req.Peer, method: req.Method, name: req.Name, params: req.Params}
 	if req.Method == mcp.MethodCompletionComplete {
 		x.fp.refName = u.m.promptName(req.Name)
 	} else {
@@ -44,7 +44,7 @@ func (u *upstream) promptHandler(ctx context.Context, req *handlers.RawRequest, 
 // resourceHandler serves the upstream's resources, and the completions
 // of its templates.
 func (u *upstream) resourceHandler(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
-	x := exchange{peer: req.Peer, method: req.Method, params: req.Params, fp: forwardParams{token: keepToken}}
+	x := exchange{peer: req.Peer, method: req.Method, name: req.Name, params: req.Params, fp: forwardParams{token: keepToken}}
 	return u.forward(ctx, &x, dst)
 }
 
@@ -129,7 +129,7 @@ func (g *Gateway) foreignTask(ctx context.Context, req *handlers.RawRequest, dst
 		return dst, engine.ErrTaskNotFound
 	}
 	u := r.u
-	c := u.stateless.conn(r.conn)
+	c := r.p.conn(r.conn)
 	if c == nil {
 		return dst, u.unavailable(errors.New("the connection that created the task has ended"))
 	}

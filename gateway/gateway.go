@@ -59,6 +59,28 @@ type Options struct {
 	// lists; <= 0 means 30 s. An upstream not up by then is served once
 	// it is.
 	StartTimeout time.Duration
+	// HoldTimeout bounds how long an upstream call of the session
+	// revisions, translated for a 2026-07-28 client, is held open for
+	// the client's retry with the input it asked for; <= 0 means 60 s.
+	// Past it the upstream's requests get an error, the call is
+	// cancelled, and the retry gets -32602.
+	HoldTimeout time.Duration
+	// MaxHeld bounds the calls held at once; <= 0 means 1024. MaxHeld
+	// PerClient bounds those of one client (its authenticated subject,
+	// else its address); <= 0 means 16. Past either the upstream's
+	// request gets an error and the client -32000
+	// {"limit":"upstream-held"}.
+	MaxHeld, MaxHeldPerClient int
+	// MaxRounds bounds the input rounds of one translated call, in
+	// either direction; <= 0 means 16. Past it the upstream's request
+	// gets an error, the call is cancelled, and the client gets -32000
+	// {"limit":"upstream-input-rounds"}.
+	MaxRounds int
+	// MaxListenURIs bounds the resource URIs of the listen stream kept
+	// open on an upstream that speaks only 2026-07-28, for the sessions'
+	// resources/subscribe; <= 0 means 4096. Past it a URI subscribed
+	// downstream is not subscribed upstream (logged).
+	MaxListenURIs int
 	// Logger receives the gateway's logs; nil discards them.
 	Logger *slog.Logger
 	// LatencyBuckets are the upper bounds, in seconds, of the histogram
@@ -100,6 +122,11 @@ type Gateway struct {
 	taskMu    sync.Mutex
 	tasks     map[string]taskRoute // 2026-07-28 task id → where it lives, whose it is
 	taskOrder []string             // in the order noted, for the bound
+
+	held     heldTable     // calls held for 2026-07-28 clients' input (held.go)
+	stop     chan struct{} // closed by Close
+	stopOnce sync.Once
+	bg       sync.WaitGroup
 }
 
 // New returns a gateway for opts, after checking the upstreams'
@@ -125,11 +152,26 @@ func New(opts Options) (*Gateway, error) {
 	if opts.TaskTTL <= 0 {
 		opts.TaskTTL = 10 * time.Minute
 	}
+	if opts.HoldTimeout <= 0 {
+		opts.HoldTimeout = DefaultHoldTimeout
+	}
+	if opts.MaxHeld <= 0 {
+		opts.MaxHeld = DefaultMaxHeld
+	}
+	if opts.MaxHeldPerClient <= 0 {
+		opts.MaxHeldPerClient = DefaultMaxHeldPerClient
+	}
+	if opts.MaxRounds <= 0 {
+		opts.MaxRounds = DefaultMaxRounds
+	}
+	if opts.MaxListenURIs <= 0 {
+		opts.MaxListenURIs = DefaultMaxListenURIs
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	g := &Gateway{opts: opts, log: log}
+	g := &Gateway{opts: opts, log: log, stop: make(chan struct{})}
 	for _, b := range opts.LatencyBuckets {
 		g.bounds = append(g.bounds, int64(b*1e9))
 	}
@@ -261,6 +303,11 @@ func (g *Gateway) Start(ctx context.Context, srv *engine.Server) error {
 	g.srv, g.reg = srv, srv.Registry()
 	g.ownIns = srv.Instructions()
 	g.reg.SetForeignTasks(g.foreignTask)
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		g.sweepHeldLoop(g.stop)
+	}()
 	g.mu.Lock()
 	for _, cfg := range g.opts.Upstreams {
 		u := newUpstream(g, cfg)
@@ -295,6 +342,9 @@ func (g *Gateway) Start(ctx context.Context, srv *engine.Server) error {
 // Close stops every upstream connection (for stdio, every child and its
 // process group) and unregisters nothing: the server is going away.
 func (g *Gateway) Close() {
+	g.stopOnce.Do(func() { close(g.stop) })
+	g.bg.Wait()
+	g.dropHeld(nil, errStopped)
 	g.mu.Lock()
 	ups := g.ups
 	g.ups = nil
@@ -514,6 +564,10 @@ func (g *Gateway) resubscribe(u *upstream) {
 // mirror connection, whose notifications carry the updates.
 func (u *upstream) subscribe(uri string, on bool) {
 	c := u.session.conn(0)
+	if c != nil && c.era == statelessEra {
+		u.listenSoon() // one listen stream names them all (up.go)
+		return
+	}
 	if c == nil || c.info == nil || c.info.caps.Resources == nil || !c.info.caps.Resources.Subscribe {
 		return
 	}
@@ -523,7 +577,7 @@ func (u *upstream) subscribe(uri string, on bool) {
 	}
 	ctx, cancel := context.WithTimeout(u.ctx, u.cfg.Timeout)
 	defer cancel()
-	if _, err := c.internal(ctx, method, append(codec.AppendString([]byte(`{"uri":`), uri), '}')); err != nil {
+	if _, err := c.internal(ctx, method, append(codec.AppendString([]byte(`{"uri":`), uri), '}')); err != nil && u.ctx.Err() == nil {
 		u.log.Warn(method+" failed", "uri", uri, "err", err)
 	}
 }
@@ -565,21 +619,23 @@ func (g *Gateway) elicitationComplete(id string) {
 	}
 }
 
-// taskRoute is a 2026-07-28 task an upstream created: the connection of
-// its stateless pool that created it, where its tasks methods go, and
+// taskRoute is a 2026-07-28 task an upstream created: the connection
+// that created it (of its stateless pool, or of the session pool of an
+// upstream that speaks 2026-07-28 only), where its tasks methods go, and
 // the caller it is bound to (engine.TaskOwnerOf: its subject, else its
 // address), the only one who reaches it.
 type taskRoute struct {
 	u       *upstream
+	p       *pool
 	conn    int
 	owner   string
 	expires int64 // nanotime
 }
 
-// noteTask binds task id, created through connection conn of u's
-// stateless pool, to owner, for Options.TaskTTL. The table is bounded
+// noteTask binds task id, created through connection conn of u's pool
+// p, to owner, for Options.TaskTTL. The table is bounded
 // (maxTaskOwners): the expired go first, then the oldest.
-func (g *Gateway) noteTask(id string, u *upstream, conn int, owner string) {
+func (g *Gateway) noteTask(id string, u *upstream, p *pool, conn int, owner string) {
 	now := nanotime()
 	g.taskMu.Lock()
 	defer g.taskMu.Unlock()
@@ -597,7 +653,7 @@ func (g *Gateway) noteTask(id string, u *upstream, conn int, owner string) {
 		}
 		g.taskOrder = append(g.taskOrder, id)
 	}
-	g.tasks[id] = taskRoute{u: u, conn: conn, owner: owner, expires: now + int64(g.opts.TaskTTL)}
+	g.tasks[id] = taskRoute{u: u, p: p, conn: conn, owner: owner, expires: now + int64(g.opts.TaskTTL)}
 }
 
 // task returns the route of task id for a request whose tasks are bound

@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	case "fake":
 		serveFake()
 		os.Exit(0)
+	case "fake26":
+		serveFake26()
+		os.Exit(0)
 	default:
 		if set, ok := strings.CutPrefix(os.Getenv("GATEWAY_TEST_UPSTREAM"), "http:"); ok {
 			os.Exit(serveHTTPUpstream(set))
@@ -46,7 +49,19 @@ func serveUpstream(set string) int {
 	defer stop()
 	// One connection carries every call of the gateway's downstream
 	// sessions: no per-session in-flight bound here.
-	srv := mcpedge.New(mcpedge.Options{EngineOptions: mcpedge.EngineOptions{MaxInflight: -1}})
+	// GATEWAY_TEST_VERSIONS (or the file GATEWAY_TEST_VERSIONS_FILE,
+	// read at each start: an upstream restarted in another era) names
+	// the revisions it offers, comma-separated.
+	versions := os.Getenv("GATEWAY_TEST_VERSIONS")
+	if f := os.Getenv("GATEWAY_TEST_VERSIONS_FILE"); f != "" {
+		b, _ := os.ReadFile(f)
+		versions = strings.TrimSpace(string(b))
+	}
+	var offer []string
+	if versions != "" {
+		offer = strings.Split(versions, ",")
+	}
+	srv := mcpedge.New(mcpedge.Options{EngineOptions: mcpedge.EngineOptions{MaxInflight: -1, Versions: offer}})
 	if err := builtin.Install(set, srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: srv.Engine().Bus().Publish, Subscribe: srv.Engine().Bus().Subscribe}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -61,6 +76,13 @@ func serveUpstream(set string) int {
 // handler set (or "fake").
 func selfUpstream(name, set string) gateway.Upstream {
 	return gateway.Upstream{Name: name, Transport: gateway.Stdio, Command: os.Args[0], Env: []string{"GATEWAY_TEST_UPSTREAM=" + set}}
+}
+
+// selfUpstreamV is selfUpstream offering only versions (comma-separated).
+func selfUpstreamV(name, set, versions string) gateway.Upstream {
+	u := selfUpstream(name, set)
+	u.Env = append(u.Env, "GATEWAY_TEST_VERSIONS="+versions)
+	return u
 }
 
 // testCtx is a context bounded for one test.
@@ -86,7 +108,7 @@ func startFront(t *testing.T, opts gateway.Options) *front {
 	return f
 }
 
-func tryFront(t *testing.T, opts gateway.Options) (*front, error) {
+func tryFront(t *testing.T, opts gateway.Options, tune ...func(*mcpedge.Options)) (*front, error) {
 	t.Helper()
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 20 * time.Second
@@ -100,6 +122,9 @@ func tryFront(t *testing.T, opts gateway.Options) (*front, error) {
 	eo.OnRootsListChanged = gw.RootsListChanged
 	eo.MaxInflight = -1
 	eo.Workers = 4096 // a proxied call holds a worker while its upstream works
+	for _, f := range tune {
+		f(&eo)
+	}
 	srv := mcpedge.New(eo)
 	if err := gw.Start(context.Background(), srv.Engine()); err != nil {
 		_ = srv.Shutdown(context.Background())

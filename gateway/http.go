@@ -163,6 +163,7 @@ type httpPipe struct {
 
 	smu     sync.Mutex
 	streams map[*fasthttp.Response]struct{} // event streams being read, interrupted by end
+	byID    map[string]*fasthttp.Response   // 2026-07-28: those streams by the id of the request they answer (cancelStream)
 }
 
 // track registers an event stream being read, so that end interrupts
@@ -514,6 +515,10 @@ func (p *httpPipe) read(resp *fasthttp.Response, m *codec.Message) {
 			return
 		}
 		defer p.untrack(resp)
+		if p.era == statelessEra && m.Kind == codec.KindRequest {
+			p.trackID(m.ID, resp)
+			defer p.untrackID(m.ID)
+		}
 		var sp codec.SSEParser
 		sp.MaxSize = p.sh.maxMsg
 		answered, retry, err := p.events(body, &sp, m.ID, false)

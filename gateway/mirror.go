@@ -50,6 +50,7 @@ type names struct {
 	toolsAll       []string          // served tool names
 	promptsAll     []string
 	taskRequired   map[string]bool              // served names of tools the upstream runs only as tasks
+	taskSupport    map[string]string            // served names of tools the upstream may run as tasks: optional or required
 	headers        map[string][]mcp.HeaderParam // upstream tool name → its x-mcp-header arguments
 }
 
@@ -62,6 +63,10 @@ func newMirror(u *upstream) *mirror {
 	m.names.Store(&names{})
 	return m
 }
+
+// taskSupport returns whether the upstream may run served tool name as
+// a task: "optional", "required", or "" (never).
+func (m *mirror) taskSupport(name string) string { return m.names.Load().taskSupport[name] }
 
 // toolName returns the upstream's name of served tool name, nil when it
 // is the same.
@@ -289,7 +294,7 @@ func (m *mirror) refreshTools(ctx context.Context, c *muxConn) error {
 	n := u.g.upstreamCount()
 	cfg := &m.cfg
 	prefix := cfg.prefix(n)
-	nm := &names{tools: map[string][]byte{}, taskRequired: map[string]bool{}, headers: map[string][]mcp.HeaderParam{}}
+	nm := &names{tools: map[string][]byte{}, taskRequired: map[string]bool{}, taskSupport: map[string]string{}, headers: map[string][]mcp.HeaderParam{}}
 	old := m.names.Load()
 	nm.prompts, nm.promptsAll = old.prompts, old.promptsAll
 	type item struct {
@@ -321,6 +326,9 @@ func (m *mirror) refreshTools(ctx context.Context, c *muxConn) error {
 			if ex.Execution != nil && ex.Execution.TaskSupport == mcp.TaskRequired {
 				nm.taskRequired[served] = true
 			}
+			if ex.Execution != nil && (ex.Execution.TaskSupport == mcp.TaskRequired || ex.Execution.TaskSupport == mcp.TaskOptional) {
+				nm.taskSupport[served] = ex.Execution.TaskSupport
+			}
 			if hp, err := mcp.ParseHeaderParams(ex.InputSchema); err == nil && len(hp) > 0 {
 				nm.headers[up] = hp
 			}
@@ -334,16 +342,24 @@ func (m *mirror) refreshTools(ctx context.Context, c *muxConn) error {
 	var errs []error
 	g := u.g
 	reg := g.reg
+	// An upstream that does not speak 2026-07-28 has the engine run the
+	// tasks of 2026-07-28 clients (down.go); the tool decides when its
+	// call becomes one (handlers.StartTask, which the gateway calls).
+	ro := handlers.RawOptions{Upstream: u.cfg.Name, Tasks: !u.passes2026(), DeferTask: true}
+	mark := []byte{'0'}
+	if ro.Tasks {
+		mark[0] = '1'
+	}
 	for _, it := range items {
 		if err := g.claim(listTool, it.served, u); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if m.same(listTool, it.served, it.desc) {
+		if m.same(listTool, it.served, append(bytes.Clone(it.desc), mark...)) {
 			nm.toolsAll = append(nm.toolsAll, it.served)
 			continue
 		}
-		if err := reg.AddRawTool(it.desc, u.ref.tool, handlers.RawOptions{Upstream: u.cfg.Name}); err != nil {
+		if err := reg.AddRawTool(it.desc, u.ref.tool, ro); err != nil {
 			m.forget(listTool, []string{it.served})
 			g.release(listTool, it.served, u)
 			u.log.Warn("tool not served", "tool", it.served, "err", err)
@@ -360,7 +376,7 @@ func (m *mirror) refreshPrompts(ctx context.Context, c *muxConn, completes bool)
 	u := m.u
 	prefix := m.cfg.prefix(u.g.upstreamCount())
 	old := m.names.Load()
-	nm := &names{tools: old.tools, toolsAll: old.toolsAll, taskRequired: old.taskRequired, headers: old.headers, prompts: map[string][]byte{}}
+	nm := &names{tools: old.tools, toolsAll: old.toolsAll, taskRequired: old.taskRequired, taskSupport: old.taskSupport, headers: old.headers, prompts: map[string][]byte{}}
 	type item struct {
 		served string
 		desc   []byte

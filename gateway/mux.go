@@ -57,6 +57,10 @@ type muxConn struct {
 
 	statePre []byte // 2026-07-28: the requestState prefix naming this connection
 
+	legacy    bool              // the legacy HTTP+SSE transport: session revisions only, no probe
+	httpProbe *quietInbound     // HTTP, session pool: the 2026-07-28 pipe server/discover went on (era.go)
+	xin       map[string]*xcall // input requests of translated calls waiting for their client, by the upstream's id (c.mu)
+
 	notes tokenBucket // the upstream's notifications
 }
 
@@ -104,6 +108,7 @@ type call struct {
 	deadline int64  // monotonic nanoseconds
 	relays   []*relay
 	task     string // the upstream 2025 task whose messages reach this call (under c.mu)
+	x        *xcall // a call translated for a 2026-07-28 client (down.go); set before it is sent
 	// taskFromAnswer: a task-augmented call, whose answer names the task
 	// (set before the call is sent, read by the reader).
 	taskFromAnswer bool
@@ -184,6 +189,7 @@ func (c *muxConn) end(cl *call) {
 	cl.relays = nil
 	peer := cl.peer
 	cl.peer = nil
+	cl.x = nil
 	cl.mu.Unlock()
 	for _, r := range relays {
 		r.cancel(errCallEnded)
@@ -279,6 +285,9 @@ func (c *muxConn) cancelUpstream(cl *call, cause error) {
 	b.B = append(b.B, "}}"...)
 	_ = c.send(b.B)
 	codec.PutBuffer(b)
+	if sc, ok := c.conn.(streamCanceler); ok && c.era == statelessEra {
+		sc.cancelStream(cl.idBytes())
+	}
 }
 
 // do forwards x and appends its result to dst.
@@ -293,7 +302,7 @@ func (c *muxConn) do(ctx context.Context, x *exchange, dst []byte) ([]byte, erro
 	if task != nil {
 		// A task the upstream created (2026-07-28): its tasks methods go
 		// to this connection, for the caller that created it only.
-		c.u.g.noteTask(string(task), c.u, c.idx, engine.TaskOwnerOf(x.peer))
+		c.u.g.noteTask(string(task), c.u, c.p, c.idx, engine.TaskOwnerOf(x.peer))
 	}
 	return out, err
 }
@@ -303,6 +312,11 @@ func (c *muxConn) start(x *exchange, dst []byte) (*call, error) {
 	cl, err := c.begin(x.peer, dst, c.u.cfg.Timeout)
 	if err != nil {
 		return nil, err // errSlotsFull: the caller may try another connection
+	}
+	if x.xc != nil {
+		cl.mu.Lock()
+		cl.x = x.xc
+		cl.mu.Unlock()
 	}
 	if x.linkTask != "" {
 		c.linkTask(cl, x.linkTask)
@@ -595,6 +609,9 @@ func (c *muxConn) Closed(err error) {
 	}
 	close(c.endedCh)
 	c.p.changed()
+	// The calls held for 2026-07-28 clients' input end with it: their
+	// retries get -32602.
+	go c.u.g.dropHeld(c, c.ended)
 }
 
 var errStopped = errors.New("connection closed")
@@ -657,8 +674,33 @@ func (c *muxConn) single() *call {
 }
 
 // handshake opens the session (initialize) or checks that the upstream
-// speaks 2026-07-28 (server/discover).
+// speaks 2026-07-28 (server/discover). A connection of the session pool
+// asks server/discover first, and speaks 2026-07-28 when the upstream
+// names no session revision (era.go).
 func (c *muxConn) handshake(ctx context.Context) error {
+	if c.era == sessionEra && !c.legacy {
+		d, stateless, sessions, err := c.probe(ctx, nil)
+		if err != nil {
+			return err
+		}
+		c.u.speaks(stateless, sessions)
+		if !sessions {
+			if c.httpProbe != nil {
+				c.httpProbe.adopted.Store(true)
+			}
+			c.era = statelessEra
+			c.info = &initInfo{version: mcp.Version20260728, caps: d.Capabilities, instructions: d.Instructions}
+			return c.listen()
+		}
+		if c.httpProbe != nil {
+			probe := c.conn
+			c.conn = newHTTPPipe(c.u.http, c, sessionEra, c.u.cfg.MaxInflight)
+			c.httpProbe = nil
+			_ = probe.Close()
+		}
+	} else if c.legacy {
+		c.u.speaks(false, true)
+	}
 	if c.era == statelessEra {
 		res, err := c.internal(ctx, mcp.MethodServerDiscover, statelessMeta)
 		if err != nil {
@@ -726,7 +768,7 @@ func withStatelessMeta(p []byte) []byte {
 	return append(out, '}')
 }
 
-var errNoStateless = errors.New("the upstream does not speak 2026-07-28 (era translation is not supported yet)")
+var errNoStateless = errors.New("the upstream does not speak 2026-07-28")
 
 // clientCaps are the capabilities the gateway declares upstream: all
 // that a downstream client may have (a request for one the client lacks

@@ -34,6 +34,7 @@ type pool struct {
 type poolSlot struct {
 	cur     atomic.Pointer[muxConn]
 	started atomic.Bool
+	gaveUp  atomic.Bool // a stateless slot whose upstream speaks no 2026-07-28: not restarted until it does (pool.revive)
 }
 
 func newPool(u *upstream, e era, n int) *pool {
@@ -120,6 +121,14 @@ func (p *pool) supervise(i int) {
 		if p.ctx.Err() != nil {
 			return
 		}
+		if p.era == statelessEra && errors.Is(err, errNoStateless) {
+			// An upstream of the session revisions only: its 2026-07-28
+			// requests are translated over the session pool. No child is
+			// started again for nothing.
+			p.slots[i].gaveUp.Store(true)
+			p.u.log.Debug("the upstream speaks no 2026-07-28: its 2026-07-28 requests are translated", "conn", i)
+			return
+		}
 		p.u.failed(c, err)
 		if time.Since(began) > backoffReset {
 			backoff = backoffMin
@@ -175,8 +184,15 @@ func (p *pool) connect(c *muxConn) error {
 				u.noStateless.Store(true)
 				return errNoStateless
 			}
+			c.legacy = true
 			t := &client.SSETransport{URL: u.cfg.URL, MaxMessage: u.g.opts.MaxMessage, Header: u.headers()}
 			c.conn, err = t.Connect(ctx, c)
+		} else if p.era == sessionEra {
+			// server/discover first, on a pipe of 2026-07-28's (its
+			// headers); the session's own pipe comes with initialize
+			// (handshake), unless the upstream speaks 2026-07-28 only.
+			c.httpProbe = &quietInbound{c: c}
+			c.conn = newHTTPPipe(u.http, c.httpProbe, statelessEra, u.cfg.MaxInflight)
 		} else {
 			c.conn = newHTTPPipe(u.http, c, p.era, u.cfg.MaxInflight)
 		}
@@ -199,6 +215,21 @@ func (p *pool) connect(c *muxConn) error {
 		hp.initialized(c.info.version)
 	}
 	return nil
+}
+
+// connFor picks the connection for x: the one a 2026-07-28 retry's
+// requestState or a task names, else the least busy.
+func (p *pool) connFor(ctx context.Context, x *exchange) (*muxConn, error) {
+	if p.era == statelessEra || p.u.statelessOnly() {
+		if st := requestStateOf(x.params); st != nil {
+			if idx, n := stateConn(st); n > 0 {
+				if c := p.conn(idx); c != nil {
+					return c, nil
+				}
+			}
+		}
+	}
+	return p.pick(ctx)
 }
 
 // pick returns a ready connection for a call, waiting for one (within

@@ -158,7 +158,7 @@ func linkCapEdit(params, caps []byte) edit {
 }
 
 // empty reports whether the object obj has no member.
-func empty(obj []byte) bool { return len(bytes.TrimSpace(obj[1:len(obj)-1])) == 0 }
+func empty(obj []byte) bool { return len(obj) < 2 || len(bytes.TrimSpace(obj[1:len(obj)-1])) == 0 }
 
 func sortEdits(e []edit) {
 	for i := 1; i < len(e); i++ {

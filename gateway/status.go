@@ -40,13 +40,20 @@ type Status struct {
 	// Latency counts the calls per bucket of Options.LatencyBuckets, then
 	// over the last (not cumulative); LatencySum is their total in
 	// seconds. Nil without buckets.
-	Latency       []uint64 `json:"-"`
-	LatencySum    float64  `json:"-"`
-	Tools         int      `json:"tools"`
-	Resources     int      `json:"resources"`
-	Prompts       int      `json:"prompts"`
-	LastFailure   string   `json:"lastFailure,omitempty"`
-	LastFailureAt string   `json:"lastFailureAt,omitempty"` // RFC 3339
+	Latency    []uint64 `json:"-"`
+	LatencySum float64  `json:"-"`
+	Tools      int      `json:"tools"`
+	Resources  int      `json:"resources"`
+	Prompts    int      `json:"prompts"`
+	// Speaks is what the upstream speaks, as its last handshake told:
+	// "2025-11-25" (the session revisions), "2026-07-28", or both
+	// (comma-separated); "" before the first. Requests of the other era
+	// are translated (docs/gateway.md).
+	Speaks string `json:"speaks,omitempty"`
+	// Held are the calls held open for 2026-07-28 clients' input.
+	Held          int    `json:"held,omitempty"`
+	LastFailure   string `json:"lastFailure,omitempty"`
+	LastFailureAt string `json:"lastFailureAt,omitempty"` // RFC 3339
 }
 
 // Status returns every upstream's health, in configuration order.
@@ -119,6 +126,8 @@ func (u *upstream) status() Status {
 		s.LatencySum = float64(st.latSum.Load()) / 1e9
 	}
 	s.Tools, s.Resources, s.Prompts = u.m.counts()
+	s.Speaks = eraName(u.era.Load())
+	s.Held = u.g.heldOf(u)
 	u.lastMu.Lock()
 	if u.lastErr != nil {
 		s.LastFailure, s.LastFailureAt = u.lastErr.Error(), u.lastAt.UTC().Format(time.RFC3339)

@@ -15,7 +15,7 @@ func TestTaskTableBounded(t *testing.T) {
 	g := &Gateway{opts: Options{TaskTTL: time.Hour}}
 	u := &upstream{}
 	for i := range maxTaskOwners + 10 {
-		g.noteTask(strconv.Itoa(i), u, 0, "sub:a")
+		g.noteTask(strconv.Itoa(i), u, u.stateless, 0, "sub:a")
 	}
 	assert.LessOrEqual(t, len(g.tasks), maxTaskOwners)
 	assert.LessOrEqual(t, len(g.taskOrder), maxTaskOwners)

@@ -39,12 +39,14 @@ type upstream struct {
 	sessMu sync.Mutex
 	bySess map[string]*pool // share = "session": each downstream session's
 
-	noStateless  atomic.Bool // the upstream answered server/discover without 2026-07-28
+	noStateless  atomic.Bool  // the upstream answered server/discover without 2026-07-28
+	era          atomic.Int32 // what it speaks, as its last handshake told (upstreamEra, era.go)
 	httpErr      error
 	instructions atomic.Pointer[string] // what the upstream's last handshake said (the mirror's connection)
 
-	m    *mirror
-	http *httpShared // HTTP upstreams: the keep-alive pools
+	m      *mirror
+	http   *httpShared // HTTP upstreams: the keep-alive pools
+	listen upListen    // an upstream of 2026-07-28 only: the sessions' resource subscriptions (up.go)
 
 	stats   stats
 	lastMu  sync.Mutex
@@ -276,10 +278,11 @@ func (u *upstream) pools() []*pool {
 // connected is called when a connection is up.
 func (u *upstream) connected(c *muxConn) {
 	u.log.Debug("connected", "era", c.era, "conn", c.idx, "version", c.info.version)
-	if c.era == sessionEra && c.p == u.session && c.idx == 0 {
-		// The mirror's connection: take its instructions (before the
-		// first lists are read: Start returns with them merged), (re)read
-		// the lists, and renew the subscriptions it carried before.
+	if c.p == u.session && c.idx == 0 {
+		// The mirror's connection (of either era): take its instructions
+		// (before the first lists are read: Start returns with them
+		// merged), (re)read the lists, and renew the subscriptions it
+		// carried before.
 		if old := u.instructions.Swap(&c.info.instructions); old == nil || *old != c.info.instructions {
 			u.g.mergeInstructions()
 		}
@@ -411,9 +414,11 @@ func (u *upstream) headers() http.Header {
 type exchange struct {
 	peer     handlers.Peer
 	method   string
+	name     string // what the request names (a served tool or prompt, a URI)
 	params   []byte
 	fp       forwardParams
 	linkTask string // the upstream's 2025 task the call waits on (related-task)
+	xc       *xcall // a call translated for a 2026-07-28 client (down.go)
 }
 
 // poolFor returns the pool serving a request of peer: 2026-07-28
@@ -421,9 +426,14 @@ type exchange struct {
 // pool, or with share = "session" to the session's own.
 func (u *upstream) poolFor(peer handlers.Peer) (*pool, error) {
 	if peer.ProtocolVersion() == mcp.Version20260728 {
-		return u.stateless, nil
+		if u.era.Load() == eraBoth {
+			return u.stateless, nil
+		}
+		// An upstream of one era: its session pool's connections speak
+		// it (era.go), the request translated when it is not 2026-07-28.
+		return u.session, nil
 	}
-	if !u.cfg.Share.Session {
+	if !u.cfg.Share.Session || u.statelessOnly() {
 		return u.session, nil
 	}
 	id := peer.SessionID()
@@ -460,15 +470,33 @@ func (u *upstream) poolFor(peer handlers.Peer) (*pool, error) {
 	return p, nil
 }
 
-// forward sends x to the upstream and appends its result to dst.
+// forward sends x to the upstream and appends its result to dst. A
+// request of another era than the connection's is translated (down.go,
+// up.go); a 2026-07-28 retry naming a held call resumes it.
 func (u *upstream) forward(ctx context.Context, x *exchange, dst []byte) ([]byte, error) {
 	start := u.callBegin()
+	modern := x.peer.ProtocolVersion() == mcp.Version20260728
+	var held string
+	if modern {
+		if st := requestStateOf(x.params); st != nil {
+			if s, err := codec.StringValue(st); err == nil {
+				if _, ok := heldToken(string(s)); ok {
+					held = string(s)
+				}
+			}
+		}
+	}
+	if held != "" {
+		out, err := u.resumeDown(ctx, x, held, dst)
+		if err != nil {
+			return dst, u.connError(u.callEnd(ctx, start, err))
+		}
+		u.callEnd(ctx, start, nil)
+		return out, nil
+	}
 	p, err := u.poolFor(x.peer)
 	if err != nil {
 		return dst, u.callEnd(ctx, start, err)
-	}
-	if p.era == statelessEra {
-		x.fp.stateless, x.fp.linkCap = true, true
 	}
 	// A connection whose table filled since it was picked: another.
 	for range len(p.slots) + 1 {
@@ -476,7 +504,18 @@ func (u *upstream) forward(ctx context.Context, x *exchange, dst []byte) ([]byte
 		if err != nil {
 			return dst, u.callEnd(ctx, start, err)
 		}
-		out, err := c.do(ctx, x, dst)
+		var out []byte
+		switch {
+		case modern && c.era == sessionEra:
+			out, err = u.down(ctx, c, x, dst)
+		case !modern && c.era == statelessEra:
+			out, err = u.up(ctx, c, x, dst)
+		default:
+			if c.era == statelessEra {
+				x.fp.stateless, x.fp.linkCap = true, true
+			}
+			out, err = c.do(ctx, x, dst)
+		}
 		if errors.Is(err, errSlotsFull) {
 			continue
 		}
@@ -487,21 +526,6 @@ func (u *upstream) forward(ctx context.Context, x *exchange, dst []byte) ([]byte
 		return out, nil
 	}
 	return dst, u.connError(u.callEnd(ctx, start, errSlotsFull))
-}
-
-// connFor picks the connection for x: the one a 2026-07-28 retry's
-// requestState or a task names, else the least busy.
-func (p *pool) connFor(ctx context.Context, x *exchange) (*muxConn, error) {
-	if p.era == statelessEra {
-		if st := requestStateOf(x.params); st != nil {
-			if idx, n := stateConn(st); n > 0 {
-				if c := p.conn(idx); c != nil {
-					return c, nil
-				}
-			}
-		}
-	}
-	return p.pick(ctx)
 }
 
 // String names the upstream.

@@ -37,6 +37,7 @@ type gatewayFlags struct {
 	maxPending   int
 	notifyRate   float64
 	startTimeout time.Duration
+	translate    translateFlags // era translation's budgets (translate.go)
 }
 
 func registerGatewayFlags(fs *flag.FlagSet, g *gatewayFlags) {
@@ -45,6 +46,7 @@ func registerGatewayFlags(fs *flag.FlagSet, g *gatewayFlags) {
 	fs.IntVar(&g.maxPending, "upstream-max-pending", 256, "server-to-client requests (sampling, elicitation, roots) relayed at once per upstream connection; more are refused to the upstream")
 	fs.Float64Var(&g.notifyRate, "upstream-notify-rate", 1000, "notifications per second taken from one upstream connection (bursts of as many); the rest are dropped and counted")
 	fs.DurationVar(&g.startTimeout, "upstream-start-timeout", 30*time.Second, "how long start-up waits for the upstreams' first lists (an upstream not up by then is served once it is)")
+	registerTranslateFlags(fs, &g.translate)
 }
 
 // upstreamFlag is -upstream: the specs given, or the config file's
@@ -441,6 +443,9 @@ func validateGateway(c *config) error {
 	if err := atLeast("upstream-start-timeout", int64(g.startTimeout), 1, g.startTimeout.String()); err != nil {
 		return err
 	}
+	if err := g.translate.validate(); err != nil {
+		return err
+	}
 	_, err := g.upstreams.Upstreams()
 	return err
 }
@@ -479,6 +484,12 @@ func gatewayOptions(c *config, ups []gateway.Upstream, log *slog.Logger) gateway
 		// The upstreams' 2026-07-28 tasks are routed as long as the
 		// engine keeps its own.
 		TaskTTL: c.taskTTL,
+
+		HoldTimeout:      c.gateway.translate.hold,
+		MaxHeld:          c.gateway.translate.maxHeld,
+		MaxHeldPerClient: c.gateway.translate.maxHeldPerClient,
+		MaxRounds:        c.gateway.translate.maxRounds,
+		MaxListenURIs:    c.gateway.translate.maxListenURIs,
 	}
 }
 

@@ -172,6 +172,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"state key not hex", []string{"-stdio", "-state-key-file", writeFile(t, strings.Repeat("zz", 32)+"\n")}, 2, "", "not hex"},
 		{"state key file empty", []string{"-stdio", "-state-key-file", writeFile(t, "# none\n")}, 2, "", "no key"},
 		{"state ttl", []string{"-stdio", "-state-ttl", "0s"}, 2, "", "-state-ttl"},
+		{"unknown version", []string{"-stdio", "-versions", "2025-11-25,1999-01-01"}, 2, "", "-versions: unknown protocol revision \"1999-01-01\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

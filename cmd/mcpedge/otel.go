@@ -26,7 +26,7 @@ type otelFlags struct {
 
 func registerOtelFlags(fs *flag.FlagSet, o *otelFlags) {
 	fs.StringVar(&o.endpoint, "otel-endpoint", "", "export OpenTelemetry traces over OTLP/HTTP to this `URL` (http://collector:4318; /v1/traces is appended to a URL without a path): a span per request, parented on the trace context of its _meta or its traceparent header (empty: the standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else off; the other OTEL_EXPORTER_OTLP_* variables apply either way)")
-	fs.Float64Var(&o.sample, "otel-sample", tracing.DefaultSample, "the `ratio` of requests traced among those that carry no trace context, 0 to 1; requests that carry one follow its sampled flag")
+	fs.Float64Var(&o.sample, "otel-sample", tracing.DefaultSample, "the `ratio` of requests traced among those that carry no trace context, 0 to 1 (0: only requests whose trace context is sampled); requests that carry one follow its sampled flag")
 }
 
 // startTracing starts the tracer -otel-endpoint (or the environment)

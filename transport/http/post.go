@@ -97,7 +97,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 // MCP endpoint: its Mcp-Session-Id (without a Cluster, which routes
 // sessions itself), else the task a 2026-07-28 request names in Mcp-Name
 // (the methods whose Mcp-Name mirrors params.taskId in the engine's
-// method table: tasks/get, tasks/update, tasks/cancel).
+// method table: tasks/get, tasks/update, tasks/cancel), else the
+// requestState of a 2026-07-28 retry of a method that names a tool,
+// prompt or resource, when it names the node holding its work
+// (engine.StateNode: a gateway's upstream call held open between input
+// rounds).
 func (s *Server) routeID(ctx *fasthttp.RequestCtx) []byte {
 	h := &ctx.Request.Header
 	if sid := h.PeekCanonical(hdrSessionID); len(sid) > 0 && s.opts.Cluster == nil {
@@ -106,14 +110,40 @@ func (s *Server) routeID(ctx *fasthttp.RequestCtx) []byte {
 	if !ctx.IsPost() {
 		return nil
 	}
-	if engine.NameParam(bytesconv.B2S(trimOWS(h.PeekCanonical(hdrMethod)))) == taskIDParam {
+	switch engine.NameParam(bytesconv.B2S(trimOWS(h.PeekCanonical(hdrMethod)))) {
+	case taskIDParam:
 		return trimOWS(h.PeekCanonical(hdrName))
+	case "name", "uri":
+		return stateRoute(ctx.PostBody())
 	}
 	return nil
 }
 
 // taskIDParam is the params member that names a task.
 const taskIDParam = "taskId"
+
+var keyRequestState = []byte(`"requestState"`)
+
+// stateRoute returns the requestState of the request body when it names
+// a node (engine.StateNode), nil otherwise.
+func stateRoute(body []byte) []byte {
+	if !bytes.Contains(body, keyRequestState) {
+		return nil
+	}
+	params, ok, err := codec.ObjectField(body, "params")
+	if err != nil || !ok {
+		return nil
+	}
+	raw, ok, err := codec.ObjectField(params, "requestState")
+	if err != nil || !ok || len(raw) < 2 || raw[0] != '"' {
+		return nil
+	}
+	st := raw[1 : len(raw)-1] // a node name and '~' need no escape
+	if engine.StateNode(st) == nil {
+		return nil
+	}
+	return st
+}
 
 // mode is where a call's answer goes.
 type mode uint8
