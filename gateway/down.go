@@ -866,14 +866,6 @@ func filterObject(dst, obj []byte, keep func(key, val, dst []byte) ([]byte, bool
 	return append(dst, '}'), true
 }
 
-// dropTop removes the member key of the object obj.
-func dropTop(obj []byte, key string) []byte {
-	if e, ok := dropKey(obj, obj, key); ok {
-		return splice(nil, obj, []edit{e})
-	}
-	return obj
-}
-
 // dropMetaKey removes key from the _meta of the params object p.
 func dropMetaKey(p []byte, key string) []byte {
 	meta, ok, err := codec.ObjectField(p, "_meta")
