@@ -173,7 +173,6 @@ type floorLink struct {
 	w    *bufio.Writer
 	next uint64
 	wait map[uint64]chan []byte
-	out  int // frames written since the last flush
 	kick chan struct{}
 }
 

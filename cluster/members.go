@@ -271,19 +271,6 @@ func (n *Node) known(name string) bool {
 	return n.members.peers[name] != nil
 }
 
-// incOf returns the incarnation of the live node name, "" when none.
-func (n *Node) incOf(name string) string {
-	if name == n.name {
-		return n.inc
-	}
-	n.members.mu.Lock()
-	defer n.members.mu.Unlock()
-	if p := n.members.peers[name]; p != nil && !p.dead {
-		return p.inc
-	}
-	return ""
-}
-
 // livePeers returns the number of peers alive.
 func (n *Node) livePeers() int {
 	n.members.mu.Lock()
