@@ -220,6 +220,10 @@ func clusterMetrics(m *admin.Metrics, n *cluster.Node, configured int) {
 		{"mcpedge_cluster_bad_messages_total", "", "Messages from NATS that did not parse, dropped.", func(s cluster.Stats) uint64 { return s.BadMessages }},
 		{"mcpedge_cluster_streams_cut_total", "", "Relayed streams ended for a lost frame or a silent owner.", func(s cluster.Stats) uint64 { return s.StreamsCut }},
 		{"mcpedge_cluster_disconnects_total", "", "Losses of the NATS connection.", func(s cluster.Stats) uint64 { return s.Disconnects }},
+		{"mcpedge_cluster_forwarded_link_total", "", "Of the requests forwarded, those sent on a direct link (-cluster-link) rather than through NATS.", func(s cluster.Stats) uint64 { return s.ForwardedLink }},
+		{"mcpedge_cluster_links_refused_total", "", "Connections to -cluster-link that failed their handshake.", func(s cluster.Stats) uint64 { return s.LinksRefused }},
+		{"mcpedge_cluster_peers_lost_total", "", "Nodes found gone: silent for three heartbeats, left, or restarted.", func(s cluster.Stats) uint64 { return s.PeersLost }},
+		{"mcpedge_cluster_taken_over_total", "", "Sessions of lost nodes this node became the home of.", func(s cluster.Stats) uint64 { return s.TakenOver }},
 	}
 	for _, c := range counters {
 		if c.help != "" {

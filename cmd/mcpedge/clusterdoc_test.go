@@ -35,7 +35,7 @@ func docExample(t *testing.T) string {
 }
 
 var (
-	docListen = regexp.MustCompile(`-(tcp|http|admin|cluster-embed) 127\.0\.0\.1:(\d+)`)
+	docListen = regexp.MustCompile(`-(tcp|http|admin|cluster-embed|cluster-link) 127\.0\.0\.1:(\d+)`)
 	docPort   = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
 )
 
@@ -57,7 +57,7 @@ func TestClusterDocExample(t *testing.T) {
 		require.NotContains(t, owner, m[2], "port %s is both %s and -%s", m[2], owner[m[2]], m[1])
 		owner[m[2]] = "-" + m[1]
 	}
-	require.Len(t, owner, 12, "three nodes, four listeners each")
+	require.Len(t, owner, 15, "three nodes, five listeners each")
 
 	ports := map[string]string{}
 	for _, m := range docPort.FindAllStringSubmatch(block, -1) {
