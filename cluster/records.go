@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 	"github.com/nats-io/nats.go"
@@ -37,7 +38,7 @@ const (
 	recUsed   = 'T' // a replica served the session: the home's idle clock
 	recCancel = 'C' // notifications/cancelled: cancel the request where it runs
 	recGet    = 'G' // a request for a record (recget)
-	recNone   = 'N' // the answer: no record here
+	recNone   = 'N' // the answer: no record here; the answerer's name follows
 )
 
 // Bounds of what a record may hold, checked on the way in.
@@ -380,7 +381,7 @@ func (n *Node) onRecordGet(m *nats.Msg) {
 	if ok {
 		b = n.appendRecord(nil, &e)
 	} else {
-		b = n.sig.sign([]byte{recNone}, 0)
+		b = n.sig.sign(appendBytes([]byte{recNone}, []byte(n.name)), 0)
 	}
 	_ = n.nc.Publish(m.Reply, b)
 }
@@ -404,6 +405,13 @@ func (n *Node) record(sid []byte) (e entry, ok, unavailable bool) {
 	// just started, or the other did) answers too: the first "none" is
 	// enough when no peer is known.
 	peers := max(n.livePeers(), 1)
+	// The node the id names opened the session, and is its home unless
+	// it is gone: while it is not known gone, the others' "none" is no
+	// answer (a node may answer before the record reached it) until its
+	// own came, within the wait; a node nobody has heard of (a forged id)
+	// that never answers means the session is unknown.
+	opener := string(engine.SessionNode(sid))
+	waitOpener := opener != "" && opener != n.name && validName(opener) && (n.alive(opener, "") || !n.known(opener))
 	f := n.register("", nil)
 	defer n.unregister(f)
 	req := append([]byte{recGet}, 0)[:1]
@@ -426,8 +434,17 @@ func (n *Node) record(sid []byte) (e entry, ok, unavailable bool) {
 				n.badMessage("record answer signature", b)
 				continue
 			}
-			if body[0] == recNone && len(body) == 1 {
-				if nones++; nones >= peers {
+			if body[0] == recNone {
+				r := reader{b: body[1:]}
+				from := r.bytes()
+				if r.bad || len(r.b) != 0 || !validName(from) {
+					n.badMessage("record answer", body)
+					continue
+				}
+				if string(from) == opener {
+					waitOpener = false // it answered (restarted, it may not know yet): count
+				}
+				if nones++; nones >= peers && !waitOpener {
 					return entry{}, false, false
 				}
 				continue
@@ -443,6 +460,11 @@ func (n *Node) record(sid []byte) (e entry, ok, unavailable bool) {
 			}
 			return entry{}, false, false
 		case <-timer.C:
+			if waitOpener {
+				// Its home, known alive, did not answer: ask again later;
+				// a node nobody knows: no such session.
+				return entry{}, false, n.known(opener)
+			}
 			return entry{}, false, nones < peers
 		}
 	}

@@ -60,10 +60,16 @@ func TestClusterDocExample(t *testing.T) {
 	require.Len(t, owner, 15, "three nodes, five listeners each")
 
 	ports := map[string]string{}
+	taken := map[string]bool{} // freePort may hand a port out twice
 	for _, m := range docPort.FindAllStringSubmatch(block, -1) {
 		if _, ok := ports[m[1]]; !ok {
-			_, p, _ := net.SplitHostPort(freePort(t))
-			ports[m[1]] = p
+			for {
+				_, p, _ := net.SplitHostPort(freePort(t))
+				if !taken[p] {
+					ports[m[1]], taken[p] = p, true
+					break
+				}
+			}
 		}
 	}
 	addr := func(docPort string) string { return "127.0.0.1:" + ports[docPort] }
@@ -132,8 +138,8 @@ func TestClusterDocExample(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	session := resp.Header.Get("Mcp-Session-Id")
 	require.True(t, strings.HasPrefix(session, "a."), "a session of node a: %q", session)
-	resp, _ = post("7421", session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	resp, body := post("7421", session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, "%s\nlog:\n%s", body, log.String())
 	for _, node := range []string{"7421", "7431"} {
 		resp, body := post(node, session, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 		assert.Equal(t, http.StatusOK, resp.StatusCode, "through %s: %s", node, body)
