@@ -260,4 +260,3 @@ func TestStatelessInflightByAddress(t *testing.T) {
 	g.Release(t)
 	f.idle(t)
 }
-
