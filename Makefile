@@ -79,7 +79,7 @@ fuzz: ## Run every Fuzz* target of every package for FUZZTIME each
 
 # The fuzzers of the entry points that take a client's bytes, run briefly on
 # every `make test` (their seed corpora also run in plain `go test`).
-SMOKE_FUZZ     := ./engine:FuzzHandleFrame ./engine:FuzzHandleMessage ./transport/stdio:FuzzServe ./transport/http:FuzzHandler ./handlers:FuzzFlatDecoder ./cluster:FuzzParsers ./gateway:FuzzUpstreamMessage ./transport/proxied:FuzzParseHeader
+SMOKE_FUZZ     := ./engine:FuzzHandleFrame ./engine:FuzzHandleMessage ./transport/stdio:FuzzServe ./transport/http:FuzzHandler ./handlers:FuzzFlatDecoder ./cluster:FuzzParsers ./gateway:FuzzUpstreamMessage ./gateway:FuzzTranslateParams ./transport/proxied:FuzzParseHeader ./tracing:FuzzParseParent
 SMOKE_FUZZTIME ?= 10s
 
 .PHONY: fuzz-smoke
@@ -144,12 +144,18 @@ conformance: build $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the official MCP c
 	MCPEDGE_BIN=$(CURDIR)/$(MCPEDGE) $(CONFORMANCE)/run-server.sh
 
 .PHONY: conformance-gateway
-# The upstream transports the gateway is checked over.
+# The upstream transports the gateway is checked over, and those it is
+# checked across eras over (era translation).
 GATEWAY_UPSTREAMS ?= stdio tcp http
+GATEWAY_TRANSLATE_UPSTREAMS ?= stdio http
 
-conformance-gateway: build $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suites (0.1.16 and 0.2.0-alpha.12, --suite all) through bin/mcpedge as a gateway fronting mcpedge -handlers conformance, over each of GATEWAY_UPSTREAMS
+conformance-gateway: build $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suites (0.1.16 and 0.2.0-alpha.12, --suite all) through bin/mcpedge as a gateway fronting mcpedge -handlers conformance, over each of GATEWAY_UPSTREAMS; and across eras: 0.2.0-alpha.12 --requirements 2026-07-28 fronting an upstream of -versions 2025-11-25, 0.1.16 --suite all fronting one of -versions 2026-07-28, over each of GATEWAY_TRANSLATE_UPSTREAMS
 	@for u in $(GATEWAY_UPSTREAMS); do \
 		MCPEDGE_GATEWAY=$$u MCPEDGE_BIN=$(CURDIR)/$(MCPEDGE) $(CONFORMANCE)/run-server.sh 0.1.16 next || exit 1; \
+	done
+	@for u in $(GATEWAY_TRANSLATE_UPSTREAMS); do \
+		MCPEDGE_GATEWAY=$$u MCPEDGE_UPSTREAM_VERSIONS=2025-11-25 MCPEDGE_BIN=$(CURDIR)/$(MCPEDGE) $(CONFORMANCE)/run-server.sh next-2026 || exit 1; \
+		MCPEDGE_GATEWAY=$$u MCPEDGE_UPSTREAM_VERSIONS=2026-07-28 MCPEDGE_BIN=$(CURDIR)/$(MCPEDGE) $(CONFORMANCE)/run-server.sh 0.1.16 || exit 1; \
 	done
 
 $(CONFORMANCE_DEPS): $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.json
@@ -198,10 +204,11 @@ BENCH_GATEWAY_DEPS := bench/gateway/node_modules/.package-lock.json
 $(BENCH_GATEWAY_DEPS): bench/gateway/package.json bench/gateway/package-lock.json
 	cd bench/gateway && npm ci --no-audit --no-fund
 
-bench-gateway: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) $(BENCH_GATEWAY_DEPS) ## Gateway: CPU per proxied tools/call against mcpedge serving it (TCP and HTTP upstreams), req/s and p99 through mcpedge, supergateway and mcp-proxy fronting one stdio upstream, and the conformance scenarios each passes; prints the medians for docs/benchmarks.md (about 3 min)
+bench-gateway: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) $(BENCH_GATEWAY_DEPS) ## Gateway: CPU per proxied tools/call against mcpedge serving it (TCP and HTTP upstreams, HTTP pipelined, a bare fasthttp proxy's floor), req/s and p99 through mcpedge, supergateway and mcp-proxy fronting one stdio upstream, and the conformance scenarios each passes; prints the medians for docs/benchmarks.md (about 3 min)
 	mkdir -p /tmp/mcpedge-bench
 	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpedge ./cmd/mcpedge
 	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpload ./cmd/mcpload
+	cd bench && $(GO) build -trimpath -o /tmp/mcpedge-bench/floor-proxy ./cmd/floor-proxy
 	M=/tmp/mcpedge-bench ROOT=$(CURDIR) bash bench/gateway.sh
 
 .PHONY: conformance-client

@@ -5,7 +5,11 @@
 #
 #   direct       mcpedge serving the call itself (the baseline)
 #   gw-tcp       mcpedge -upstream x=tcp://...  in front of mcpedge -tcp (pipelined)
-#   gw-http      mcpedge -upstream x=http://... in front of mcpedge -http (keep-alive pool)
+#   gw-http      mcpedge -upstream x=http://... in front of mcpedge -http (keep-alive
+#                connections, one request at a time each: the default)
+#   gw-http-pipe the same with pipeline = 16 ([upstream.x] table)
+#   floor-proxy  bench/cmd/floor-proxy in front of mcpedge -http: a bare fasthttp
+#                reverse proxy (no MCP work), the floor of one HTTP exchange per call
 #   stdio-*      one stdio upstream (mcpedge -stdio -handlers bench) behind
 #                mcpedge, supergateway and mcp-proxy (both pinned in
 #                bench/gateway/package.json, on the pinned Node 22)
@@ -16,6 +20,7 @@
 # ROUNDS rounds (default 3) of DURATION (default 5s); the summary is the
 # median. Needs $M/mcpedge and $M/mcpload, npm ci done in bench/gateway and
 # interop/ (+ interop/conformance), python3; ports 17500-17530 free.
+# $M/floor-proxy is built by make bench-gateway (cd bench; go build ./cmd/floor-proxy).
 set -u
 M=${M:-/tmp/m}
 ROOT=${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -62,6 +67,17 @@ for r in $(seq 1 "$ROUNDS"); do
   spawn ./mcpedge -tcp "" -http 127.0.0.1:17504 "${upstream_args[@]}"; waitport 17504
   spawn ./mcpedge -http 127.0.0.1:17505 "${gw_args[@]}" -upstream "x=http://127.0.0.1:17504/mcp"; waitport 17505
   load gw-http "${PIDS[1]}" http://127.0.0.1:17505/mcp
+  stop
+
+  printf '[upstream.x]\nurl = "http://127.0.0.1:17514/mcp"\npipeline = 16\n' > "$M/gw-pipe.toml"
+  spawn ./mcpedge -tcp "" -http 127.0.0.1:17514 "${upstream_args[@]}"; waitport 17514
+  spawn ./mcpedge -http 127.0.0.1:17515 "${gw_args[@]}" -config "$M/gw-pipe.toml"; waitport 17515
+  load gw-http-pipe "${PIDS[1]}" http://127.0.0.1:17515/mcp
+  stop
+
+  spawn ./mcpedge -tcp "" -http 127.0.0.1:17516 "${upstream_args[@]}"; waitport 17516
+  spawn ./floor-proxy -http 127.0.0.1:17517 -upstream http://127.0.0.1:17516/mcp; waitport 17517
+  load floor-proxy "${PIDS[1]}" http://127.0.0.1:17517/mcp
   stop
 
   up="$M/mcpedge -stdio -handlers bench -log-level warn -max-inflight 0"

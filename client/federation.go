@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/mcp"
@@ -71,7 +72,13 @@ type FederationOptions struct {
 // with names qualified by the server ("a/echo"), routes calls by those
 // names, hands every notification to one callback with the server's name,
 // and caches each server's lists until that server says they changed or
-// reconnects.
+// reconnects, and, for a server of 2026-07-28, no longer than the lists'
+// ttlMs (caching.mdx; 0, the default, is stale at once). A server of
+// 2026-07-28 says a list changed only on a subscriptions/listen stream:
+// the federation keeps one open to each (for tools, resources and
+// prompts), reopened after a reconnection. Every server's lists are
+// cached for this federation alone, one authorization context, as
+// cacheScope "private" allows (and "public" too).
 //
 // Each server reconnects on its own after a drop (Options.Reconnect, or
 // FederationOptions.Reconnect); while one is down, aggregated lists still
@@ -103,6 +110,20 @@ type member struct {
 	tools     listCache[mcp.Tool]
 	resources listCache[mcp.Resource]
 	prompts   listCache[mcp.Prompt]
+}
+
+// listChanges is the filter of a 2026-07-28 member's listen stream.
+var listChanges = mcp.SubscriptionFilter{ToolsListChanged: true, ResourcesListChanged: true, PromptsListChanged: true}
+
+// listen opens m's listen stream for its list changes, when its server
+// speaks 2026-07-28. A server that refuses it is left to its lists' TTL.
+func (f *Federation) listen(ctx context.Context, m *member) {
+	if !m.c.Modern() {
+		return
+	}
+	if _, err := m.c.Listen(ctx, listChanges); err != nil {
+		f.log.Debug("server refused subscriptions/listen: its lists are cached for their ttlMs only", "server", m.name, "err", err)
+	}
 }
 
 func (m *member) invalidate() {
@@ -172,6 +193,22 @@ func (f *Federation) Add(ctx context.Context, name string, t Transport, opts Opt
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(f.ctx, cancel)
 	err := m.c.Connect(ctx)
+	if err == nil && m.c.Modern() {
+		// The stream lives as long as the federation (or the member: its
+		// client's close ends it); Add waits for its acknowledgement, so
+		// that a change after Add returns invalidates the lists, within
+		// ctx.
+		acked := make(chan struct{})
+		go func() {
+			defer close(acked)
+			f.listen(f.ctx, m)
+		}()
+		select {
+		case <-acked:
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
+	}
 	stop()
 	cancel()
 
@@ -443,7 +480,7 @@ func (p ServerPrompt) Name() string { return p.Server + Separator + p.Prompt.Nam
 func (f *Federation) AllTools(ctx context.Context) ([]ServerTool, error) {
 	return gather(ctx, f,
 		func(m *member) *listCache[mcp.Tool] { return &m.tools },
-		(*Client).AllTools,
+		(*Client).allTools,
 		func(s string, t mcp.Tool) ServerTool { return ServerTool{Server: s, Tool: t} })
 }
 
@@ -452,7 +489,7 @@ func (f *Federation) AllTools(ctx context.Context) ([]ServerTool, error) {
 func (f *Federation) AllResources(ctx context.Context) ([]ServerResource, error) {
 	return gather(ctx, f,
 		func(m *member) *listCache[mcp.Resource] { return &m.resources },
-		(*Client).AllResources,
+		(*Client).allResources,
 		func(s string, r mcp.Resource) ServerResource { return ServerResource{Server: s, Resource: r} })
 }
 
@@ -461,14 +498,14 @@ func (f *Federation) AllResources(ctx context.Context) ([]ServerResource, error)
 func (f *Federation) AllPrompts(ctx context.Context) ([]ServerPrompt, error) {
 	return gather(ctx, f,
 		func(m *member) *listCache[mcp.Prompt] { return &m.prompts },
-		(*Client).AllPrompts,
+		(*Client).allPrompts,
 		func(s string, p mcp.Prompt) ServerPrompt { return ServerPrompt{Server: s, Prompt: p} })
 }
 
 // gather lists one kind of item on every server at once.
 func gather[T, R any](ctx context.Context, f *Federation,
 	cache func(*member) *listCache[T],
-	fetch func(*Client, context.Context) ([]T, error),
+	fetch func(*Client, context.Context) ([]T, *time.Duration, error),
 	wrap func(server string, v T) R,
 ) ([]R, error) {
 	ms := f.members()
@@ -480,7 +517,7 @@ func gather[T, R any](ctx context.Context, f *Federation,
 	var wg sync.WaitGroup
 	for i, m := range ms {
 		wg.Go(func() {
-			lists[i], errs[i] = cache(m).get(ctx, func(ctx context.Context) ([]T, error) { return fetch(m.c, ctx) })
+			lists[i], errs[i] = cache(m).get(ctx, func(ctx context.Context) ([]T, *time.Duration, error) { return fetch(m.c, ctx) })
 		})
 	}
 	wg.Wait()
@@ -569,31 +606,38 @@ func (f *Federation) ReadResource(ctx context.Context, server, uri string) (*mcp
 	return r, nil
 }
 
-// listCache caches one server list. A fetch that started before an
-// invalidation does not fill the cache.
+// listCache caches one server list: until it is invalidated (a
+// list_changed, a reconnection) and, when the list came with a ttlMs
+// (2026-07-28), until that time has passed. A fetch that started before
+// an invalidation does not fill the cache.
 type listCache[T any] struct {
-	mu    sync.Mutex
-	gen   uint64
-	valid bool
-	items []T
+	mu      sync.Mutex
+	gen     uint64
+	valid   bool
+	expires time.Time // zero: until invalidated
+	items   []T
 }
 
-func (lc *listCache[T]) get(ctx context.Context, fetch func(context.Context) ([]T, error)) ([]T, error) {
+func (lc *listCache[T]) get(ctx context.Context, fetch func(context.Context) ([]T, *time.Duration, error)) ([]T, error) {
 	lc.mu.Lock()
-	if lc.valid {
+	if lc.valid && (lc.expires.IsZero() || time.Now().Before(lc.expires)) {
 		items := lc.items
 		lc.mu.Unlock()
 		return items, nil
 	}
 	gen := lc.gen
 	lc.mu.Unlock()
-	items, err := fetch(ctx)
+	items, ttl, err := fetch(ctx)
 	if err != nil {
 		return nil, err
 	}
 	lc.mu.Lock()
-	if lc.gen == gen {
+	if lc.gen == gen && (ttl == nil || *ttl > 0) {
 		lc.items, lc.valid = items, true
+		lc.expires = time.Time{}
+		if ttl != nil {
+			lc.expires = time.Now().Add(*ttl)
+		}
 	}
 	lc.mu.Unlock()
 	return items, nil

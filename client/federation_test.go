@@ -19,6 +19,7 @@ import (
 	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/internal/testserver"
 	"github.com/mcpedge/mcpedge/mcp"
+	"github.com/mcpedge/mcpedge/session"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 	"github.com/mcpedge/mcpedge/transport/tcp"
 	"github.com/stretchr/testify/assert"
@@ -499,3 +500,64 @@ func TestFederationStdioSubprocess(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, toolNames(tools), "proc/hash")
 }
+
+// TestFederationModernLists: a server of 2026-07-28 is cached by its
+// lists' ttlMs (0, the default, is stale at once), and a list change its
+// listen stream carries invalidates its cached list.
+func TestFederationModernLists(t *testing.T) {
+	fedNoLeaks(t)
+	lists := &listCounter{}
+	srv := newEngine(t, "bench", engine.Options{ListChangedDelay: 5 * time.Millisecond, Observer: lists})
+	addr, _ := serveTCP(t, srv)
+	changed := make(chan string, 16)
+	f := client.NewFederation(client.FederationOptions{OnNotification: func(server string, n client.Notification) {
+		select {
+		case changed <- n.Method:
+		default:
+		}
+	}})
+	t.Cleanup(func() { _ = f.Close(context.Background()) })
+	ctx := testCtx(t)
+	require.NoError(t, f.Add(ctx, "m", &client.TCPTransport{Addr: addr}, client.Options{}))
+	c, err := f.Get("m")
+	require.NoError(t, err)
+	require.True(t, c.Modern())
+
+	fetches := func() int64 {
+		t.Helper()
+		before := lists.Load()
+		for range 3 {
+			_, err := f.AllTools(ctx)
+			require.NoError(t, err)
+		}
+		return lists.Load() - before
+	}
+	assert.EqualValues(t, 3, fetches(), "ttlMs 0: stale at once")
+
+	srv.Registry().SetListCacheHint(handlers.ListNameTools, handlers.CacheHint{TTL: time.Hour})
+	assert.EqualValues(t, 1, fetches(), "fresh for its ttlMs")
+
+	whoami(t, srv, "m")
+	for got := ""; got != mcp.NotificationToolListChanged; {
+		select {
+		case got = <-changed:
+		case <-ctx.Done():
+			t.Fatal("no tools/list_changed on the listen stream")
+		}
+	}
+	tools, err := f.AllTools(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, toolNames(tools), "m/whoami", "the change invalidated the cached list")
+	assert.EqualValues(t, 0, fetches(), "and the new list is cached")
+}
+
+// listCounter counts the tools/list requests a server answers.
+type listCounter struct{ atomic.Int64 }
+
+func (l *listCounter) RequestDone(_ *session.Session, method string, _ int, _ time.Duration) {
+	if method == mcp.MethodToolsList {
+		l.Add(1)
+	}
+}
+func (*listCounter) Refused(*session.Session, string)      {}
+func (*listCounter) SessionClosed(*session.Session, error) {}

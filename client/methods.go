@@ -147,16 +147,41 @@ func (c *Client) ListTools(ctx context.Context, cursor string) (*mcp.ListToolsRe
 // AllTools returns every tool, following the cursors, and refreshes the
 // cache CallTool's output check uses.
 func (c *Client) AllTools(ctx context.Context) ([]mcp.Tool, error) {
+	all, _, err := c.allTools(ctx)
+	return all, err
+}
+
+// allTools is AllTools, with how long the list is fresh (freshness).
+func (c *Client) allTools(ctx context.Context) ([]mcp.Tool, *time.Duration, error) {
 	pages, err := walk(ctx, c.ListTools, func(r *mcp.ListToolsResult) string { return r.NextCursor })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var all []mcp.Tool
-	for _, p := range pages {
+	hints := make([]mcp.Cacheable, len(pages))
+	for i, p := range pages {
 		all = append(all, p.Tools...)
+		hints[i] = p.Cacheable
 	}
 	c.tools.Store(newToolSet(all))
-	return all, nil
+	return all, freshness(hints), nil
+}
+
+// freshness is how long a list of pages with hints is fresh: the shortest
+// of their ttlMs (a negative one counts as 0), nil when no page has one
+// (an older revision's: fresh until a list_changed says otherwise).
+func freshness(hints []mcp.Cacheable) *time.Duration {
+	var ttl *time.Duration
+	for _, h := range hints {
+		if h.TTLMs == nil {
+			continue
+		}
+		d := time.Duration(max(*h.TTLMs, 0)) * time.Millisecond
+		if ttl == nil || d < *ttl {
+			ttl = &d
+		}
+	}
+	return ttl
 }
 
 // ListResources returns one page of resources/list.
@@ -170,15 +195,22 @@ func (c *Client) ListResources(ctx context.Context, cursor string) (*mcp.ListRes
 
 // AllResources returns every resource, following the cursors.
 func (c *Client) AllResources(ctx context.Context) ([]mcp.Resource, error) {
+	all, _, err := c.allResources(ctx)
+	return all, err
+}
+
+func (c *Client) allResources(ctx context.Context) ([]mcp.Resource, *time.Duration, error) {
 	pages, err := walk(ctx, c.ListResources, func(r *mcp.ListResourcesResult) string { return r.NextCursor })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var all []mcp.Resource
-	for _, p := range pages {
+	hints := make([]mcp.Cacheable, len(pages))
+	for i, p := range pages {
 		all = append(all, p.Resources...)
+		hints[i] = p.Cacheable
 	}
-	return all, nil
+	return all, freshness(hints), nil
 }
 
 // ListResourceTemplates returns one page of resources/templates/list.
@@ -215,15 +247,22 @@ func (c *Client) ListPrompts(ctx context.Context, cursor string) (*mcp.ListPromp
 
 // AllPrompts returns every prompt, following the cursors.
 func (c *Client) AllPrompts(ctx context.Context) ([]mcp.Prompt, error) {
+	all, _, err := c.allPrompts(ctx)
+	return all, err
+}
+
+func (c *Client) allPrompts(ctx context.Context) ([]mcp.Prompt, *time.Duration, error) {
 	pages, err := walk(ctx, c.ListPrompts, func(r *mcp.ListPromptsResult) string { return r.NextCursor })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var all []mcp.Prompt
-	for _, p := range pages {
+	hints := make([]mcp.Cacheable, len(pages))
+	for i, p := range pages {
 		all = append(all, p.Prompts...)
+		hints[i] = p.Cacheable
 	}
-	return all, nil
+	return all, freshness(hints), nil
 }
 
 // ListTasks returns one page of tasks/list.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -88,6 +89,7 @@ func (c *streamConn) writeLoop() {
 		case <-c.stop:
 			return
 		}
+		runtime.Gosched()
 		c.mu.Lock()
 		buf, c.out = c.out, buf[:0]
 		c.mu.Unlock()

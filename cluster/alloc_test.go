@@ -21,7 +21,7 @@ func TestWireAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { buf = appendHead(buf[:0], &ctx) }); n != 0 {
 		t.Errorf("appendHead: %v allocations", n)
 	}
-	if n := testing.AllocsPerRun(100, func() { buf = appendRequest(buf[:0], &ctx) }); n > 2 {
+	if n := testing.AllocsPerRun(100, func() { buf = appendRequest(buf[:0], &ctx, nil) }); n > 2 {
 		t.Errorf("appendRequest: %v allocations", n)
 	}
 	hdrs := make([][2][]byte, 0, 8)

@@ -126,6 +126,9 @@ type Options struct {
 	// MaxForwarded bounds the forwarded requests this node serves at
 	// once; beyond it they are answered 503. 0 means 16384.
 	MaxForwarded int
+	// Tracer, when set, traces the requests this node forwards (a span
+	// each, whose context the owner's span is a child of: trace.go).
+	Tracer Tracer
 	// MaxPayload is the embedded server's largest message; 0 means 8 MiB.
 	// It bounds a forwarded request (larger is answered 413); answers are
 	// cut into frames of at most this size.

@@ -75,15 +75,19 @@ func (n *Node) Route(ctx *fasthttp.RequestCtx, id []byte) bool {
 	if _, ok := ctx.Conn().(*tunnelConn); ok || n.closed.Load() {
 		return false
 	}
-	return n.forward(ctx, string(owner))
+	if n.opts.Tracer != nil {
+		return n.tracedForward(ctx, string(owner)) // trace.go
+	}
+	return n.forward(ctx, string(owner), nil)
 }
 
 // forward sends ctx's request to owner and answers ctx with what comes
 // back. It returns false, having answered nothing, when nobody answers for
-// owner.
-func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string) bool {
+// owner. tr, when not nil, is the trace context the request carries
+// instead of its client's (tracedForward).
+func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, tr *forwardTrace) bool {
 	b := codec.GetBuffer()
-	b.B = appendRequest(b.B[:0], ctx)
+	b.B = appendRequest(b.B[:0], ctx, tr)
 	if len(b.B) > n.maxFrame {
 		codec.PutBuffer(b)
 		n.stats.forwardRefused.Add(1)
@@ -418,16 +422,23 @@ func (n *Node) badMessage(what string, b []byte) {
 	n.log.Warn("cluster: dropped a message that does not parse or pass its checks", args...)
 }
 
-// appendRequest appends the wire form of ctx's request.
-func appendRequest(dst []byte, ctx *fasthttp.RequestCtx) []byte {
+// appendRequest appends the wire form of ctx's request; with tr, its
+// trace context is tr's (the traceparent header, and the body's).
+func appendRequest(dst []byte, ctx *fasthttp.RequestCtx, tr *forwardTrace) []byte {
 	dst = append(dst, reqMagic)
 	dst = appendStr(dst, ctx.RemoteAddr().String())
 	dst = appendBytes(dst, ctx.Method())
 	dst = appendBytes(dst, ctx.Request.Header.RequestURI())
 	for k, v := range ctx.Request.Header.All() {
+		if tr != nil && bytes.EqualFold(k, hdrTraceParent) {
+			continue
+		}
 		dst = appendHeader(dst, k, v)
 	}
-	return append(endHeaders(dst), ctx.Request.Body()...)
+	if tr != nil {
+		dst = appendStr(appendBytes(dst, hdrTraceParent), tr.parent)
+	}
+	return appendBody(endHeaders(dst), ctx, tr)
 }
 
 // relay is the body of a forwarded answer that streams (SSE): it writes

@@ -130,7 +130,7 @@ func FuzzParsers(f *testing.F) {
 	req.Request.SetRequestURI("/mcp")
 	req.Request.Header.Set("Mcp-Session-Id", "a.1")
 	req.Request.SetBodyString(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-	f.Add(appendRequest(nil, &req))
+	f.Add(appendRequest(nil, &req, nil))
 	f.Add([]byte("id: a-1\ndata: {\"a\":1}\n\nevent: endpoint\ndata: /m\n\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if topic, payload, ok := parseBusMessage(b); ok {

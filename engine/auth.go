@@ -160,7 +160,7 @@ func (s *Server) deferRequest(sess *session.Session, m *codec.Message, frame, ou
 		out, code := errAnswer(out, m.ID, codec.CodeInvalidRequest, errSessionClosed)
 		return out, code, false
 	}
-	if s.obs != nil {
+	if s.watch {
 		r.obsStart = s.monotonic()
 	}
 	// Waits its turn in the fair scheduler, as the session's other

@@ -103,10 +103,10 @@ func (s *Server) decode(sess *session.Session, frame []byte, m *codec.Message) (
 }
 
 // handleMessage is Conn.HandleMessage: the one path of every inbound
-// message (route), with a request's end told to the Observer when it is
-// answered at once (observe.go).
+// message (route), with a request's end told to the Observer, and traced,
+// when it is answered at once (observe.go).
 func (s *Server) handleMessage(sess *session.Session, m *codec.Message, frame, out []byte, reply session.Sink) (res []byte, queued bool) {
-	if s.obs != nil && m.Kind == codec.KindRequest {
+	if s.watch && m.Kind == codec.KindRequest { // an Observer or a Tracer
 		return s.handleObserved(sess, m, frame, out, reply)
 	}
 	var f toolFields
@@ -183,6 +183,13 @@ func (s *Server) route(sess *session.Session, m *codec.Message, frame, out []byt
 	case opSubscribe:
 		if e := s.checkSubscriptions(sess, m); e != nil {
 			return s.refuse(sess, out, reply, m.ID, e), codec.CodeServerBusy, false
+		}
+		if s.receiveFast == nil && sess.Initialized() {
+			dst, code, e := s.subscribeOrLimit(sess, m, out)
+			if e != nil {
+				return s.refuse(sess, out, reply, m.ID, e), codec.CodeServerBusy, false
+			}
+			return dst, code, false
 		}
 	case opInlineTool:
 		if e := s.checkToolCall(m, f); e != nil {
@@ -470,26 +477,42 @@ var errLongURI = "invalid params: uri longer than " + strconv.Itoa(maxSubscripti
 // subscribe serves resources/subscribe: one bus subscription per URI and
 // session, within the session's Options.MaxSubscriptions.
 func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) ([]byte, int) {
+	dst, code, e := s.subscribeOrLimit(sess, m, dst)
+	if e != nil {
+		return e.AppendAnswer(dst, m.ID), codec.CodeServerBusy
+	}
+	return dst, code
+}
+
+// subscribeOrLimit is subscribe, but a refusal for the session's
+// subscriptions limit is returned, not appended, so that route hands it
+// to a reply sink that answers limits in its own terms (Refuser: HTTP
+// 429) even when a concurrent subscribe took the last place after
+// checkSubscriptions.
+func (s *Server) subscribeOrLimit(sess *session.Session, m *codec.Message, dst []byte) ([]byte, int, *LimitError) {
 	var p mcp.SubscribeParams
 	if len(m.Params) == 0 || codec.UnmarshalNoCopy(m.Params, &p) != nil || p.URI == "" {
-		return errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: resources/subscribe needs a uri")
+		dst, code := errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: resources/subscribe needs a uri")
+		return dst, code, nil
 	}
 	if len(p.URI) > maxSubscriptionURI {
-		return errAnswer(dst, m.ID, codec.CodeInvalidParams, errLongURI)
+		dst, code := errAnswer(dst, m.ID, codec.CodeInvalidParams, errLongURI)
+		return dst, code, nil
 	}
 	if c := s.sessionClass(sess); c != nil {
 		// A URI the caller may not read, hidden or served by nothing
 		// alike: nothing to subscribe to.
 		if err := s.reg.CheckRead(c, p.URI); err != nil {
-			return errObject(dst, m.ID, codec.AsError(err))
+			dst, code := errObject(dst, m.ID, codec.AsError(err))
+			return dst, code, nil
 		}
 	}
 	if sess.Subscribed(p.URI) {
-		return codec.AppendResult(dst, m.ID, nil), 0
+		return codec.AppendResult(dst, m.ID, nil), 0, nil
 	}
 	max := int(s.maxSubs.Load())
 	if !sess.CanSubscribe(p.URI, max) {
-		return errSubs.AppendAnswer(dst, m.ID), codec.CodeServerBusy
+		return dst, 0, errSubs
 	}
 	// One copy of the URI (p.URI aliases the frame): the topic, which
 	// the session's key shares.
@@ -503,9 +526,9 @@ func (s *Server) subscribe(sess *session.Session, m *codec.Message, dst []byte) 
 		_ = s.sendTo(sess, out, mcp.NotificationResourceUpdated, b)
 	})
 	if sess.Subscribe(topic[len(session.TopicResourceUpdated):], unsub, max) == session.ErrSubscriptionLimit {
-		return errSubs.AppendAnswer(dst, m.ID), codec.CodeServerBusy // a concurrent subscribe took the last place
+		return dst, 0, errSubs // a concurrent subscribe took the last place
 	}
-	return codec.AppendResult(dst, m.ID, nil), 0
+	return codec.AppendResult(dst, m.ID, nil), 0, nil
 }
 
 // checkSubscriptions refuses, before dispatch, a resources/subscribe from a
@@ -543,7 +566,13 @@ func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte)
 	if p.ProtocolVersion == "" {
 		return errAnswer(dst, m.ID, codec.CodeInvalidParams, "invalid params: initialize needs protocolVersion")
 	}
-	version, err := sess.Initialize(&p)
+	version := s.offer.negotiate(p.ProtocolVersion)
+	if version == "" {
+		// A server of 2026-07-28 only: the error names what it offers,
+		// the only diagnostic an older client has (versioning.mdx).
+		return errObject(dst, m.ID, s.offer.unsupported(p.ProtocolVersion))
+	}
+	version, err := sess.InitializeAs(&p, version)
 	if err != nil {
 		return errAnswer(dst, m.ID, codec.CodeInvalidRequest, "invalid request: session already initialized")
 	}
@@ -551,7 +580,7 @@ func (s *Server) initialize(sess *session.Session, m *codec.Message, dst []byte)
 		ProtocolVersion: version,
 		Capabilities:    s.capabilitiesFor(version),
 		ServerInfo:      implementationFor(mcp.Implementation{Name: s.opts.Name, Title: s.opts.Title, Version: s.opts.Version}, version),
-		Instructions:    s.opts.Instructions,
+		Instructions:    s.Instructions(),
 	}
 	body, err := codec.Marshal(&res)
 	if err != nil {

@@ -217,11 +217,25 @@ type Options struct {
 	// DiscoverCache is the cache hint of server/discover results.
 	DiscoverCache handlers.CacheHint
 
+	// Versions are the protocol revisions the server offers (see
+	// mcp.AllVersions); empty means all. Revisions it does not know are
+	// ignored (none known: all). An initialize negotiates among the
+	// session revisions offered, and is refused with
+	// UnsupportedProtocolVersionError (-32022, naming them) when none is;
+	// a 2026-07-28 request, server/discover included, gets -32022 when
+	// 2026-07-28 is not offered; server/discover and every -32022 list
+	// only the revisions offered (versions.go).
+	Versions []string
+
 	// Observer, if not nil, is told how each request ends, of refusals
 	// and of sessions closing (metrics: package admin); a ConnObserver
 	// too, it is told of the transports' connections and bytes. nil costs
 	// one nil check per request.
 	Observer Observer
+	// Tracer, if not nil, traces requests: a span per request (package
+	// tracing: OpenTelemetry). nil costs one nil check per request, with
+	// Observer's.
+	Tracer Tracer
 
 	// Bus carries resource updates and list changes; nil means an
 	// in-process bus.
@@ -274,6 +288,9 @@ type Server struct {
 
 	sched *scheduler // the fair scheduler in front of pool
 
+	offer        offer                  // Options.Versions (versions.go)
+	instructions atomic.Pointer[string] // SetInstructions; nil: Options.Instructions
+
 	stateKey       [][]byte // when Options.StateKeys is empty
 	serverInfoMeta []byte   // {"io.modelcontextprotocol/serverInfo":{...}}
 	listeners      listeners
@@ -287,10 +304,14 @@ type Server struct {
 	receiveFast MethodHandler // around fastInner
 	sender      Sender
 
-	authz Authorizer   // Options.Authorize; nil: none
-	obs   Observer     // Options.Observer; nil: none
-	tobs  ToolObserver // Options.Observer when it is one; nil: none
-	epoch time.Time    // New's time, with its monotonic reading (observe.go)
+	authz  Authorizer   // Options.Authorize; nil: none
+	obs    Observer     // Options.Observer; nil: none
+	tobs   ToolObserver // Options.Observer when it is one; nil: none
+	epoch  time.Time    // New's time, with its monotonic reading (observe.go)
+	tracer Tracer       // Options.Tracer; nil: none
+	// watch: obs or tracer is set, so requests are timed and their ends
+	// told (handleObserved): the one check of the paths that need neither.
+	watch bool
 
 	policy Policy // Options.Authorize when it is a Policy (auth.go); nil: none
 }
@@ -369,6 +390,8 @@ func New(opts Options) *Server {
 		tobs:     toolObserver(opts.Observer),
 		authz:    opts.Authorize,
 		epoch:    time.Now(),
+		tracer:   opts.Tracer,
+		watch:    opts.Observer != nil || opts.Tracer != nil,
 		reg:      handlers.NewRegistry(handlers.Options{PageSize: opts.PageSize}),
 		sessions: session.NewTable(),
 		bus:      opts.Bus,
@@ -382,6 +405,9 @@ func New(opts Options) *Server {
 		s.stateKey = newStateKey()
 	}
 	s.memoSeed = maphash.MakeSeed()
+	s.offer = newOffer(opts.Versions)
+	s.opts.Versions = s.offer.all
+	s.instructions.Store(&s.opts.Instructions)
 	s.statelessTracker = session.NewTracker()
 	info, _ := codec.Marshal(mcp.Implementation{Name: opts.Name, Title: opts.Title, Version: opts.Version})
 	s.serverInfoMeta = append(append([]byte(`{"`+mcp.MetaServerInfo+`":`), info...), '}')

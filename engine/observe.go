@@ -97,9 +97,10 @@ func (s *Server) PoolStats() (running, waiting int) {
 // timed for Observer.RequestDone (a power of two).
 const inlineTimingSample = 16
 
-// handleObserved is handleMessage with a request's end told to s.obs when
-// it is answered at once (a queued request's is told by run, which times
-// every one: enqueue reads the clock).
+// handleObserved is handleMessage with a request's end told to s.obs, and
+// traced (s.tracer, trace.go), when it is answered at once (a queued
+// request's is told and traced by run, which times every one: enqueue
+// reads the clock).
 //
 // The arrival time is the one handleNonRequest recorded (Session.Touch),
 // so no clock is read at the start; its low bits, clock jitter, pick the
@@ -118,13 +119,19 @@ func (s *Server) handleObserved(sess *session.Session, m *codec.Message, frame, 
 	var code int
 	res, code, queued = s.route(sess, m, frame, out, reply, nil, &f)
 	if !queued && len(res) >= start {
-		d := time.Duration(-1)
-		if t0 := sess.IdleSince().UnixNano(); t0&(inlineTimingSample-1) == 0 {
-			if d = time.Duration(time.Now().UnixNano() - t0); d < 0 { // the wall clock stepped back
-				d = -1
+		code = observedCode(res[start:], code)
+		if s.obs != nil {
+			d := time.Duration(-1)
+			if t0 := sess.IdleSince().UnixNano(); t0&(inlineTimingSample-1) == 0 {
+				if d = time.Duration(time.Now().UnixNano() - t0); d < 0 { // the wall clock stepped back
+					d = -1
+				}
 			}
+			s.observeNow(sess, m, code, d, &f)
 		}
-		s.observeNow(sess, m, observedCode(res[start:], code), d, &f)
+		if s.tracer != nil {
+			s.traceNow(sess, m, reply, code, &f, sess.IdleSince())
+		}
 	}
 	return res, queued
 }

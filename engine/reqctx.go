@@ -27,7 +27,8 @@ import (
 // (context.WithoutCancel, or a fresh one).
 type reqCtx struct {
 	parent context.Context
-	caller any // the request's verified caller (Options.Authorize), or nil
+	caller any  // the request's verified caller (Options.Authorize), or nil
+	span   Span // the request's span (Options.Tracer), or nil
 
 	mu     sync.Mutex
 	done   chan struct{}   // made on first Done; closedChan once cancelled before that
@@ -83,7 +84,7 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 // reset prepares c for a request of the session whose context is parent.
 func (c *reqCtx) reset(parent context.Context) {
-	c.parent, c.caller, c.done, c.err, c.caused, c.afters, c.notify = parent, nil, nil, nil, nil, c.afters[:0], nil
+	c.parent, c.caller, c.span, c.done, c.err, c.caused, c.afters, c.notify = parent, nil, nil, nil, nil, nil, c.afters[:0], nil
 }
 
 // AfterFunc arranges for f to run in its own goroutine once the context
@@ -141,6 +142,11 @@ func (c *reqCtx) Err() error {
 func (c *reqCtx) Value(key any) any {
 	if _, ok := key.(callerKey); ok && c.caller != nil {
 		return c.caller
+	}
+	if c.span != nil {
+		if v := c.span.Value(key); v != nil {
+			return v
+		}
 	}
 	c.mu.Lock()
 	caused := c.caused

@@ -60,12 +60,13 @@ type request struct {
 	rej           session.Sink // an inline 2026-07-28 request's reply sink, for Reject only
 	shape         resultShape  // what the engine knows of the result it encoded (finishStateless)
 
-	task    *task       // set on a task's own request (not pooled): the task its handler runs
-	refused *LimitError // the request was refused as it was to become a task
-	inMu    sync.Mutex  // serializes the input requests of a stateless request
-	inline  bool        // a NonBlocking tool run on the event loop: it sends nothing
-	big     bool        // buf holds a big frame, not yet decoded (HandleFrame)
-	lis     *listener   // a subscriptions/listen to open on a worker; buf holds its params
+	deferHint bool        // toolTask: the task's CreateTaskResult carries mcp.MetaDeferTask
+	task      *task       // set on a task's own request (not pooled): the task its handler runs
+	refused   *LimitError // the request was refused as it was to become a task
+	inMu      sync.Mutex  // serializes the input requests of a stateless request
+	inline    bool        // a NonBlocking tool run on the event loop: it sends nothing
+	big       bool        // buf holds a big frame, not yet decoded (HandleFrame)
+	lis       *listener   // a subscriptions/listen to open on a worker; buf holds its params
 	// authWait: a request deferRequest handed over, in its session's
 	// in-flight set under authID (in buf) until its authorization is
 	// decided (authDone).
@@ -130,7 +131,7 @@ func (s *Server) enqueue(sess *session.Session, m *codec.Message, row *method, f
 		r.buf = append(r.buf[:0], frame...)
 		rebase(&r.msg, m, frame, r.buf)
 		r.tool = f.rebase(frame, r.buf)
-		if s.obs != nil {
+		if s.watch {
 			r.obsStart = s.monotonic()
 		}
 	} else {
@@ -226,7 +227,7 @@ func (s *Server) handleBig(sess *session.Session, frame []byte) bool {
 	r := s.newRequest(sess, sess.Out)
 	r.buf = append(r.buf[:0], frame...)
 	r.big = true
-	if s.obs != nil {
+	if s.watch {
 		r.obsStart = s.monotonic()
 	}
 	if err := s.invokeNow(r); err != nil {
@@ -276,8 +277,14 @@ func (s *Server) serveBig(r *request) {
 		s.run(r)
 		return
 	}
-	if s.obs != nil && m.Kind == codec.KindRequest && !queued {
-		s.observeNow(sess, m, observedCode(b.B, code), s.monotonic()-r.obsStart, &f)
+	if s.watch && m.Kind == codec.KindRequest && !queued {
+		code = observedCode(b.B, code)
+		if s.obs != nil {
+			s.observeNow(sess, m, code, s.monotonic()-r.obsStart, &f)
+		}
+		if s.tracer != nil {
+			s.traceNow(sess, m, r.reply, code, &f, s.epoch.Add(r.obsStart))
+		}
 	}
 }
 
@@ -352,6 +359,9 @@ type Replier interface {
 // Final when it is a Replier, else with Send.
 func (s *Server) run(r *request) {
 	s.active.Add(1)
+	if s.tracer != nil {
+		s.traceStart(r) // trace.go
+	}
 	b := codec.GetBuffer()
 	var code int
 	if !r.waited || r.rc.cause() == nil {
@@ -391,6 +401,9 @@ func (s *Server) run(r *request) {
 		b = nil
 	} else if s.obs != nil {
 		s.observeQueued(r, code)
+	}
+	if r.rc.span != nil {
+		s.traceEnd(r, code, b == nil)
 	}
 	if f, ok := r.reply.(Replier); ok {
 		f.Final(b)
@@ -616,7 +629,7 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 	}
 	// A raw tool's server decides whether a 2026-07-28 call is a task: its
 	// result passes through (Registry.SetForeignTasks).
-	if r.task == nil && (raw == nil || !r.stateless.on) {
+	if r.task == nil && (raw == nil || !r.stateless.on || s.reg.RawToolTasks(p.Name)) {
 		if dst, err, done := s.toolTask(r, p, dst); done {
 			return dst, err
 		}
@@ -671,6 +684,9 @@ func (s *Server) toolTask(r *request, p *mcp.CallToolParams, dst []byte) (_ []by
 	case p.Task == nil && support == mcp.TaskRequired:
 		return dst, codec.NewError(codec.CodeMethodNotFound, "tool "+p.Name+" must be called as a task (params.task)"), true
 	case p.Task != nil:
+		if o, _ := s.reg.ToolOptionsOf(p.Name); o.DeferTask && r.linkDeclared() {
+			r.deferHint = true // a proxy is told (mcp.MetaDeferTask)
+		}
 		dst, err := s.startTask(r, dst, true)
 		return dst, err, true
 	}
@@ -846,11 +862,18 @@ func (r *request) logEnabled(i int) bool {
 	return r.sess.LogEnabled(i)
 }
 
-// TraceContext implements handlers.Peer: the OpenTelemetry trace context
-// (traceparent, tracestate, baggage) a stateless request's _meta carries.
-// The strings alias the request: copy them to keep them.
+// TraceContext implements handlers.TraceScope: the W3C trace context to
+// propagate to what the request calls. For a request the server traces
+// (Options.Tracer), its span's traceparent and tracestate; else those a
+// stateless request's _meta carries. Baggage is the _meta's. The strings
+// alias the request: copy them to keep them.
 func (r *request) TraceContext() (traceparent, tracestate, baggage string) {
-	return bytesconv.B2S(r.stateless.trace[0]), bytesconv.B2S(r.stateless.trace[1]), bytesconv.B2S(r.stateless.trace[2])
+	baggage = bytesconv.B2S(r.stateless.trace[2])
+	if sp := r.rc.span; sp != nil {
+		traceparent, tracestate = sp.TraceContext()
+		return traceparent, tracestate, baggage
+	}
+	return bytesconv.B2S(r.stateless.trace[0]), bytesconv.B2S(r.stateless.trace[1]), baggage
 }
 
 // progressToken returns the request's params._meta.progressToken, raw.
@@ -953,6 +976,14 @@ func (r *request) linked() bool {
 	if r.task != nil || len(r.msg.ID) == 0 {
 		return false
 	}
+	return r.linkDeclared()
+}
+
+// linkDeclared reports whether r's client declared mcp.MetaRelatedRequest
+// among its experimental capabilities: a proxy, which is also told the
+// key of each input its server-to-client requests ask for
+// (mcp.MetaInputKey), in a task too.
+func (r *request) linkDeclared() bool {
 	var exp []byte
 	if r.stateless.on {
 		exp = r.ClientCapabilities().Experimental
@@ -968,6 +999,13 @@ func (r *request) linked() bool {
 func (r *request) withRelatedRequest(obj []byte) []byte {
 	link := append([]byte(`"`+mcp.MetaRelatedRequest+`":{"requestId":`), r.msg.ID...)
 	link = append(link, '}')
+	return withMetaMember(obj, link)
+}
+
+// withMetaMember returns the params object obj with the member link
+// ("key":value) added to its _meta (a copy), which it gets when it has
+// none.
+func withMetaMember(obj, link []byte) []byte {
 	if len(obj) < 2 || obj[0] != '{' {
 		obj = []byte("{}")
 	}
@@ -1134,6 +1172,11 @@ func (r *request) callClient(ctx context.Context, method string, params, result 
 	}
 	if r.linked() {
 		raw = r.withRelatedRequest(raw)
+	}
+	if key := handlers.InputKey(ctx); key != "" && r.linkDeclared() {
+		// A proxy that turns the request into a 2026-07-28 input request
+		// names the input as the handler did.
+		raw = withMetaMember(raw, codec.AppendString([]byte(`"`+mcp.MetaInputKey+`":`), key))
 	}
 	if t := r.task; t != nil {
 		// A task waiting on its client is input_required meanwhile, and

@@ -235,6 +235,9 @@ func (s *Server) handleStateless(sess *session.Session, m *codec.Message, row *m
 	if !found && e != nil && !sess.Stateless() && row.statelessNow != opDiscover {
 		return out, 0, false, false
 	}
+	if (e == nil && !s.offer.stateless) || (e != nil && e.Code == mcp.CodeUnsupportedProtocolVersion) {
+		e = s.offer.unsupported(mm.version) // Options.Versions
+	}
 	if reply == nil {
 		reply = sess.Out
 	}
@@ -289,9 +292,9 @@ func (s *Server) handleStateless(sess *session.Session, m *codec.Message, row *m
 func (s *Server) appendDiscover(dst, id []byte) ([]byte, int) {
 	res := mcp.DiscoverResult{
 		ResultType:        mcp.ResultComplete,
-		SupportedVersions: mcp.AllVersions[:],
+		SupportedVersions: s.offer.all,
 		Capabilities:      s.statelessCapabilities(),
-		Instructions:      s.opts.Instructions,
+		Instructions:      s.Instructions(),
 		TTLMs:             s.opts.DiscoverCache.TTL.Milliseconds(),
 		CacheScope:        s.opts.DiscoverCache.Scope(),
 		Meta:              s.serverInfoMeta,

@@ -212,6 +212,45 @@ func TestSubscriptionFlood(t *testing.T) {
 		assert.Equal(t, "7", string(r.id))
 		r.none(t, 0)
 	})
+	// Concurrent subscribes on one session (HTTP POSTs): whichever finds
+	// the last place taken, before or after the check that precedes
+	// dispatch, is refused through the Refuser (HTTP 429), never answered
+	// with the limit's error in a result a transport sends as 200.
+	t.Run("concurrent", func(t *testing.T) {
+		f := newFixture(t, engine.Options{MaxSubscriptions: 1})
+		c := f.ready(t, `{}`)
+		const n = 32
+		for round := range 20 {
+			rs := make([]*refuser, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				rs[i] = &refuser{chanSink: newChanSink()}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					frame := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"resources/subscribe","params":{"uri":"mem://race/%d/%d"}}`, i, round, i)
+					serveFrame(t.Context(), f.srv.Conn(c.sess), []byte(frame), rs[i])
+				}()
+			}
+			wg.Wait()
+			granted := 0
+			for i, r := range rs {
+				if r.err != nil {
+					assert.Equal(t, engine.LimitSubscriptions, r.err.Limit)
+					r.none(t, 0)
+					continue
+				}
+				m := parse(t, <-r.ch)
+				require.Nil(t, m.Error, "subscribe %d answered with an error instead of a refusal", i)
+				granted++
+			}
+			require.LessOrEqual(t, granted, 1, "round %d", round)
+			for i := range n {
+				require.Nil(t, c.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":-1,"method":"resources/unsubscribe","params":{"uri":"mem://race/%d/%d"}}`, round, i)).Error)
+			}
+			require.Zero(t, c.sess.Subscriptions())
+		}
+	})
 	t.Run("listen", func(t *testing.T) {
 		f := newFixture(t, engine.Options{MaxSubscriptions: 100})
 		c := f.client(t)

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -21,20 +20,11 @@ import (
 // the caller's owner.
 
 // withRelatedTask returns a copy of the JSON object obj with
-// _meta["io.modelcontextprotocol/related-task"] added, unless obj has a
-// _meta of its own.
+// _meta["io.modelcontextprotocol/related-task"] added (into its own
+// _meta when it has one).
 func withRelatedTask(obj []byte, taskID string) []byte {
-	if len(obj) < 2 || obj[0] != '{' || bytes.Contains(obj, []byte(`"_meta":`)) {
-		return append([]byte(nil), obj...)
-	}
-	out := make([]byte, 0, len(obj)+64+len(taskID))
-	out = append(out, `{"_meta":{"`+relatedTaskKey+`":{"taskId":`...)
-	out = codec.AppendString(out, taskID)
-	out = append(out, "}}"...)
-	if len(bytes.TrimSpace(obj[1:len(obj)-1])) > 0 {
-		out = append(out, ',')
-	}
-	return append(out, obj[1:]...)
+	link := append([]byte(`"`+relatedTaskKey+`":{"taskId":`), codec.AppendString(nil, taskID)...)
+	return withMetaMember(obj, append(link, '}'))
 }
 
 // taskParams are the params of the tasks methods of both revisions.

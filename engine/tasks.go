@@ -71,6 +71,26 @@ var (
 	errTaskNotFound  = codec.NewError(codec.CodeInvalidParams, "invalid params: unknown task (it never existed, has expired, or is not yours)")
 )
 
+// ErrTaskNotFound is the answer to a tasks method that names a task that
+// never existed, has expired, or is another caller's: the same for all
+// three, so that an id tells nothing. A gateway answers so for the tasks
+// its upstreams hold (handlers.Registry.SetForeignTasks).
+var ErrTaskNotFound = errTaskNotFound
+
+// TaskOwnerOf returns the key the engine binds the tasks created by the
+// request of p (the Peer of a handler of this engine) to, as for its own
+// tasks: its verified caller's subject, else, for a 2026-07-28 request,
+// the client's address, else its session. A gateway binds the tasks an
+// upstream creates for a request to it, so that another caller finds
+// nothing. "" when p is not the engine's.
+func TaskOwnerOf(p handlers.Peer) string {
+	r, ok := p.(*request)
+	if !ok {
+		return ""
+	}
+	return taskOwner(r.sess, r.caller(), r.stateless.on)
+}
+
 // task is a task of either revision.
 type task struct {
 	s      *Server
@@ -102,8 +122,12 @@ type task struct {
 	seq      map[string]int
 	timer    *time.Timer
 	res      *mcp.CallToolResult // a deferred handler that returned before starting: its result
+	body     []byte              // or a raw tool's, as it came (res nil)
 	callErr  error               // or its error
 	creation []byte              // the CreateTaskResult
+	// deferHint: a 2025-11-25 task of a DeferTask tool whose client is
+	// a proxy (mcp.MetaDeferTask in its CreateTaskResult).
+	deferHint bool
 }
 
 // taskInput is an input a 2026-07-28 task's handler waits for.
@@ -449,7 +473,8 @@ func (s *Server) startTask(r *request, dst []byte, now bool) ([]byte, error) {
 	tr.progressToken()
 
 	t := &task{s: s, id: s.newTaskID(), req: tr, owner: taskOwner(r.sess, r.caller(), stateless), client: taskClient(r.sess, r.caller(), stateless),
-		status: mcp.TaskWorking, decided: make(chan struct{}), done: make(chan struct{}), seq: map[string]int{}, ttl: s.opts.TaskTTL}
+		status: mcp.TaskWorking, decided: make(chan struct{}), done: make(chan struct{}), seq: map[string]int{}, ttl: s.opts.TaskTTL,
+		deferHint: r.deferHint}
 	base := s.ctx
 	if stateless {
 		t.sink = &taskSink{to: r.reply}
@@ -519,6 +544,10 @@ func (s *Server) startTask(r *request, dst []byte, now bool) ([]byte, error) {
 	if t.callErr != nil {
 		return dst, t.callErr
 	}
+	if t.res == nil {
+		r.shape = shapeUnknown // a raw tool's bytes: scanned
+		return append(dst, t.body...), nil
+	}
 	return s.appendToolResult(r, t.res, dst)
 }
 
@@ -541,6 +570,9 @@ func (t *task) start() bool {
 	if t.sess != nil {
 		b = append(b, `{"task":`...)
 		b = t.appendSessionTask(b)
+		if t.deferHint {
+			b = append(b, `,"_meta":{"`+mcp.MetaDeferTask+`":true}`...)
+		}
 	} else {
 		b = append(b, `{"resultType":"task","taskId":`...)
 		b = codec.AppendString(b, t.id)
@@ -614,11 +646,10 @@ func (s *Server) runTask(r *request) {
 		s.taskHandlers.Add(-1)
 		s.adm.done()
 	}()
-	res, body, callErr := s.callTask(r)
-	toolErr := callErr == nil && res.IsError
+	res, body, toolErr, callErr := s.callTask(r)
 	t.mu.Lock()
 	if !t.started { // a deferred handler that returned before becoming a task
-		t.res, t.callErr = res, callErr
+		t.res, t.body, t.callErr = res, body, callErr
 		t.status = mcp.TaskCancelled // never a task: StartTask fails from now
 		close(t.decided)
 		t.mu.Unlock()
@@ -672,25 +703,44 @@ func (s *Server) keepResult(t *task, n int) {
 	}
 }
 
-// callTask runs the tool of a task: its result, and the result encoded
-// as a task keeps it (body), or its error.
-func (s *Server) callTask(r *request) (res *mcp.CallToolResult, body []byte, err error) {
+// callTask runs the tool of a task: its result (res), the result encoded
+// as the task keeps it (body), and whether it is a tool error, or its
+// error. A raw tool's result of a 2026-07-28 task passes as it came: body
+// alone, res nil.
+func (s *Server) callTask(r *request) (res *mcp.CallToolResult, body []byte, toolErr bool, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.recovered(v, "task handler "+r.task.id, r.sess, mcp.MethodToolsCall)
-			res, body, err = nil, nil, &codec.Error{Code: codec.CodeInternalError, Message: "internal error: handler panicked"}
+			res, body, toolErr, err = nil, nil, false, &codec.Error{Code: codec.CodeInternalError, Message: "internal error: handler panicked"}
 		}
 	}()
+	if r.stateless.on && s.reg.HasRaw() {
+		// A deferred task's handler may answer an InputRequiredResult,
+		// and the params reach it whole (inputResponses, requestState).
+		r.raw = handlers.RawRequest{Peer: r, Method: mcp.MethodToolsCall, Name: r.params.Name, Params: r.msg.Params}
+		out, ok, err := s.reg.CallRawTool(r.ctx, &r.raw)
+		r.raw = handlers.RawRequest{}
+		if ok {
+			if err != nil {
+				return nil, nil, false, err
+			}
+			if len(out) == 0 {
+				return nil, nil, false, errRawResult
+			}
+			ie, found, _ := codec.ObjectField(out, "isError")
+			return nil, out, found && string(ie) == "true", nil
+		}
+	}
 	r.call = handlers.CallToolRequest{Peer: r, Params: &r.params}
 	res, err = s.reg.CallTool(r.ctx, &r.call)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	if res == nil {
 		res = &mcp.CallToolResult{}
 	}
 	body, err = res.AppendJSON(nil)
-	return res, body, err
+	return res, body, res.IsError, err
 }
 
 // StartTask implements handlers.TaskStarter.

@@ -19,17 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// signalSink is a downstream session's sink that reports each message's
-// size.
-type signalSink struct{ ch chan []byte }
-
-func (s signalSink) Send(buf *codec.Buffer) error {
-	b := append([]byte(nil), buf.B...)
-	codec.PutBuffer(buf)
-	s.ch <- b
-	return nil
-}
-
 // countSink reports sizes only: it allocates nothing.
 type countSink struct{ ch chan int }
 

@@ -155,3 +155,35 @@ func TestDownstreamGone(t *testing.T) {
 		"the upstream was told to stop")
 	assert.Zero(t, f.gw.Status()[0].InFlight)
 }
+
+// TestUpstreamStats: each call is timed in the upstream's latency
+// histogram, and each failure counted by its class.
+func TestUpstreamStats(t *testing.T) {
+	u := selfUpstream("x", "fake")
+	u.Timeout = time.Second
+	buckets := []float64{0.001, 0.01, 0.1, 1, 10}
+	f := startFront(t, gateway.Options{Upstreams: []gateway.Upstream{u}, LatencyBuckets: buckets})
+	c := f.dial(t, client.Options{})
+	ctx := testCtx(t)
+	_, err := c.CallTool(ctx, "echo", map[string]any{})
+	require.NoError(t, err)
+	_, err = c.CallTool(ctx, "rpcerror", map[string]any{})
+	requireCode(t, err, codec.CodeServerBusy, "the fake refuses")
+	_, err = c.CallTool(ctx, "garbage", map[string]any{})
+	requireCode(t, err, codec.CodeInternalError, "an invalid message")
+	_, err = c.CallTool(ctx, "hang", map[string]any{})
+	requireCode(t, err, codec.CodeRequestTimeout, "did not answer")
+
+	st := f.gw.Status()[0]
+	assert.Equal(t, uint64(4), st.Calls)
+	assert.Equal(t, uint64(3), st.Errors)
+	assert.Equal(t, map[string]uint64{"upstream": 1, "invalid": 1, "timeout": 1}, st.ErrorsByClass)
+	require.Len(t, st.Latency, len(buckets)+1)
+	var n uint64
+	for _, k := range st.Latency {
+		n += k
+	}
+	assert.Equal(t, st.Calls, n, "every call timed")
+	assert.NotZero(t, st.Latency[4], "the call that timed out took 1 to 10 s")
+	assert.GreaterOrEqual(t, st.LatencySum, 1.0)
+}

@@ -125,6 +125,13 @@ type Upstream struct {
 	// Lazy starts the connections of a pool beyond the first only when
 	// the ones running are all busy.
 	Lazy bool
+	// Pipeline is how many requests one HTTP connection carries at once
+	// (HTTP/1.1 pipelining); 0 means 1, none pipelined. Pipelined
+	// requests are written together and their answers read together,
+	// which saves system calls per call, but an answer waits for those
+	// before it on its connection: a slow call holds up the calls
+	// pipelined behind it. For upstreams whose calls are all quick.
+	Pipeline int
 
 	// Headers are sent with every HTTP request to the upstream (static
 	// credentials). Never the downstream client's.
@@ -136,11 +143,35 @@ type Upstream struct {
 
 // Defaults.
 const (
+	// DefaultHoldTimeout, DefaultMaxHeld, DefaultMaxHeldPerClient,
+	// DefaultMaxRounds and DefaultMaxListenURIs are Options' defaults
+	// (era translation).
+	DefaultHoldTimeout      = 60 * time.Second
+	DefaultMaxHeld          = 1024
+	DefaultMaxHeldPerClient = 16
+	DefaultMaxRounds        = 16
+	DefaultMaxListenURIs    = 4096
+
 	DefaultTimeout     = 60 * time.Second
 	DefaultMaxInflight = 256
 	DefaultMaxSessions = 64
 	maxSlots           = 1 << 16 // ids carry the slot in 16 bits
+	maxPipeline        = 1024
 )
+
+// headerName reports whether k is an HTTP header name (a token).
+func headerName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
@@ -319,6 +350,23 @@ func (u *Upstream) Normalize() error {
 	if u.MaxSessions == 0 {
 		u.MaxSessions = DefaultMaxSessions
 	}
+	if u.Pipeline < 0 || u.Pipeline > maxPipeline {
+		return cfgErr("upstream %q: pipeline: 1 to %d requests per connection", u.Name, maxPipeline)
+	}
+	if u.Pipeline == 0 {
+		u.Pipeline = 1
+	}
+	if u.Pipeline > 1 && u.Transport != HTTP {
+		return cfgErr("upstream %q: pipeline is for HTTP upstreams (TCP and stdio pipeline always)", u.Name)
+	}
+	for k, v := range u.Headers {
+		if !headerName(k) {
+			return cfgErr("upstream %q: header %q: not a header name", u.Name, k)
+		}
+		if strings.ContainsAny(v, "\r\n\x00") {
+			return cfgErr("upstream %q: header %q: a value must not hold CR, LF or NUL", u.Name, k)
+		}
+	}
 	if u.OAuth != nil && u.OAuth.ClientID == "" {
 		return cfgErr("upstream %q: oauth: client-id is required (the token endpoint is discovered from the upstream's metadata)", u.Name)
 	}
@@ -378,7 +426,7 @@ func (u *Upstream) equal(o *Upstream) bool {
 	return u.Name == o.Name && u.Transport == o.Transport && u.Command == o.Command &&
 		slices.Equal(u.Args, o.Args) && slices.Equal(u.Env, o.Env) && u.Dir == o.Dir && u.URL == o.URL &&
 		u.Share == o.Share && u.Timeout == o.Timeout && u.MaxInflight == o.MaxInflight &&
-		u.MaxSessions == o.MaxSessions && u.Lazy == o.Lazy && oa(u.OAuth) == oa(o.OAuth) &&
+		u.MaxSessions == o.MaxSessions && u.Lazy == o.Lazy && u.Pipeline == o.Pipeline && oa(u.OAuth) == oa(o.OAuth) &&
 		mapsEqual(u.Headers, o.Headers)
 }
 

@@ -27,6 +27,9 @@ import (
 //	elicit       asks an elicitation (linked to the call), and answers what it got
 //	log          sends a log message linked to the call, then answers
 //	cancelled    answers how many notifications/cancelled it received
+//	rpcerror     answers a JSON-RPC error of its own
+//	roots        answers the roots it got by asking roots/list on its own,
+//	             after a notifications/roots/list_changed (waits for them)
 func serveFake() {
 	var (
 		wmu       sync.Mutex
@@ -64,7 +67,8 @@ func serveFake() {
 			return json.RawMessage(`"timeout"`)
 		}
 	}
-	tools := []string{"echo", "crash", "hang", "garbage", "wrongid", "big", "flood", "progress", "elicit-gone", "elicit", "log", "cancelled"}
+	gotRoots := make(chan json.RawMessage, 1)
+	tools := []string{"echo", "crash", "hang", "garbage", "wrongid", "big", "flood", "progress", "elicit-gone", "elicit", "log", "cancelled", "rpcerror", "roots"}
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
 	for {
 		line, err := in.ReadBytes('\n')
@@ -97,7 +101,7 @@ func serveFake() {
 		}
 		switch m.Method {
 		case "initialize":
-			result(m.ID, `{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"logging":{}},"serverInfo":{"name":"fake","version":"1"}}`)
+			result(m.ID, `{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"logging":{}},"serverInfo":{"name":"fake","version":"1"},"instructions":"Call echo to hear yourself."}`)
 		case "server/discover":
 			write(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"method not found"}}`)
 		case "notifications/initialized", "logging/setLevel":
@@ -106,6 +110,8 @@ func serveFake() {
 			}
 		case "notifications/cancelled":
 			cancelled.Add(1)
+		case "notifications/roots/list_changed":
+			go func() { gotRoots <- ask("roots/list", `{}`) }()
 		case "ping":
 			result(m.ID, `{}`)
 		case "tools/list":
@@ -167,6 +173,17 @@ func serveFake() {
 				text(id, "logged")
 			case "cancelled":
 				text(id, strconv.FormatInt(cancelled.Load(), 10))
+			case "roots":
+				go func() {
+					select {
+					case r := <-gotRoots:
+						text(id, string(r))
+					case <-time.After(10 * time.Second):
+						text(id, "no roots")
+					}
+				}()
+			case "rpcerror":
+				write(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":-32000,"message":"the fake refuses"}}`)
 			default:
 				write(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":-32602,"message":"unknown tool"}}`)
 			}
@@ -174,6 +191,56 @@ func serveFake() {
 			if m.ID != nil {
 				write(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"method not found"}}`)
 			}
+		}
+	}
+}
+
+// serveFake26 is a scripted upstream of 2026-07-28 only, whose tools
+// misbehave on purpose:
+//
+//	ask     asks for an elicitation whatever the client declared
+//	rounds  asks for input again on every retry
+func serveFake26() {
+	out := bufio.NewWriter(os.Stdout)
+	write := func(s string) {
+		out.WriteString(s)
+		out.WriteByte('\n')
+		out.Flush()
+	}
+	in := bufio.NewReaderSize(os.Stdin, 1<<20)
+	for {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name         string `json:"name"`
+				RequestState string `json:"requestState"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(line, &m) != nil || m.ID == nil {
+			continue
+		}
+		result := func(res string) { write(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + res + `}`) }
+		switch m.Method {
+		case "server/discover":
+			result(`{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"public"}`)
+		case "subscriptions/listen":
+			write(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":` + string(m.ID) + `},"notifications":{}}}`)
+		case "tools/list":
+			result(`{"resultType":"complete","tools":[{"name":"ask","inputSchema":{"type":"object"}},{"name":"rounds","inputSchema":{"type":"object"}}]}`)
+		case "tools/call":
+			ask := `{"resultType":"input_required","inputRequests":{"q":{"method":"elicitation/create","params":{"message":"name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}}},"requestState":"s` + strconv.Itoa(len(m.Params.RequestState)) + `"}`
+			if m.Params.Name == "ask" && m.Params.RequestState != "" {
+				result(`{"resultType":"complete","content":[{"type":"text","text":"answered"}]}`)
+				continue
+			}
+			result(ask)
+		default:
+			write(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"method not found"}}`)
 		}
 	}
 }

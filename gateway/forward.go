@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/mcp"
 )
@@ -19,10 +20,10 @@ var keepToken = []byte{}
 
 // toolHandler serves the upstream's tools.
 func (u *upstream) toolHandler(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
-	x := exchange{peer: req.Peer, method: req.Method, params: req.Params}
+	x := exchange{peer: req.Peer, method: req.Method, name: req.Name, params: req.Params}
 	x.fp.name = u.m.toolName(req.Name)
 	x.fp.token = keepToken
-	if u.m.names.Load().taskRequired[req.Name] && req.Peer.ProtocolVersion() != mcp.Version20260728 {
+	if u.m.names.Load().taskRequired[req.Name] && req.Peer.ProtocolVersion() != mcp.Version20260728 && !u.statelessOnly() {
 		return u.callAsTask(ctx, &x, dst)
 	}
 	return u.forward(ctx, &x, dst)
@@ -30,7 +31,7 @@ func (u *upstream) toolHandler(ctx context.Context, req *handlers.RawRequest, ds
 
 // promptHandler serves the upstream's prompts and their completions.
 func (u *upstream) promptHandler(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
-	x := exchange{peer: req.Peer, method: req.Method, params: req.Params}
+	x := exchange{peer: req.Peer, method: req.Method, name: req.Name, params: req.Params}
 	if req.Method == mcp.MethodCompletionComplete {
 		x.fp.refName = u.m.promptName(req.Name)
 	} else {
@@ -43,7 +44,7 @@ func (u *upstream) promptHandler(ctx context.Context, req *handlers.RawRequest, 
 // resourceHandler serves the upstream's resources, and the completions
 // of its templates.
 func (u *upstream) resourceHandler(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
-	x := exchange{peer: req.Peer, method: req.Method, params: req.Params, fp: forwardParams{token: keepToken}}
+	x := exchange{peer: req.Peer, method: req.Method, name: req.Name, params: req.Params, fp: forwardParams{token: keepToken}}
 	return u.forward(ctx, &x, dst)
 }
 
@@ -56,7 +57,12 @@ func (u *upstream) resourceHandler(ctx context.Context, req *handlers.RawRequest
 // elicitations, with related-task) reach the downstream task's Peer. A
 // downstream cancellation cancels the upstream task.
 func (u *upstream) callAsTask(ctx context.Context, x *exchange, dst []byte) ([]byte, error) {
-	u.stats.calls.Add(1)
+	start := u.callBegin()
+	out, err := u.runAsTask(ctx, x, dst)
+	return out, u.callEnd(ctx, start, err)
+}
+
+func (u *upstream) runAsTask(ctx context.Context, x *exchange, dst []byte) ([]byte, error) {
 	p, err := u.poolFor(x.peer)
 	if err != nil {
 		return dst, err
@@ -68,13 +74,11 @@ func (u *upstream) callAsTask(ctx context.Context, x *exchange, dst []byte) ([]b
 	x.fp.addTask = true
 	cl, err := c.start(x, nil)
 	if err != nil {
-		u.stats.errors.Add(1)
 		return dst, u.connError(err)
 	}
 	created, err := c.wait(ctx, cl)
-	if created, err = c.result(created, 0, err); err != nil {
+	if created, _, err = c.result(created, 0, err); err != nil {
 		c.end(cl)
-		u.stats.errors.Add(1)
 		return dst, err
 	}
 	id := createdTask(created)
@@ -91,19 +95,17 @@ func (u *upstream) callAsTask(ctx context.Context, x *exchange, dst []byte) ([]b
 	start := len(dst)
 	wait, err := c.start(&y, dst)
 	if err != nil {
-		u.stats.errors.Add(1)
 		return dst, u.connError(err)
 	}
 	out, err := c.wait(ctx, wait)
 	c.end(wait)
-	out, err = c.result(out, start, err)
+	out, _, err = c.result(out, start, err)
 	if err != nil {
 		if ctx.Err() != nil {
 			cctx, cancel := context.WithTimeout(u.ctx, u.cfg.Timeout)
 			_, _ = c.internal(cctx, mcp.MethodTasksCancel, params)
 			cancel()
 		}
-		u.stats.errors.Add(1)
 		return dst, err
 	}
 	// The result names the upstream's task in its _meta: the engine names
@@ -119,23 +121,24 @@ func (u *upstream) callAsTask(ctx context.Context, x *exchange, dst []byte) ([]b
 
 // foreignTask serves tasks/get, tasks/update and tasks/cancel of
 // 2026-07-28 for the tasks an upstream created: at the connection whose
-// call created the task.
+// call created the task, for the caller that created it. Anyone else is
+// answered as for an id never issued.
 func (g *Gateway) foreignTask(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
-	u := g.taskOwner(req.Name)
-	if u == nil {
-		return dst, codec.NewError(codec.CodeInvalidParams, "invalid params: unknown task "+req.Name)
+	r, ok := g.task(req.Name, engine.TaskOwnerOf(req.Peer))
+	if !ok {
+		return dst, engine.ErrTaskNotFound
 	}
-	i, ok := u.stateless.taskConn(req.Name)
-	c := u.stateless.conn(i)
-	if !ok || c == nil {
+	u := r.u
+	c := r.p.conn(r.conn)
+	if c == nil {
 		return dst, u.unavailable(errors.New("the connection that created the task has ended"))
 	}
 	x := exchange{peer: req.Peer, method: req.Method, params: req.Params, fp: forwardParams{stateless: true, linkCap: true}}
-	u.stats.calls.Add(1)
+	start := u.callBegin()
 	out, err := c.do(ctx, &x, dst)
 	if err != nil {
-		u.stats.errors.Add(1)
-		return dst, u.connError(err)
+		return dst, u.connError(u.callEnd(ctx, start, err))
 	}
+	u.callEnd(ctx, start, nil)
 	return out, nil
 }

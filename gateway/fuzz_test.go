@@ -102,3 +102,39 @@ func FuzzUpstreamMessage(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTranslateParams feeds the era translation's parsers arbitrary
+// params: a 2026-07-28 request's made a session's (downParams), a
+// session's made a 2026-07-28 one (withUpMeta), the answers of a retry
+// (inputResponses) and a requestState (heldToken). None panics; what
+// downParams and withUpMeta make of a JSON object is one, without the
+// members they take out.
+func FuzzTranslateParams(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"a","arguments":{"x":1},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":7}}`,
+		`{"inputResponses":{"k":{"action":"accept"}},"requestState":"a.~h~x.y","task":{}}`,
+		`{"_meta":{}}`, `{}`, `[]`, `{"a":`, `{"_meta":{"io.modelcontextprotocol/logLevel":1},"_meta":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	meta := []byte(`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`)
+	f.Fuzz(func(t *testing.T, params []byte) {
+		valid := json.Valid(params) && len(params) > 0 && params[0] == '{'
+		if out, err := downParams(params); err == nil && valid {
+			var m map[string]json.RawMessage
+			if json.Unmarshal(out, &m) != nil {
+				t.Fatalf("downParams(%s) = %s: not an object", params, out)
+			}
+			for _, k := range downTop {
+				if _, ok := m[k]; ok {
+					t.Fatalf("downParams(%s) = %s: %s kept", params, out, k)
+				}
+			}
+		}
+		if out, err := withUpMeta(params, meta); err == nil && valid && !json.Valid(out) {
+			t.Fatalf("withUpMeta(%s) = %s: not JSON", params, out)
+		}
+		_, _ = inputResponses(params)
+		_, _ = heldToken(string(params))
+	})
+}

@@ -27,6 +27,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ import (
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers"
+	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
 )
 
@@ -57,8 +59,38 @@ type Options struct {
 	// lists; <= 0 means 30 s. An upstream not up by then is served once
 	// it is.
 	StartTimeout time.Duration
+	// HoldTimeout bounds how long an upstream call of the session
+	// revisions, translated for a 2026-07-28 client, is held open for
+	// the client's retry with the input it asked for; <= 0 means 60 s.
+	// Past it the upstream's requests get an error, the call is
+	// cancelled, and the retry gets -32602.
+	HoldTimeout time.Duration
+	// MaxHeld bounds the calls held at once; <= 0 means 1024. MaxHeld
+	// PerClient bounds those of one client (its authenticated subject,
+	// else its address); <= 0 means 16. Past either the upstream's
+	// request gets an error and the client -32000
+	// {"limit":"upstream-held"}.
+	MaxHeld, MaxHeldPerClient int
+	// MaxRounds bounds the input rounds of one translated call, in
+	// either direction; <= 0 means 16. Past it the upstream's request
+	// gets an error, the call is cancelled, and the client gets -32000
+	// {"limit":"upstream-input-rounds"}.
+	MaxRounds int
+	// MaxListenURIs bounds the resource URIs of the listen stream kept
+	// open on an upstream that speaks only 2026-07-28, for the sessions'
+	// resources/subscribe; <= 0 means 4096. Past it a URI subscribed
+	// downstream is not subscribed upstream (logged).
+	MaxListenURIs int
 	// Logger receives the gateway's logs; nil discards them.
 	Logger *slog.Logger
+	// LatencyBuckets are the upper bounds, in seconds, of the histogram
+	// of each upstream's call latencies (Status.Latency); nil keeps none.
+	LatencyBuckets []float64
+	// TaskTTL is how long the gateway routes the tasks methods of a
+	// 2026-07-28 task an upstream created (to its connection, for its
+	// caller) after the task was created; <= 0 means 10 minutes (the
+	// engine's default -task-ttl).
+	TaskTTL time.Duration
 }
 
 // Gateway serves the upstreams it is configured with through an engine.
@@ -68,9 +100,13 @@ type Gateway struct {
 	srv  *engine.Server
 	reg  *handlers.Registry
 
-	mu     sync.Mutex
-	ups    []*upstream // in configuration order
-	claims [4]map[string]*upstream
+	bounds []int64 // Options.LatencyBuckets, in nanoseconds
+
+	mu       sync.Mutex
+	ups      []*upstream // in configuration order
+	claims   [4]map[string]*upstream
+	refs     map[string]*upRef      // by upstream name
+	draining map[*upstream]struct{} // retired by a reload, finishing their calls
 
 	subMu sync.Mutex
 	subs  map[string]int // resource URIs subscribed downstream, with how many subscribers
@@ -79,9 +115,18 @@ type Gateway struct {
 	elicits map[string]string // URL elicitation id → downstream session
 	elOrder []string
 
+	insMu   sync.Mutex
+	ownIns  string // the engine's own instructions, before the upstreams'
+	lastIns string // what mergeInstructions set last
+
 	taskMu    sync.Mutex
-	tasks     map[string]*upstream // 2026-07-28 task id → upstream
-	taskOrder []string
+	tasks     map[string]taskRoute // 2026-07-28 task id → where it lives, whose it is
+	taskOrder []string             // in the order noted, for the bound
+
+	held     heldTable     // calls held for 2026-07-28 clients' input (held.go)
+	stop     chan struct{} // closed by Close
+	stopOnce sync.Once
+	bg       sync.WaitGroup
 }
 
 // New returns a gateway for opts, after checking the upstreams'
@@ -104,11 +149,32 @@ func New(opts Options) (*Gateway, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 30 * time.Second
 	}
+	if opts.TaskTTL <= 0 {
+		opts.TaskTTL = 10 * time.Minute
+	}
+	if opts.HoldTimeout <= 0 {
+		opts.HoldTimeout = DefaultHoldTimeout
+	}
+	if opts.MaxHeld <= 0 {
+		opts.MaxHeld = DefaultMaxHeld
+	}
+	if opts.MaxHeldPerClient <= 0 {
+		opts.MaxHeldPerClient = DefaultMaxHeldPerClient
+	}
+	if opts.MaxRounds <= 0 {
+		opts.MaxRounds = DefaultMaxRounds
+	}
+	if opts.MaxListenURIs <= 0 {
+		opts.MaxListenURIs = DefaultMaxListenURIs
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	g := &Gateway{opts: opts, log: log}
+	g := &Gateway{opts: opts, log: log, stop: make(chan struct{})}
+	for _, b := range opts.LatencyBuckets {
+		g.bounds = append(g.bounds, int64(b*1e9))
+	}
 	for i := range g.claims {
 		g.claims[i] = map[string]*upstream{}
 	}
@@ -148,6 +214,86 @@ func (b *bus) Subscribe(topic string, fn func(string, []byte)) func() {
 	}
 }
 
+// maxInstructions bounds what one upstream's instructions add to the
+// gateway's (sent in every initialize result).
+const maxInstructions = 16 << 10
+
+// mergeInstructions sets the engine's instructions: its own, then each
+// upstream's in configuration order, under a line naming the upstream
+// (and its prefix). With one upstream and none of its own, the gateway
+// passes the upstream's as they are. An upstream down keeps the
+// instructions it gave last.
+func (g *Gateway) mergeInstructions() {
+	g.insMu.Lock()
+	defer g.insMu.Unlock()
+	if g.srv == nil {
+		return
+	}
+	g.mu.Lock()
+	ups := slices.Clone(g.ups)
+	g.mu.Unlock()
+	var b strings.Builder
+	b.WriteString(g.ownIns)
+	for _, u := range ups {
+		p := u.instructions.Load()
+		if p == nil || strings.TrimSpace(*p) == "" {
+			continue
+		}
+		text := *p
+		if len(text) > maxInstructions {
+			text = strings.ToValidUTF8(text[:maxInstructions], "") + "…"
+		}
+		if len(ups) == 1 && g.ownIns == "" {
+			b.WriteString(text)
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString("From the server " + strconv.Quote(u.cfg.Name))
+		if prefix := u.m.naming().prefix(len(ups)); prefix != "" {
+			b.WriteString(" (its tools and prompts are named " + prefix + "...)")
+		}
+		b.WriteString(":\n" + text)
+	}
+	if text := b.String(); text != g.lastIns {
+		g.lastIns = text
+		g.srv.SetInstructions(text)
+	}
+}
+
+// RootsListChanged relays a downstream session's
+// notifications/roots/list_changed to the upstream connections that
+// session has of its own (share = "session"): such an upstream may keep
+// the client's roots, and ask for them again (roots/list, answered with
+// that session's). Pooled connections are not told: many sessions share
+// them, and a roots/list asked outside a call there names no session.
+// Give it as engine.Options.OnRootsListChanged; it does not block.
+func (g *Gateway) RootsListChanged(sess *session.Session) {
+	id := sess.ID()
+	g.mu.Lock()
+	ups := slices.Clone(g.ups)
+	g.mu.Unlock()
+	for _, u := range ups {
+		if !u.cfg.Share.Session {
+			continue
+		}
+		u.sessMu.Lock()
+		p := u.bySess[id]
+		u.sessMu.Unlock()
+		if p == nil {
+			continue
+		}
+		if c := p.conn(0); c != nil {
+			go func() {
+				if err := c.notify(mcp.NotificationRootsListChanged, nil); err != nil {
+					u.log.Debug("roots/list_changed not relayed", "err", err)
+				}
+			}()
+		}
+	}
+}
+
 // Start connects to the upstreams and mirrors their lists into srv's
 // registry. It waits, within ctx and Options.StartTimeout, for each
 // upstream's first lists; an upstream down by then is mirrored once it is
@@ -155,10 +301,18 @@ func (b *bus) Subscribe(topic string, fn func(string, []byte)) func() {
 // handler's) are an error naming both; Start then stops everything.
 func (g *Gateway) Start(ctx context.Context, srv *engine.Server) error {
 	g.srv, g.reg = srv, srv.Registry()
+	g.ownIns = srv.Instructions()
 	g.reg.SetForeignTasks(g.foreignTask)
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		g.sweepHeldLoop(g.stop)
+	}()
 	g.mu.Lock()
 	for _, cfg := range g.opts.Upstreams {
-		g.ups = append(g.ups, newUpstream(g, cfg))
+		u := newUpstream(g, cfg)
+		g.current(u)
+		g.ups = append(g.ups, u)
 	}
 	ups := slices.Clone(g.ups)
 	g.mu.Unlock()
@@ -188,15 +342,66 @@ func (g *Gateway) Start(ctx context.Context, srv *engine.Server) error {
 // Close stops every upstream connection (for stdio, every child and its
 // process group) and unregisters nothing: the server is going away.
 func (g *Gateway) Close() {
+	g.stopOnce.Do(func() { close(g.stop) })
+	g.bg.Wait()
+	g.dropHeld(nil, errStopped)
 	g.mu.Lock()
 	ups := g.ups
 	g.ups = nil
+	for u := range g.draining {
+		ups = append(ups, u)
+	}
+	g.draining = nil
 	g.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, u := range ups {
 		wg.Go(u.stop)
 	}
 	wg.Wait()
+}
+
+// current makes u the upstream its name's items call (g.mu held).
+func (g *Gateway) current(u *upstream) {
+	if g.refs == nil {
+		g.refs = map[string]*upRef{}
+	}
+	r := g.refs[u.cfg.Name]
+	if r == nil {
+		r = &upRef{}
+		g.refs[u.cfg.Name] = r
+	}
+	u.ref = r
+	r.cur.Store(u)
+}
+
+// retire has u, replaced or removed by a reload, finish its calls in
+// flight, then stop (in the background).
+func (g *Gateway) retire(u *upstream) {
+	g.mu.Lock()
+	if g.draining == nil {
+		g.draining = map[*upstream]struct{}{}
+	}
+	g.draining[u] = struct{}{}
+	g.mu.Unlock()
+	u.retired.Store(true)
+	go func() {
+		u.drain()
+		g.mu.Lock()
+		delete(g.draining, u)
+		g.mu.Unlock()
+	}()
+}
+
+// handOver gives the names old claims to nu, which replaces it (g.mu
+// held).
+func (g *Gateway) handOver(old, nu *upstream) {
+	for k := range g.claims {
+		for name, o := range g.claims[k] {
+			if o == old {
+				g.claims[k][name] = nu
+			}
+		}
+	}
 }
 
 // upstreamCount is the number of upstreams, which decides the default
@@ -359,6 +564,10 @@ func (g *Gateway) resubscribe(u *upstream) {
 // mirror connection, whose notifications carry the updates.
 func (u *upstream) subscribe(uri string, on bool) {
 	c := u.session.conn(0)
+	if c != nil && c.era == statelessEra {
+		u.listenSoon() // one listen stream names them all (up.go)
+		return
+	}
 	if c == nil || c.info == nil || c.info.caps.Resources == nil || !c.info.caps.Resources.Subscribe {
 		return
 	}
@@ -368,7 +577,7 @@ func (u *upstream) subscribe(uri string, on bool) {
 	}
 	ctx, cancel := context.WithTimeout(u.ctx, u.cfg.Timeout)
 	defer cancel()
-	if _, err := c.internal(ctx, method, append(codec.AppendString([]byte(`{"uri":`), uri), '}')); err != nil {
+	if _, err := c.internal(ctx, method, append(codec.AppendString([]byte(`{"uri":`), uri), '}')); err != nil && u.ctx.Err() == nil {
 		u.log.Warn(method+" failed", "uri", uri, "err", err)
 	}
 }
@@ -410,25 +619,57 @@ func (g *Gateway) elicitationComplete(id string) {
 	}
 }
 
-// noteTask remembers which upstream created a 2026-07-28 task.
-func (g *Gateway) noteTask(id string, u *upstream) {
+// taskRoute is a 2026-07-28 task an upstream created: the connection
+// that created it (of its stateless pool, or of the session pool of an
+// upstream that speaks 2026-07-28 only), where its tasks methods go, and
+// the caller it is bound to (engine.TaskOwnerOf: its subject, else its
+// address), the only one who reaches it.
+type taskRoute struct {
+	u       *upstream
+	p       *pool
+	conn    int
+	owner   string
+	expires int64 // nanotime
+}
+
+// noteTask binds task id, created through connection conn of u's pool
+// p, to owner, for Options.TaskTTL. The table is bounded
+// (maxTaskOwners): the expired go first, then the oldest.
+func (g *Gateway) noteTask(id string, u *upstream, p *pool, conn int, owner string) {
+	now := nanotime()
 	g.taskMu.Lock()
 	defer g.taskMu.Unlock()
 	if g.tasks == nil {
-		g.tasks = map[string]*upstream{}
+		g.tasks = map[string]taskRoute{}
 	}
 	if _, ok := g.tasks[id]; !ok {
-		g.taskOrder = append(g.taskOrder, id)
-		if len(g.taskOrder) > maxTaskOwners {
+		for len(g.taskOrder) > 0 {
+			old, ok := g.tasks[g.taskOrder[0]]
+			if ok && old.expires > now && len(g.taskOrder) < maxTaskOwners {
+				break
+			}
 			delete(g.tasks, g.taskOrder[0])
 			g.taskOrder = g.taskOrder[1:]
 		}
+		g.taskOrder = append(g.taskOrder, id)
 	}
-	g.tasks[id] = u
+	g.tasks[id] = taskRoute{u: u, p: p, conn: conn, owner: owner, expires: now + int64(g.opts.TaskTTL)}
 }
 
-func (g *Gateway) taskOwner(id string) *upstream {
+// task returns the route of task id for a request whose tasks are bound
+// to owner; false when there is none, it expired, or it is another's.
+func (g *Gateway) task(id, owner string) (taskRoute, bool) {
 	g.taskMu.Lock()
 	defer g.taskMu.Unlock()
-	return g.tasks[id]
+	r, ok := g.tasks[id]
+	switch {
+	case !ok:
+		return taskRoute{}, false
+	case r.expires <= nanotime():
+		delete(g.tasks, id)
+		return taskRoute{}, false
+	case r.owner != owner:
+		return taskRoute{}, false
+	}
+	return r, true
 }

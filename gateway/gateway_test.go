@@ -176,3 +176,22 @@ func TestToolFilters(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "This is a simple text response for testing.", text(t, r))
 }
+
+// TestInstructionsMerged: with one upstream and no instructions of its
+// own, the gateway passes the upstream's; with several, each upstream's
+// follow the gateway's own, under a line naming the upstream and its
+// prefix. The gateway's identity stays its own.
+func TestInstructionsMerged(t *testing.T) {
+	t.Run("one upstream", func(t *testing.T) {
+		f := startFront(t, gateway.Options{Upstreams: []gateway.Upstream{selfUpstream("x", "fake")}})
+		c := f.dial(t, client.Options{})
+		assert.Equal(t, "Call echo to hear yourself.", c.Instructions())
+		assert.Equal(t, "mcpedge", c.ServerInfo().Name)
+	})
+	t.Run("several", func(t *testing.T) {
+		f := startFront(t, gateway.Options{Upstreams: []gateway.Upstream{selfUpstream("x", "fake"), selfUpstream("y", "conformance")}})
+		c := f.dial(t, client.Options{})
+		assert.Equal(t, "From the server \"x\" (its tools and prompts are named x_...):\nCall echo to hear yourself.", c.Instructions(),
+			"y gives none")
+	})
+}

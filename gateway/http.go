@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/mcpedge/mcpedge/client"
 	"github.com/mcpedge/mcpedge/client/oauth"
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/internal/bytesconv"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/valyala/fasthttp"
 )
@@ -53,6 +55,11 @@ type httpShared struct {
 	timeout time.Duration
 	legacy  atomic.Bool // the endpoint speaks HTTP+SSE only
 	params  func(tool string) []mcp.HeaderParam
+	fast    *h1Client // the calls (h1.go)
+
+	authMu  sync.Mutex
+	authTok *oauth.Token // the token authHdr was made from
+	authHdr []byte       // "Bearer ...", read-only once made
 }
 
 func newHTTPShared(u *upstream) (*httpShared, error) {
@@ -90,13 +97,48 @@ func newHTTPShared(u *upstream) (*httpShared, error) {
 	for k, v := range u.cfg.Headers {
 		sh.headers = append(sh.headers, [2]string{k, v})
 	}
+	slices.SortFunc(sh.headers, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
 	if o := u.cfg.OAuth; o != nil {
 		sh.oauth, err = oauth.New(u.cfg.URL, oauth.Config{ClientID: o.ClientID, ClientSecret: o.ClientSecret, Scopes: o.Scopes, GrantType: oauth.GrantClientCredentials})
 		if err != nil {
 			return nil, err
 		}
 	}
+	// The calls' connections: as many as one connection's calls in
+	// flight (max-inflight), each carrying Pipeline requests at once.
+	if sh.fast, err = newH1Client(sh, u.cfg.URL, u.cfg.MaxInflight, u.cfg.Pipeline, u.cfg.Timeout); err != nil {
+		return nil, err
+	}
 	return sh, nil
+}
+
+// close closes the upstream's connections.
+func (sh *httpShared) close() {
+	sh.fast.close()
+	sh.hc.CloseIdleConnections()
+	sh.stream.CloseIdleConnections()
+}
+
+// authorization returns the Authorization header value to send (nil
+// without a token yet): made once per token, not per request.
+func (sh *httpShared) authorization(ctx context.Context) ([]byte, error) {
+	t := sh.oauth.Token()
+	sh.authMu.Lock()
+	if t != nil && t == sh.authTok && (t.Expiry.IsZero() || time.Until(t.Expiry) > 10*time.Second) {
+		h := sh.authHdr
+		sh.authMu.Unlock()
+		return h, nil
+	}
+	sh.authMu.Unlock()
+	v, err := sh.oauth.Authorization(ctx)
+	if err != nil || v == "" {
+		return nil, err
+	}
+	h := []byte(v)
+	sh.authMu.Lock()
+	sh.authTok, sh.authHdr = sh.oauth.Token(), h
+	sh.authMu.Unlock()
+	return h, nil
 }
 
 // httpPipe is one upstream session over Streamable HTTP: a client.Conn
@@ -111,14 +153,17 @@ type httpPipe struct {
 	nwork atomic.Int32
 	max   int32
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup
-	once   sync.Once
-	ended  atomic.Bool
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	wg       sync.WaitGroup
+	once     sync.Once
+	ended    atomic.Bool
+	dmu      sync.RWMutex // held (read) while a message is fed to in: Closed waits for it
+	closedIn bool         // in was told Closed: nothing more is fed to it (under dmu)
 
 	smu     sync.Mutex
 	streams map[*fasthttp.Response]struct{} // event streams being read, interrupted by end
+	byID    map[string]*fasthttp.Response   // 2026-07-28: those streams by the id of the request they answer (cancelStream)
 }
 
 // track registers an event stream being read, so that end interrupts
@@ -155,11 +200,25 @@ func newHTTPPipe(sh *httpShared, in client.Inbound, e era, maxWorkers int) *http
 	return p
 }
 
-// Send implements client.Conn: msg (copied) goes to a worker, which POSTs
-// it and feeds the answer to the muxConn.
+// Send implements client.Conn. A request (but initialize and
+// subscriptions/listen) goes over the calls' connections (h1Client), its
+// answer read by the connection's reader; anything else (msg copied) goes
+// to a worker, which POSTs it and feeds the answer to the muxConn.
 func (p *httpPipe) Send(_ context.Context, msg []byte) error {
 	if p.ended.Load() {
 		return context.Cause(p.ctx)
+	}
+	m := messages.Get().(*codec.Message)
+	fast := codec.Decode(msg, m) == nil && m.Kind == codec.KindRequest && len(m.ID) <= len(h1Pending{}.id) &&
+		m.Method != mcp.MethodInitialize && m.Method != mcp.MethodSubscriptionsListen
+	var err error
+	if fast {
+		err = p.sendFast(msg, m)
+	}
+	m.Reset()
+	messages.Put(m)
+	if fast {
+		return err
 	}
 	b := codec.GetBuffer()
 	b.B = append(b.B[:0], msg...)
@@ -181,6 +240,80 @@ func (p *httpPipe) Send(_ context.Context, msg []byte) error {
 		codec.PutBuffer(b)
 		return context.Cause(p.ctx)
 	}
+}
+
+// sendFast writes request m (msg) on a connection of the calls.
+func (p *httpPipe) sendFast(msg []byte, m *codec.Message) error {
+	f := p.sh.fast
+	c, err := f.acquire(p.ctx)
+	if err != nil {
+		if errors.Is(err, errDial) {
+			err = fmt.Errorf("%w: %w", client.ErrConnectionLost, err)
+			p.end(err)
+		}
+		return err
+	}
+	b := codec.GetBuffer()
+	defer codec.PutBuffer(b)
+	b.B = append(b.B[:0], f.head...)
+	if sid := p.sid.Load(); sid != nil {
+		b.B = append(append(append(b.B, "Mcp-Session-Id: "...), *sid...), "\r\n"...)
+	}
+	if v := p.ver.Load(); v != nil {
+		b.B = append(append(append(b.B, "MCP-Protocol-Version: "...), *v...), "\r\n"...)
+	}
+	var retry *codec.Buffer
+	if p.sh.oauth != nil {
+		tok, err := p.sh.authorization(p.ctx)
+		if err != nil {
+			c.done()
+			return fmt.Errorf("credentials: %w", err)
+		}
+		if tok != nil {
+			b.B = append(append(append(b.B, "Authorization: "...), tok...), "\r\n"...)
+		}
+		retry = codec.GetBuffer()
+		retry.B = append(retry.B[:0], msg...)
+	}
+	if p.era == statelessEra {
+		p.statelessHeaders(m, func(k []byte, v string) { b.B = appendHeader(b.B, bytesconv.B2S(k), v) })
+	}
+	b.B = append(b.B, "Content-Length: "...)
+	b.B = strconv.AppendInt(b.B, int64(len(msg)), 10)
+	b.B = append(b.B, "\r\n\r\n"...)
+	b.B = append(b.B, msg...)
+	return c.send(p, m.ID, b.B, retry)
+}
+
+// deliver feeds msg to the muxConn, unless it was told Closed (which
+// comes after every delivery begun).
+func (p *httpPipe) deliver(msg []byte) {
+	p.dmu.RLock()
+	if !p.closedIn {
+		p.in.Message(msg)
+	}
+	p.dmu.RUnlock()
+}
+
+// retryAuth answers the OAuth challenge of a request refused with 401 or
+// 403 (status, its WWW-Authenticate challenge), then sends the request
+// (msg) again over the slow path, which answers one more challenge at
+// most.
+func (p *httpPipe) retryAuth(status int, challenge string, msg *codec.Buffer) {
+	defer codec.PutBuffer(msg)
+	hr := &http.Response{StatusCode: status, Header: http.Header{}, Request: &http.Request{Header: http.Header{}}}
+	hr.Header.Set("WWW-Authenticate", challenge)
+	if t := p.sh.oauth.Token(); t != nil {
+		hr.Request.Header.Set("Authorization", "Bearer "+t.AccessToken)
+	}
+	if err := p.sh.oauth.Challenge(p.ctx, hr); err != nil {
+		var m codec.Message
+		if codec.Decode(msg.B, &m) == nil {
+			p.failID(m.ID, fmt.Errorf("HTTP status %d, and the credentials could not be renewed: %w", status, err))
+		}
+		return
+	}
+	p.post(msg.B)
 }
 
 // workerIdle is how long an idle worker waits for work before it exits.
@@ -223,8 +356,12 @@ func (p *httpPipe) end(cause error) {
 		p.smu.Unlock()
 		p.cancel(cause)
 		go func() {
-			// After the workers: no Message after Closed.
+			// After the workers and the deliveries begun: no Message
+			// after Closed.
 			p.wg.Wait()
+			p.dmu.Lock()
+			p.closedIn = true // waited for the deliveries in progress
+			p.dmu.Unlock()
 			if sid := p.sid.Load(); sid != nil && !errors.Is(cause, errSessionGone) {
 				p.deleteSession(*sid)
 			}
@@ -302,8 +439,9 @@ func (p *httpPipe) post(msg []byte) {
 	}
 	req.Header.SetContentTypeBytes(hJSON)
 	if p.era == statelessEra && m.Kind == codec.KindRequest {
-		p.statelessHeaders(req, &m)
+		p.statelessHeaders(&m, func(k []byte, v string) { req.Header.SetBytesK(k, v) })
 	}
+	traceHeaders(req, &m) // trace.go
 	req.SetBodyRaw(msg)
 	hc := p.sh.hc
 	if m.Method == mcp.MethodSubscriptionsListen {
@@ -346,7 +484,7 @@ func (p *httpPipe) post(msg []byte) {
 		return
 	}
 	if m.Kind == codec.KindRequest && m.Method == mcp.MethodInitialize {
-		if sid := resp.Header.PeekBytes(hSession); len(sid) > 0 {
+		if sid := resp.Header.PeekBytes(hSession); len(sid) > 0 && headerSafe(sid) {
 			s := bytes.Clone(sid)
 			p.sid.Store(&s)
 		}
@@ -370,36 +508,52 @@ func (p *httpPipe) read(resp *fasthttp.Response, m *codec.Message) {
 			return
 		}
 		if len(bytes.TrimSpace(b.B)) > 0 {
-			p.in.Message(b.B)
+			p.deliver(b.B)
 		}
 	case bytes.HasPrefix(ct, hSSE):
 		if !p.track(resp) {
 			return
 		}
 		defer p.untrack(resp)
+		if p.era == statelessEra && m.Kind == codec.KindRequest {
+			p.trackID(m.ID, resp)
+			defer p.untrackID(m.ID)
+		}
 		var sp codec.SSEParser
 		sp.MaxSize = p.sh.maxMsg
-		answered, retry, err := p.events(body, &sp, m.ID)
-		for tries := 0; !answered && m.Kind == codec.KindRequest && sp.LastEventID() != "" && p.ctx.Err() == nil; tries++ {
-			if tries == 5 || err != nil && errors.Is(err, codec.ErrTooLarge) {
-				break
-			}
-			answered, retry, err = p.resume(&sp, m.ID, retry)
+		answered, retry, err := p.events(body, &sp, m.ID, false)
+		if answered || m.Kind != codec.KindRequest || m.Method == mcp.MethodSubscriptionsListen {
+			return
 		}
-		if !answered && m.Kind == codec.KindRequest && m.Method != mcp.MethodSubscriptionsListen {
-			if err == nil {
-				err = errors.New("the event stream ended before the answer")
-			}
-			p.failRequest(m, err)
-		}
+		p.resumeAnswer(&sp, m.ID, retry, err)
 	default:
 		p.failRequest(m, fmt.Errorf("content type %q", ct))
 	}
 }
 
+// resumeAnswer resumes, with GET and Last-Event-ID, an event stream that
+// ended (with err, or not) before the answer to request id, and fails
+// the request when no resumption brings it.
+func (p *httpPipe) resumeAnswer(sp *codec.SSEParser, id []byte, retry time.Duration, err error) {
+	answered := false
+	for tries := 0; sp.LastEventID() != "" && p.ctx.Err() == nil; tries++ {
+		if tries == 5 || err != nil && errors.Is(err, codec.ErrTooLarge) {
+			break
+		}
+		if answered, retry, err = p.resume(sp, id, retry); answered {
+			return
+		}
+	}
+	if err == nil {
+		err = errors.New("the event stream ended before the answer")
+	}
+	p.failID(id, err)
+}
+
 // events reads an event stream, feeding each message to the muxConn, and
-// reports whether it carried the answer to id.
-func (p *httpPipe) events(body io.Reader, sp *codec.SSEParser, id []byte) (answered bool, retry time.Duration, err error) {
+// reports whether it carried the answer to id. It returns once the answer
+// came, or with toEnd at the end of the stream.
+func (p *httpPipe) events(body io.Reader, sp *codec.SSEParser, id []byte, toEnd bool) (answered bool, retry time.Duration, err error) {
 	b := codec.GetBuffer()
 	defer codec.PutBuffer(b)
 	buf := b.B[:0]
@@ -436,7 +590,7 @@ func (p *httpPipe) events(body io.Reader, sp *codec.SSEParser, id []byte) (answe
 			if len(id) > 0 && codec.Decode(ev.Data, &m) == nil && (m.Kind == codec.KindResponse || m.Kind == codec.KindError) && bytes.Equal(m.ID, id) {
 				answered = true
 			}
-			p.in.Message(ev.Data)
+			p.deliver(ev.Data)
 		}
 		buf = buf[:copy(buf, buf[used:])]
 		if rerr != nil {
@@ -445,7 +599,7 @@ func (p *httpPipe) events(body io.Reader, sp *codec.SSEParser, id []byte) (answe
 			}
 			return answered, retry, rerr
 		}
-		if answered {
+		if answered && !toEnd {
 			return true, retry, nil
 		}
 	}
@@ -483,7 +637,7 @@ func (p *httpPipe) resume(sp *codec.SSEParser, id []byte, retry time.Duration) (
 		return false, retry, context.Cause(p.ctx)
 	}
 	defer p.untrack(resp)
-	return p.events(resp.BodyStream(), sp, id)
+	return p.events(resp.BodyStream(), sp, id, false)
 }
 
 // standalone reads the session's GET stream (messages tied to no request:
@@ -526,7 +680,7 @@ func (p *httpPipe) standalone() {
 				return false
 			}
 			defer p.untrack(resp)
-			_, _, _ = p.events(resp.BodyStream(), &sp, nil)
+			_, _, _ = p.events(resp.BodyStream(), &sp, nil, false)
 			return true
 		}()
 		if !ok {
@@ -545,8 +699,9 @@ func (p *httpPipe) standalone() {
 
 // initialized starts the standalone stream once the session is open.
 func (p *httpPipe) initialized(version string) {
-	v := []byte(version)
-	p.ver.Store(&v)
+	if v := []byte(version); headerSafe(v) {
+		p.ver.Store(&v)
+	}
 	p.wg.Add(1)
 	go p.standalone()
 }
@@ -577,8 +732,8 @@ func (p *httpPipe) deleteSession(sid []byte) {
 // Mcp-Method, Mcp-Name (what params names: a tool, a prompt, a resource,
 // a task), and the Mcp-Param-* headers of the tool's arguments that its
 // input schema mirrors (x-mcp-header).
-func (p *httpPipe) statelessHeaders(req *fasthttp.Request, m *codec.Message) {
-	req.Header.SetBytesK(hMethod, m.Method)
+func (p *httpPipe) statelessHeaders(m *codec.Message, set func(k []byte, v string)) {
+	set(hMethod, m.Method)
 	var key string
 	switch m.Method {
 	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
@@ -594,11 +749,11 @@ func (p *httpPipe) statelessHeaders(req *fasthttp.Request, m *codec.Message) {
 	if err != nil || !ok {
 		return
 	}
-	var name string
-	if codec.UnmarshalNoCopy(raw, &name) != nil {
+	name, ok := stringOf(raw)
+	if !ok {
 		return
 	}
-	setHeaderValue(req, hName, name)
+	setHeaderValue(set, hName, name)
 	if m.Method != mcp.MethodToolsCall || p.sh.params == nil {
 		return
 	}
@@ -609,14 +764,27 @@ func (p *httpPipe) statelessHeaders(req *fasthttp.Request, m *codec.Message) {
 	args, _, _ := codec.ObjectField(m.Params, "arguments")
 	for _, h := range hp {
 		if v, ok := argValue(args, h.Path); ok {
-			setHeaderValue(req, []byte(h.Header), v)
+			setHeaderValue(set, []byte(h.Header), v)
 		}
 	}
 }
 
+// stringOf returns the JSON string raw decoded: in place when it holds no
+// escape (the usual case: nothing allocated).
+func stringOf(raw []byte) (string, bool) {
+	if v, err := codec.StringValue(raw); err == nil {
+		return bytesconv.B2S(v), true
+	}
+	var s string
+	if codec.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
 // setHeaderValue sets a header mirroring a value of the body: as it is
 // when it is plain visible ASCII, else in the =?base64?...?= form.
-func setHeaderValue(req *fasthttp.Request, key []byte, v string) {
+func setHeaderValue(set func(k []byte, v string), key []byte, v string) {
 	safe := v == strings.TrimSpace(v) && !(strings.HasPrefix(v, "=?base64?") && strings.HasSuffix(v, "?="))
 	for i := 0; safe && i < len(v); i++ {
 		if c := v[i]; (c < 0x20 || c > 0x7e) && c != '\t' {
@@ -624,10 +792,10 @@ func setHeaderValue(req *fasthttp.Request, key []byte, v string) {
 		}
 	}
 	if safe {
-		req.Header.SetBytesK(key, v)
+		set(key, v)
 		return
 	}
-	req.Header.SetBytesK(key, "=?base64?"+base64.StdEncoding.EncodeToString([]byte(v))+"?=")
+	set(key, "=?base64?"+base64.StdEncoding.EncodeToString([]byte(v))+"?=")
 }
 
 // argValue returns the header value of the argument at path in args: a
@@ -657,11 +825,41 @@ func argValue(args []byte, path []string) (string, bool) {
 // failRequest fails the call of request m (a notification or a response
 // has none) with an error answer fed to the muxConn.
 func (p *httpPipe) failRequest(m *codec.Message, err error) {
-	if m.Kind != codec.KindRequest || len(m.ID) == 0 {
+	if m.Kind != codec.KindRequest {
 		return
 	}
-	b := codec.AppendError(nil, m.ID, codec.CodeServerBusy, "upstream HTTP: "+err.Error(), nil)
-	p.in.Message(b)
+	p.failID(m.ID, err)
+}
+
+// failID fails the call of the request with id: the upstream is
+// unavailable to it (the HTTP exchange failed).
+func (p *httpPipe) failID(id []byte, err error) {
+	if len(id) == 0 {
+		return
+	}
+	p.dmu.RLock()
+	defer p.dmu.RUnlock()
+	if p.closedIn {
+		return
+	}
+	mc, ok := p.in.(*muxConn)
+	n, isOurs := parseID(id)
+	if !ok || !isOurs {
+		p.in.Message(codec.AppendError(nil, id, codec.CodeServerBusy, "upstream HTTP: "+err.Error(), nil))
+		return
+	}
+	mc.failCall(n, mc.u.unavailable(fmt.Errorf("upstream HTTP: %w", err)))
+}
+
+// headerSafe reports whether v may be sent as a header value as it is:
+// visible ASCII.
+func headerSafe(v []byte) bool {
+	for _, c := range v {
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return len(v) > 0
 }
 
 // refused answers the call of request m that the upstream refused with
@@ -679,7 +877,7 @@ func (p *httpPipe) refused(m *codec.Message, resp *fasthttp.Response, status int
 		if b.B, err = readAll(resp.BodyStream(), b.B[:0], 64<<10); err == nil {
 			var e codec.Message
 			if codec.Decode(b.B, &e) == nil && e.Kind == codec.KindError && bytes.Equal(e.ID, m.ID) {
-				p.in.Message(b.B)
+				p.deliver(b.B)
 				return
 			}
 		}

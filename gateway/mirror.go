@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +50,7 @@ type names struct {
 	toolsAll       []string          // served tool names
 	promptsAll     []string
 	taskRequired   map[string]bool              // served names of tools the upstream runs only as tasks
+	taskSupport    map[string]string            // served names of tools the upstream may run as tasks: optional or required
 	headers        map[string][]mcp.HeaderParam // upstream tool name → its x-mcp-header arguments
 }
 
@@ -60,6 +63,10 @@ func newMirror(u *upstream) *mirror {
 	m.names.Store(&names{})
 	return m
 }
+
+// taskSupport returns whether the upstream may run served tool name as
+// a task: "optional", "required", or "" (never).
+func (m *mirror) taskSupport(name string) string { return m.names.Load().taskSupport[name] }
 
 // toolName returns the upstream's name of served tool name, nil when it
 // is the same.
@@ -74,6 +81,9 @@ func (m *mirror) promptName(name string) []byte { return m.names.Load().prompts[
 // several connections (a pool of children, the 2026-07-28 ones), a
 // server whose lists change at run time changed them in that one.
 func (u *upstream) listChanged(kind handlers.ListKind, from *muxConn) {
+	if u.retired.Load() {
+		return // draining after a reload: its successor mirrors the lists
+	}
 	m := u.m
 	m.from.Store(from)
 	if !m.pending[kind].CompareAndSwap(false, true) {
@@ -122,6 +132,10 @@ func (m *mirror) refreshFrom(c *muxConn, kinds ...handlers.ListKind) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	u := m.u
+	if u.retired.Load() {
+		m.firstDone(nil)
+		return
+	}
 	var errs []error
 	ctx, cancel := context.WithTimeout(u.ctx, u.cfg.Timeout)
 	defer cancel()
@@ -280,7 +294,7 @@ func (m *mirror) refreshTools(ctx context.Context, c *muxConn) error {
 	n := u.g.upstreamCount()
 	cfg := &m.cfg
 	prefix := cfg.prefix(n)
-	nm := &names{tools: map[string][]byte{}, taskRequired: map[string]bool{}, headers: map[string][]mcp.HeaderParam{}}
+	nm := &names{tools: map[string][]byte{}, taskRequired: map[string]bool{}, taskSupport: map[string]string{}, headers: map[string][]mcp.HeaderParam{}}
 	old := m.names.Load()
 	nm.prompts, nm.promptsAll = old.prompts, old.promptsAll
 	type item struct {
@@ -312,6 +326,9 @@ func (m *mirror) refreshTools(ctx context.Context, c *muxConn) error {
 			if ex.Execution != nil && ex.Execution.TaskSupport == mcp.TaskRequired {
 				nm.taskRequired[served] = true
 			}
+			if ex.Execution != nil && (ex.Execution.TaskSupport == mcp.TaskRequired || ex.Execution.TaskSupport == mcp.TaskOptional) {
+				nm.taskSupport[served] = ex.Execution.TaskSupport
+			}
 			if hp, err := mcp.ParseHeaderParams(ex.InputSchema); err == nil && len(hp) > 0 {
 				nm.headers[up] = hp
 			}
@@ -325,16 +342,24 @@ func (m *mirror) refreshTools(ctx context.Context, c *muxConn) error {
 	var errs []error
 	g := u.g
 	reg := g.reg
+	// An upstream that does not speak 2026-07-28 has the engine run the
+	// tasks of 2026-07-28 clients (down.go); the tool decides when its
+	// call becomes one (handlers.StartTask, which the gateway calls).
+	ro := handlers.RawOptions{Upstream: u.cfg.Name, Tasks: !u.passes2026(), DeferTask: true}
+	mark := []byte{'0'}
+	if ro.Tasks {
+		mark[0] = '1'
+	}
 	for _, it := range items {
 		if err := g.claim(listTool, it.served, u); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if m.same(listTool, it.served, it.desc) {
+		if m.same(listTool, it.served, append(bytes.Clone(it.desc), mark...)) {
 			nm.toolsAll = append(nm.toolsAll, it.served)
 			continue
 		}
-		if err := reg.AddRawTool(it.desc, u.toolHandler); err != nil {
+		if err := reg.AddRawTool(it.desc, u.ref.tool, ro); err != nil {
 			m.forget(listTool, []string{it.served})
 			g.release(listTool, it.served, u)
 			u.log.Warn("tool not served", "tool", it.served, "err", err)
@@ -351,7 +376,7 @@ func (m *mirror) refreshPrompts(ctx context.Context, c *muxConn, completes bool)
 	u := m.u
 	prefix := m.cfg.prefix(u.g.upstreamCount())
 	old := m.names.Load()
-	nm := &names{tools: old.tools, toolsAll: old.toolsAll, taskRequired: old.taskRequired, headers: old.headers, prompts: map[string][]byte{}}
+	nm := &names{tools: old.tools, toolsAll: old.toolsAll, taskRequired: old.taskRequired, taskSupport: old.taskSupport, headers: old.headers, prompts: map[string][]byte{}}
 	type item struct {
 		served string
 		desc   []byte
@@ -385,7 +410,7 @@ func (m *mirror) refreshPrompts(ctx context.Context, c *muxConn, completes bool)
 			nm.promptsAll = append(nm.promptsAll, it.served)
 			continue
 		}
-		if err := g.reg.AddRawPrompt(it.desc, u.promptHandler, handlers.RawOptions{Completions: completes}); err != nil {
+		if err := g.reg.AddRawPrompt(it.desc, u.ref.prompt, handlers.RawOptions{Completions: completes}); err != nil {
 			m.forget(listPrompt, []string{it.served})
 			g.release(listPrompt, it.served, u)
 			u.log.Warn("prompt not served", "prompt", it.served, "err", err)
@@ -417,7 +442,7 @@ func (m *mirror) refreshResources(ctx context.Context, c *muxConn, completes boo
 			uris = append(uris, uri)
 			return nil
 		}
-		if err := g.reg.AddRawResource(d, u.resourceHandler); err != nil {
+		if err := g.reg.AddRawResource(d, u.ref.resource); err != nil {
 			m.forget(listResource, []string{uri})
 			g.release(listResource, uri, u)
 			u.log.Warn("resource not served", "uri", uri, "err", err)
@@ -444,7 +469,7 @@ func (m *mirror) refreshResources(ctx context.Context, c *muxConn, completes boo
 			tmpls = append(tmpls, t)
 			return nil
 		}
-		if err := g.reg.AddRawResourceTemplate(d, u.resourceHandler, handlers.RawOptions{Completions: completes}); err != nil {
+		if err := g.reg.AddRawResourceTemplate(d, u.ref.resource, handlers.RawOptions{Completions: completes}); err != nil {
 			m.forget(listTemplate, []string{t})
 			g.release(listTemplate, t, u)
 			u.log.Warn("resource template not served", "uriTemplate", t, "err", err)
@@ -522,6 +547,22 @@ func (m *mirror) clear() {
 	m.names.Store(&names{})
 	m.resources, m.templates, m.compiled = nil, nil, nil
 	m.descs = [4]map[string][]byte{}
+}
+
+// inherit takes over what old (the mirror of the upstream this one's
+// replaces, in a reload) registered: its first refresh then registers
+// only what changed, and drops what the upstream no longer lists.
+func (m *mirror) inherit(old *mirror) {
+	old.mu.Lock()
+	defer old.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.names.Store(old.names.Load())
+	m.resources, m.templates = old.resources, old.templates
+	m.compiled = slices.Clone(old.compiled)
+	for k := range old.descs {
+		m.descs[k] = maps.Clone(old.descs[k])
+	}
 }
 
 // counts returns how many tools, resources (and templates) and prompts

@@ -57,6 +57,10 @@ type muxConn struct {
 
 	statePre []byte // 2026-07-28: the requestState prefix naming this connection
 
+	legacy    bool              // the legacy HTTP+SSE transport: session revisions only, no probe
+	httpProbe *quietInbound     // HTTP, session pool: the 2026-07-28 pipe server/discover went on (era.go)
+	xin       map[string]*xcall // input requests of translated calls waiting for their client, by the upstream's id (c.mu)
+
 	notes tokenBucket // the upstream's notifications
 }
 
@@ -79,9 +83,10 @@ func (e era) String() string {
 
 // initInfo is what the upstream told of itself.
 type initInfo struct {
-	version    string
-	serverInfo mcp.Implementation
-	caps       mcp.ServerCapabilities
+	version      string
+	serverInfo   mcp.Implementation
+	caps         mcp.ServerCapabilities
+	instructions string
 }
 
 // call is one request in flight on a connection.
@@ -103,6 +108,7 @@ type call struct {
 	deadline int64  // monotonic nanoseconds
 	relays   []*relay
 	task     string // the upstream 2025 task whose messages reach this call (under c.mu)
+	x        *xcall // a call translated for a 2026-07-28 client (down.go); set before it is sent
 	// taskFromAnswer: a task-augmented call, whose answer names the task
 	// (set before the call is sent, read by the reader).
 	taskFromAnswer bool
@@ -183,6 +189,7 @@ func (c *muxConn) end(cl *call) {
 	cl.relays = nil
 	peer := cl.peer
 	cl.peer = nil
+	cl.x = nil
 	cl.mu.Unlock()
 	for _, r := range relays {
 		r.cancel(errCallEnded)
@@ -214,6 +221,10 @@ func (c *muxConn) end(cl *call) {
 }
 
 var errCallEnded = errors.New("the call it belongs to ended")
+
+// emptyParams are the params of a request without any that gets a trace
+// context.
+var emptyParams = []byte("{}")
 
 // send writes one message to the upstream.
 func (c *muxConn) send(b []byte) error {
@@ -274,6 +285,9 @@ func (c *muxConn) cancelUpstream(cl *call, cause error) {
 	b.B = append(b.B, "}}"...)
 	_ = c.send(b.B)
 	codec.PutBuffer(b)
+	if sc, ok := c.conn.(streamCanceler); ok && c.era == statelessEra {
+		sc.cancelStream(cl.idBytes())
+	}
 }
 
 // do forwards x and appends its result to dst.
@@ -284,7 +298,13 @@ func (c *muxConn) do(ctx context.Context, x *exchange, dst []byte) ([]byte, erro
 	}
 	out, err := c.wait(ctx, cl)
 	c.end(cl)
-	return c.result(out, len(dst), err)
+	out, task, err := c.result(out, len(dst), err)
+	if task != nil {
+		// A task the upstream created (2026-07-28): its tasks methods go
+		// to this connection, for the caller that created it only.
+		c.u.g.noteTask(string(task), c.u, c.p, c.idx, engine.TaskOwnerOf(x.peer))
+	}
+	return out, err
 }
 
 // start sends x on a new call, whose answer is to be appended to dst.
@@ -292,6 +312,11 @@ func (c *muxConn) start(x *exchange, dst []byte) (*call, error) {
 	cl, err := c.begin(x.peer, dst, c.u.cfg.Timeout)
 	if err != nil {
 		return nil, err // errSlotsFull: the caller may try another connection
+	}
+	if x.xc != nil {
+		cl.mu.Lock()
+		cl.x = x.xc
+		cl.mu.Unlock()
 	}
 	if x.linkTask != "" {
 		c.linkTask(cl, x.linkTask)
@@ -308,13 +333,19 @@ func (c *muxConn) start(x *exchange, dst []byte) (*call, error) {
 	b.B = append(b.B, `,"method":"`...)
 	b.B = append(b.B, x.method...)
 	b.B = append(b.B, '"')
-	if len(x.params) > 0 {
+	fp := x.fp
+	if x.peer != nil {
+		traceOf(&fp, x.peer) // trace.go
+	}
+	if params := x.params; len(params) > 0 || fp.traceParent != "" {
+		if len(params) == 0 {
+			params = emptyParams
+		}
 		b.B = append(b.B, `,"params":`...)
-		fp := x.fp
 		if fp.token != nil {
 			fp.token = cl.idBytes()
 		}
-		b.B = appendParams(b.B, x.params, &fp)
+		b.B = appendParams(b.B, params, &fp)
 	}
 	b.B = append(b.B, '}')
 	err = c.send(b.B)
@@ -327,22 +358,19 @@ func (c *muxConn) start(x *exchange, dst []byte) (*call, error) {
 }
 
 // result checks the answer of a call (its result at out[start:]) and
-// completes a 2026-07-28 one.
-func (c *muxConn) result(out []byte, start int, err error) ([]byte, error) {
+// completes a 2026-07-28 one; task is the id of the task it created
+// (2026-07-28), nil when none.
+func (c *muxConn) result(out []byte, start int, err error) (_ []byte, task []byte, _ error) {
 	if err != nil {
-		return out[:min(start, len(out))], err
+		return out[:min(start, len(out))], nil, err
 	}
 	if len(out) < start || (len(out) > start && out[start] != '{') {
-		return out[:min(start, len(out))], c.u.garbage("a result that is not an object")
+		return out[:min(start, len(out))], nil, c.u.garbage("a result that is not an object")
 	}
 	if c.era == statelessEra {
-		var task []byte
 		out, task = statelessResult(out, start, c.statePre)
-		if task != nil {
-			c.p.noteTask(string(task), c.idx)
-		}
 	}
-	return out, nil
+	return out, task, nil
 }
 
 // internal sends a request of the gateway's own (the handshake, lists,
@@ -581,6 +609,9 @@ func (c *muxConn) Closed(err error) {
 	}
 	close(c.endedCh)
 	c.p.changed()
+	// The calls held for 2026-07-28 clients' input end with it: their
+	// retries get -32602.
+	go c.u.g.dropHeld(c, c.ended)
 }
 
 var errStopped = errors.New("connection closed")
@@ -643,8 +674,33 @@ func (c *muxConn) single() *call {
 }
 
 // handshake opens the session (initialize) or checks that the upstream
-// speaks 2026-07-28 (server/discover).
+// speaks 2026-07-28 (server/discover). A connection of the session pool
+// asks server/discover first, and speaks 2026-07-28 when the upstream
+// names no session revision (era.go).
 func (c *muxConn) handshake(ctx context.Context) error {
+	if c.era == sessionEra && !c.legacy {
+		d, stateless, sessions, err := c.probe(ctx, nil)
+		if err != nil {
+			return err
+		}
+		c.u.speaks(stateless, sessions)
+		if !sessions {
+			if c.httpProbe != nil {
+				c.httpProbe.adopted.Store(true)
+			}
+			c.era = statelessEra
+			c.info = &initInfo{version: mcp.Version20260728, caps: d.Capabilities, instructions: d.Instructions}
+			return c.listen()
+		}
+		if c.httpProbe != nil {
+			probe := c.conn
+			c.conn = newHTTPPipe(c.u.http, c, sessionEra, c.u.cfg.MaxInflight)
+			c.httpProbe = nil
+			_ = probe.Close()
+		}
+	} else if c.legacy {
+		c.u.speaks(false, true)
+	}
 	if c.era == statelessEra {
 		res, err := c.internal(ctx, mcp.MethodServerDiscover, statelessMeta)
 		if err != nil {
@@ -661,7 +717,7 @@ func (c *muxConn) handshake(ctx context.Context) error {
 		if !ok {
 			return errNoStateless
 		}
-		c.info = &initInfo{version: mcp.Version20260728, caps: d.Capabilities}
+		c.info = &initInfo{version: mcp.Version20260728, caps: d.Capabilities, instructions: d.Instructions}
 		// 2026-07-28 announces list changes on a listen stream: the
 		// gateway keeps one open on each connection, for as long as it
 		// lives.
@@ -675,7 +731,7 @@ func (c *muxConn) handshake(ctx context.Context) error {
 	if err := codec.Unmarshal(res, &ir); err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
-	c.info = &initInfo{version: ir.ProtocolVersion, serverInfo: ir.ServerInfo, caps: ir.Capabilities}
+	c.info = &initInfo{version: ir.ProtocolVersion, serverInfo: ir.ServerInfo, caps: ir.Capabilities, instructions: ir.Instructions}
 	if err := c.notify(mcp.NotificationInitialized, nil); err != nil {
 		return err
 	}
@@ -712,7 +768,7 @@ func withStatelessMeta(p []byte) []byte {
 	return append(out, '}')
 }
 
-var errNoStateless = errors.New("the upstream does not speak 2026-07-28 (era translation is not supported yet)")
+var errNoStateless = errors.New("the upstream does not speak 2026-07-28")
 
 // clientCaps are the capabilities the gateway declares upstream: all
 // that a downstream client may have (a request for one the client lacks

@@ -28,20 +28,14 @@ type pool struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	rr     atomic.Uint32
-
-	taskMu sync.Mutex
-	tasks  map[string]int // 2026-07-28 tasks created through a connection: task id → its index
-	order  []string       // tasks in insertion order, for the bound
 }
 
 // poolSlot is one connection of a pool, replaced at each reconnection.
 type poolSlot struct {
 	cur     atomic.Pointer[muxConn]
 	started atomic.Bool
+	gaveUp  atomic.Bool // a stateless slot whose upstream speaks no 2026-07-28: not restarted until it does (pool.revive)
 }
-
-// maxTasksRouted bounds the 2026-07-28 task ids a pool remembers.
-const maxTasksRouted = 1 << 14
 
 func newPool(u *upstream, e era, n int) *pool {
 	p := &pool{u: u, era: e, slots: make([]*poolSlot, n), wake: make(chan struct{})}
@@ -127,6 +121,14 @@ func (p *pool) supervise(i int) {
 		if p.ctx.Err() != nil {
 			return
 		}
+		if p.era == statelessEra && errors.Is(err, errNoStateless) {
+			// An upstream of the session revisions only: its 2026-07-28
+			// requests are translated over the session pool. No child is
+			// started again for nothing.
+			p.slots[i].gaveUp.Store(true)
+			p.u.log.Debug("the upstream speaks no 2026-07-28: its 2026-07-28 requests are translated", "conn", i)
+			return
+		}
 		p.u.failed(c, err)
 		if time.Since(began) > backoffReset {
 			backoff = backoffMin
@@ -182,8 +184,15 @@ func (p *pool) connect(c *muxConn) error {
 				u.noStateless.Store(true)
 				return errNoStateless
 			}
+			c.legacy = true
 			t := &client.SSETransport{URL: u.cfg.URL, MaxMessage: u.g.opts.MaxMessage, Header: u.headers()}
 			c.conn, err = t.Connect(ctx, c)
+		} else if p.era == sessionEra {
+			// server/discover first, on a pipe of 2026-07-28's (its
+			// headers); the session's own pipe comes with initialize
+			// (handshake), unless the upstream speaks 2026-07-28 only.
+			c.httpProbe = &quietInbound{c: c}
+			c.conn = newHTTPPipe(u.http, c.httpProbe, statelessEra, u.cfg.MaxInflight)
 		} else {
 			c.conn = newHTTPPipe(u.http, c, p.era, u.cfg.MaxInflight)
 		}
@@ -206,6 +215,21 @@ func (p *pool) connect(c *muxConn) error {
 		hp.initialized(c.info.version)
 	}
 	return nil
+}
+
+// connFor picks the connection for x: the one a 2026-07-28 retry's
+// requestState or a task names, else the least busy.
+func (p *pool) connFor(ctx context.Context, x *exchange) (*muxConn, error) {
+	if p.era == statelessEra || p.u.statelessOnly() {
+		if st := requestStateOf(x.params); st != nil {
+			if idx, n := stateConn(st); n > 0 {
+				if c := p.conn(idx); c != nil {
+					return c, nil
+				}
+			}
+		}
+	}
+	return p.pick(ctx)
 }
 
 // pick returns a ready connection for a call, waiting for one (within
@@ -288,33 +312,6 @@ func (p *pool) conn(i int) *muxConn {
 		return c
 	}
 	return nil
-}
-
-// noteTask remembers which connection created a 2026-07-28 task, so that
-// tasks/get, tasks/update and tasks/cancel of it go there.
-func (p *pool) noteTask(id string, idx int) {
-	p.taskMu.Lock()
-	defer p.taskMu.Unlock()
-	if p.tasks == nil {
-		p.tasks = map[string]int{}
-	}
-	if _, ok := p.tasks[id]; !ok {
-		p.order = append(p.order, id)
-		if len(p.order) > maxTasksRouted {
-			delete(p.tasks, p.order[0])
-			p.order = p.order[1:]
-		}
-	}
-	p.tasks[id] = idx
-	p.u.g.noteTask(id, p.u)
-}
-
-// taskConn returns the index of the connection that created task id.
-func (p *pool) taskConn(id string) (int, bool) {
-	p.taskMu.Lock()
-	defer p.taskMu.Unlock()
-	i, ok := p.tasks[id]
-	return i, ok
 }
 
 func (p *pool) String() string { return fmt.Sprintf("%s/%s", p.u.cfg.Name, p.era) }

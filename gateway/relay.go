@@ -45,6 +45,7 @@ type relay struct {
 var (
 	relatedTaskKey = "io.modelcontextprotocol/related-task"
 	linkKeys       = []string{mcp.MetaRelatedRequest, relatedTaskKey}
+	stripKeys      = []string{mcp.MetaRelatedRequest, relatedTaskKey, mcp.MetaInputKey}
 )
 
 // linked returns the call a message with params belongs to, by rules 1,
@@ -119,6 +120,21 @@ func (c *muxConn) serverRequest(m *codec.Message) {
 	if cl == nil && task != nil && c.park(task, method, m) {
 		return
 	}
+	if cl != nil {
+		cl.mu.Lock()
+		xc := cl.x
+		cl.mu.Unlock()
+		if xc != nil && xc.mode.Load() != xmRelay {
+			c.inputRequest(xc, method, m) // a 2026-07-28 client's input round (down.go)
+			return
+		}
+	}
+	if cl == nil && !gone && method == mcp.MethodRootsList && c.p.sess != "" {
+		// A connection of one downstream session's own (share =
+		// "session") may ask for its roots at any time: that session's.
+		c.sessionRoots(m.ID)
+		return
+	}
 	if cl == nil {
 		c.u.stats.unrouted.Add(1)
 		msg := "gateway: cannot tell which client request " + method + " belongs to: several are in flight on this connection and it names none (_meta " + mcp.MetaRelatedRequest + " or " + relatedTaskKey + ")"
@@ -155,7 +171,40 @@ func (c *muxConn) serverRequest(m *codec.Message) {
 	c.relays[string(r.id)] = r
 	c.mu.Unlock()
 	params := bytes.Clone(m.Params)
-	go c.runRelay(cl, peer, r, method, params)
+	go c.runRelay(cl, peer, r, method, params, inputKeyOf(params))
+}
+
+// sessionRoots answers the upstream's roots/list (id), asked outside any
+// call on the connection of one downstream session, with that session's
+// roots.
+func (c *muxConn) sessionRoots(id []byte) {
+	g := c.u.g
+	sess, ok := g.srv.Sessions().Get(c.p.sess)
+	if !ok {
+		c.respond(id, nil, codec.NewError(codec.CodeInvalidRequest, "gateway: the session of this connection is gone"))
+		return
+	}
+	if sess.ClientCapabilities().Roots == nil {
+		c.respond(id, nil, codec.NewError(codec.CodeInvalidRequest, "gateway: the client did not declare the roots capability"))
+		return
+	}
+	if c.pending.Add(1) > int32(g.opts.MaxPending) {
+		c.pending.Add(-1)
+		c.respond(id, nil, &codec.Error{Code: codec.CodeServerBusy, Message: "gateway: too many server-to-client requests pending on this connection", Data: codec.RawJSON(`{"limit":"upstream-max-pending"}`)})
+		return
+	}
+	id = bytes.Clone(id)
+	go func() {
+		defer c.pending.Add(-1)
+		ctx, cancel := context.WithTimeout(c.u.ctx, c.u.cfg.Timeout)
+		defer cancel()
+		res, err := g.srv.CallClient(ctx, sess, nil, mcp.MethodRootsList, nil)
+		if err != nil {
+			c.respond(id, nil, relayError(mcp.MethodRootsList, err))
+			return
+		}
+		c.respond(id, res, nil)
+	}()
 }
 
 // park holds a request naming task while a task-augmented call awaits
@@ -172,7 +221,7 @@ func (c *muxConn) park(task []byte, method string, m *codec.Message) bool {
 }
 
 // runRelay asks the downstream client and answers the upstream.
-func (c *muxConn) runRelay(cl *call, peer handlers.Peer, r *relay, method string, params []byte) {
+func (c *muxConn) runRelay(cl *call, peer handlers.Peer, r *relay, method string, params []byte, key string) {
 	defer cl.wg.Done()
 	defer func() {
 		c.mu.Lock()
@@ -181,7 +230,12 @@ func (c *muxConn) runRelay(cl *call, peer handlers.Peer, r *relay, method string
 		c.pending.Add(-1)
 		r.cancel(nil)
 	}()
-	res, err := relayTo(r.ctx, peer, method, params, c.u.g)
+	ctx := r.ctx
+	if key != "" {
+		// A 2026-07-28 task's input keeps the key the upstream named.
+		ctx = handlers.WithInputKey(ctx, key)
+	}
+	res, err := relayTo(ctx, peer, method, params, c.u.g)
 	if r.ctx.Err() != nil && errors.Is(context.Cause(r.ctx), errCancelledUpstream) {
 		return // the upstream cancelled it: no answer is due
 	}
@@ -249,7 +303,7 @@ func stripLinks(meta []byte) []byte {
 	if len(meta) < 2 || meta[0] != '{' {
 		return meta
 	}
-	for _, k := range linkKeys {
+	for _, k := range stripKeys {
 		if e, ok := dropKey(meta, meta, k); ok {
 			meta = splice(nil, meta, []edit{e})
 		}
@@ -265,7 +319,7 @@ func stripLinks(meta []byte) []byte {
 func relayError(method string, err error) *codec.Error {
 	switch {
 	case errors.Is(err, engine.ErrInputRequired):
-		return codec.NewError(codec.CodeInternalError, "gateway: the client's request is stateless (2026-07-28): "+method+" cannot be relayed to it (era translation is not supported yet)")
+		return codec.NewError(codec.CodeInternalError, "gateway: the client's request is stateless (2026-07-28) and cannot take "+method+" now")
 	case errors.Is(err, engine.ErrCapability):
 		if e, ok := errors.AsType[*codec.Error](err); ok {
 			return e
@@ -318,6 +372,9 @@ func (c *muxConn) notification(m *codec.Message) {
 	case mcp.NotificationCancelled:
 		raw, ok, err := codec.ObjectField(m.Params, "requestId")
 		if err != nil || !ok {
+			return
+		}
+		if c.inputCancelled(raw) {
 			return
 		}
 		c.mu.Lock()

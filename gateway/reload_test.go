@@ -2,12 +2,16 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mcpedge/mcpedge/client"
+	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/gateway"
+	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -74,4 +78,49 @@ func TestReload(t *testing.T) {
 	waitTools("test_simple_text", "b_echo")
 	assert.Len(t, f.gw.Status(), 1)
 	assert.Equal(t, uint64(1), childrenOf("a"))
+}
+
+// TestReloadDrains: a reload that changes an upstream's connection
+// settings replaces its connections without failing the calls in flight
+// on the old ones, and without withdrawing its items: new calls go to
+// the new connection at once.
+func TestReloadDrains(t *testing.T) {
+	a := selfUpstream("a", "fake")
+	f := startFront(t, gateway.Options{Upstreams: []gateway.Upstream{a}})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var changed atomic.Int64
+	c := f.dial(t, client.Options{
+		OnToolListChanged: func() { changed.Add(1) },
+		OnElicitation: func(context.Context, *client.ServerRequest, *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+			close(entered)
+			<-release
+			return &mcp.ElicitResult{Action: "accept", Content: codec.RawJSON(`{"name":"ada"}`)}, nil
+		},
+	})
+	ctx := testCtx(t)
+	done := make(chan error, 1)
+	go func() {
+		r, err := c.CallTool(ctx, "elicit", map[string]any{})
+		if err == nil && !strings.Contains(text(t, r), "ada") {
+			err = fmt.Errorf("answered %q", text(t, r))
+		}
+		done <- err
+	}()
+	<-entered // the call is in flight on the old connection
+
+	a.Timeout = 45 * time.Second // a connection setting
+	apply, err := f.gw.PrepareReload([]gateway.Upstream{a})
+	require.NoError(t, err)
+	apply(context.Background())
+
+	r, err := c.CallTool(ctx, "echo", map[string]any{"n": 1})
+	require.NoError(t, err, "served by the new connection")
+	assert.Equal(t, `{"n":1}`, text(t, r))
+	st := f.gw.Status()[0]
+	assert.Equal(t, uint64(1), st.ChildrenStarted, "the new upstream's own child")
+	assert.Equal(t, uint64(1), st.Calls)
+
+	close(release)
+	require.NoError(t, <-done, "the call in flight finished on the old connection")
+	assert.Zero(t, changed.Load(), "the items stayed: no list_changed")
 }

@@ -48,6 +48,9 @@ type forwardParams struct {
 	stateless bool   // strip the gateway's prefix from params.requestState
 	linkCap   bool   // add the related-request capability to a 2026-07-28 request's clientCapabilities
 	addTask   bool   // make the call task-augmented (params.task)
+	// The W3C trace context to put in params._meta (traceparent replaced
+	// or added, tracestate added with it), "": unchanged (trace.go).
+	traceParent, traceState string
 }
 
 var paramKeys = []string{"name", "_meta", "requestState", "ref"}
@@ -56,7 +59,7 @@ var paramKeys = []string{"name", "_meta", "requestState", "ref"}
 // scan (escapes, not an object) are passed as they are: the upstream
 // answers them.
 func appendParams(dst, params []byte, fp *forwardParams) []byte {
-	if len(params) == 0 || (fp.name == nil && fp.refName == nil && fp.token == nil && !fp.stateless && !fp.linkCap && !fp.addTask) {
+	if len(params) == 0 || (fp.name == nil && fp.refName == nil && fp.token == nil && !fp.stateless && !fp.linkCap && !fp.addTask && fp.traceParent == "") {
 		return append(dst, params...)
 	}
 	var v [4][]byte
@@ -83,8 +86,9 @@ func appendParams(dst, params []byte, fp *forwardParams) []byte {
 			edits = append(edits, edit{at: at + 1, end: at + len(n) - 1, with: fp.refName})
 		}
 	}
+	var tb *codec.Buffer // the trace members' bytes, when added (trace.go)
 	if meta := v[1]; len(meta) >= 2 && meta[0] == '{' {
-		var mv [2][]byte
+		var mv [4][]byte
 		if codec.ObjectFields(meta, metaKeys, mv[:]) == nil {
 			if tok := mv[0]; fp.token != nil && tok != nil {
 				at := offset(params, tok)
@@ -93,7 +97,16 @@ func appendParams(dst, params []byte, fp *forwardParams) []byte {
 			if caps := mv[1]; fp.linkCap && len(caps) >= 2 && caps[0] == '{' {
 				edits = append(edits, linkCapEdit(params, caps))
 			}
+			if fp.traceParent != "" {
+				tb = codec.GetBuffer()
+				if e, ok := traceEdit(params, meta, mv[2], mv[3] != nil, fp, tb.B[:0]); ok {
+					edits = append(edits, e)
+				}
+			}
 		}
+	} else if fp.traceParent != "" && v[1] == nil {
+		tb = codec.GetBuffer()
+		edits = append(edits, traceMetaEdit(params, fp, tb.B[:0]))
 	}
 	if st := v[2]; fp.stateless && len(st) > 2 && st[0] == '"' {
 		if _, n := stateConn(st); n > 0 {
@@ -102,10 +115,14 @@ func appendParams(dst, params []byte, fp *forwardParams) []byte {
 		}
 	}
 	sortEdits(edits)
-	return splice(dst, params, edits)
+	dst = splice(dst, params, edits)
+	if tb != nil {
+		codec.PutBuffer(tb) // its bytes were copied (its growth is lost: rare)
+	}
+	return dst
 }
 
-var metaKeys = []string{"progressToken", mcp.MetaClientCapabilities}
+var metaKeys = []string{"progressToken", mcp.MetaClientCapabilities, mcp.MetaTraceParent, mcp.MetaTraceState}
 
 // What declares the related-request link in a clientCapabilities object:
 // with no experimental member, or inside its experimental object (with
@@ -141,7 +158,7 @@ func linkCapEdit(params, caps []byte) edit {
 }
 
 // empty reports whether the object obj has no member.
-func empty(obj []byte) bool { return len(bytes.TrimSpace(obj[1:len(obj)-1])) == 0 }
+func empty(obj []byte) bool { return len(obj) < 2 || len(bytes.TrimSpace(obj[1:len(obj)-1])) == 0 }
 
 func sortEdits(e []edit) {
 	for i := 1; i < len(e); i++ {

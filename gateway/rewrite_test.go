@@ -78,3 +78,26 @@ func TestStripLinks(t *testing.T) {
 	require.NotNil(t, got)
 	assert.JSONEq(t, `{"a":1}`, string(got))
 }
+
+// TestDownParams: what 2026-07-28 adds to a request is taken out, the
+// rest kept as it is, whatever the members' order.
+func TestDownParams(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`{"name":"a","arguments":{"x":1},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":7,"io.modelcontextprotocol/clientInfo":{"name":"c"}}}`,
+			`{"name":"a","arguments":{"x":1},"_meta":{"progressToken":7}}`},
+		{`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/logLevel":"info"},"name":"a","inputResponses":{"k":{}},"requestState":"s","task":{}}`,
+			`{"name":"a"}`},
+		{` { "name" : "a" , "requestState" : "s" } `, `{"name" : "a"}`},
+		{`{}`, `{}`},
+	} {
+		got, err := downParams([]byte(tt.in))
+		if err != nil || string(got) != tt.want {
+			t.Errorf("downParams(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{`[1]`, `"x"`, `{"a":}`, `{"a":1`} {
+		if _, err := downParams([]byte(bad)); err == nil {
+			t.Errorf("downParams(%s): no error", bad)
+		}
+	}
+}

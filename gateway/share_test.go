@@ -109,3 +109,24 @@ func TestTasks2025(t *testing.T) {
 		})
 	}
 }
+
+// TestShareSessionRoots: with share = "session", a client's
+// notifications/roots/list_changed reaches its own upstream connection,
+// and the roots/list the upstream then asks outside any call is answered
+// with that client's roots.
+func TestShareSessionRoots(t *testing.T) {
+	u := selfUpstream("x", "fake")
+	u.Share = gateway.Share{Session: true}
+	f := startFront(t, gateway.Options{Upstreams: []gateway.Upstream{u}})
+	c := f.dial(t, client.Options{OnRoots: func(context.Context, *client.ServerRequest) (*mcp.ListRootsResult, error) {
+		return &mcp.ListRootsResult{Roots: []mcp.Root{{URI: "file:///work/a", Name: "a"}}}, nil
+	}})
+	ctx := testCtx(t)
+	// A first call opens the session's own upstream connection.
+	_, err := c.CallTool(ctx, "echo", map[string]any{})
+	require.NoError(t, err)
+	require.NoError(t, c.NotifyRootsListChanged(ctx))
+	r, err := c.CallTool(ctx, "roots", map[string]any{})
+	require.NoError(t, err)
+	assert.Contains(t, text(t, r), "file:///work/a")
+}

@@ -34,11 +34,26 @@ type Status struct {
 	UnknownIDs      uint64 `json:"unknownIds"` // answers to ids not in flight
 	Unrouted        uint64 `json:"unrouted"`   // messages no downstream request could take
 	Dropped         uint64 `json:"dropped"`    // notifications over -upstream-notify-rate
-	Tools           int    `json:"tools"`
-	Resources       int    `json:"resources"`
-	Prompts         int    `json:"prompts"`
-	LastFailure     string `json:"lastFailure,omitempty"`
-	LastFailureAt   string `json:"lastFailureAt,omitempty"` // RFC 3339
+	// ErrorsByClass are Errors by class (ErrorClasses), those that
+	// occurred.
+	ErrorsByClass map[string]uint64 `json:"errorsByClass,omitempty"`
+	// Latency counts the calls per bucket of Options.LatencyBuckets, then
+	// over the last (not cumulative); LatencySum is their total in
+	// seconds. Nil without buckets.
+	Latency    []uint64 `json:"-"`
+	LatencySum float64  `json:"-"`
+	Tools      int      `json:"tools"`
+	Resources  int      `json:"resources"`
+	Prompts    int      `json:"prompts"`
+	// Speaks is what the upstream speaks, as its last handshake told:
+	// "2025-11-25" (the session revisions), "2026-07-28", or both
+	// (comma-separated); "" before the first. Requests of the other era
+	// are translated (docs/gateway.md).
+	Speaks string `json:"speaks,omitempty"`
+	// Held are the calls held open for 2026-07-28 clients' input.
+	Held          int    `json:"held,omitempty"`
+	LastFailure   string `json:"lastFailure,omitempty"`
+	LastFailureAt string `json:"lastFailureAt,omitempty"` // RFC 3339
 }
 
 // Status returns every upstream's health, in configuration order.
@@ -95,7 +110,24 @@ func (u *upstream) status() Status {
 	s.ChildrenStarted = st.children.Load()
 	s.Calls, s.Errors, s.Timeouts, s.Restarts = st.calls.Load(), st.errors.Load(), st.timeouts.Load(), st.restarts.Load()
 	s.Garbage, s.UnknownIDs, s.Unrouted, s.Dropped = st.garbage.Load(), st.unknownIDs.Load(), st.unrouted.Load(), st.dropped.Load()
+	for i := range st.classes {
+		if n := st.classes[i].Load(); n > 0 {
+			if s.ErrorsByClass == nil {
+				s.ErrorsByClass = map[string]uint64{}
+			}
+			s.ErrorsByClass[ErrorClasses[i]] = n
+		}
+	}
+	if len(st.lat) > 0 {
+		s.Latency = make([]uint64, len(st.lat))
+		for i := range st.lat {
+			s.Latency[i] = st.lat[i].Load()
+		}
+		s.LatencySum = float64(st.latSum.Load()) / 1e9
+	}
 	s.Tools, s.Resources, s.Prompts = u.m.counts()
+	s.Speaks = eraName(u.era.Load())
+	s.Held = u.g.heldOf(u)
 	u.lastMu.Lock()
 	if u.lastErr != nil {
 		s.LastFailure, s.LastFailureAt = u.lastErr.Error(), u.lastAt.UTC().Format(time.RFC3339)

@@ -23,6 +23,11 @@ type upstream struct {
 	g   *Gateway
 	cfg Upstream
 	log *slog.Logger
+	ref *upRef // what the registry's items call: this upstream, or the one that replaced it
+
+	active  atomic.Int64  // calls in flight (callBegin to callEnd)
+	retired atomic.Bool   // replaced or removed by a reload: draining its calls
+	idle    chan struct{} // cap 1: a retired upstream's last call ended
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -34,11 +39,14 @@ type upstream struct {
 	sessMu sync.Mutex
 	bySess map[string]*pool // share = "session": each downstream session's
 
-	noStateless atomic.Bool // the upstream answered server/discover without 2026-07-28
-	httpErr     error
+	noStateless  atomic.Bool  // the upstream answered server/discover without 2026-07-28
+	era          atomic.Int32 // what it speaks, as its last handshake told (upstreamEra, era.go)
+	httpErr      error
+	instructions atomic.Pointer[string] // what the upstream's last handshake said (the mirror's connection)
 
-	m    *mirror
-	http *httpShared // HTTP upstreams: the keep-alive pools
+	m      *mirror
+	http   *httpShared // HTTP upstreams: the keep-alive pools
+	listen upListen    // an upstream of 2026-07-28 only: the sessions' resource subscriptions (up.go)
 
 	stats   stats
 	lastMu  sync.Mutex
@@ -61,10 +69,131 @@ type stats struct {
 	unknownIDs atomic.Uint64 // answers to ids not in flight
 	unrouted   atomic.Uint64 // messages no downstream request could take
 	dropped    atomic.Uint64 // notifications over the rate limit
+	classes    [len(ErrorClasses)]atomic.Uint64
+
+	// The calls' latencies: per bucket of bounds (Options.LatencyBuckets,
+	// in nanoseconds), then over the last; their sum in nanoseconds.
+	bounds []int64
+	lat    []atomic.Uint64
+	latSum atomic.Uint64
+}
+
+// ErrorClasses name the ways a call to an upstream fails
+// (Status.ErrorsByClass, mcpedge_upstream_errors_total{class}):
+// unavailable (not connected, the connection lost, the HTTP exchange
+// failed), timeout (no answer within timeout), invalid (an answer that is
+// not one), limit (max-inflight, max-sessions), upstream (the upstream's
+// own JSON-RPC error) and cancelled (the downstream request ended first).
+var ErrorClasses = [...]string{"unavailable", "timeout", "invalid", "limit", "upstream", "cancelled"}
+
+const (
+	classUnavailable = iota
+	classTimeout
+	classInvalid
+	classLimit
+	classUpstream
+	classCancelled
+)
+
+// classOf returns the class of a call's error.
+func classOf(ctx context.Context, err error) int {
+	switch {
+	case errors.Is(err, errTimedOut):
+		return classTimeout
+	case ctx.Err() != nil:
+		return classCancelled
+	case errors.Is(err, errSlotsFull), errors.Is(err, errLimit):
+		return classLimit
+	case errors.Is(err, errAnswered):
+		return classUpstream
+	case errors.Is(err, errInvalid):
+		return classInvalid
+	}
+	return classUnavailable
+}
+
+// observe counts a call that took d nanoseconds.
+func (s *stats) observe(d int64) {
+	if len(s.bounds) == 0 {
+		return
+	}
+	i := 0
+	for i < len(s.bounds) && d > s.bounds[i] {
+		i++
+	}
+	s.lat[i].Add(1)
+	s.latSum.Add(uint64(max(d, 0)))
+}
+
+// callBegin counts a call and returns when it began.
+func (u *upstream) callBegin() int64 {
+	u.stats.calls.Add(1)
+	u.active.Add(1)
+	return nanotime()
+}
+
+// callEnd records the latency of a call begun at start and, when it
+// failed, its error by class; it returns err.
+func (u *upstream) callEnd(ctx context.Context, start int64, err error) error {
+	u.stats.observe(nanotime() - start)
+	if err != nil {
+		u.stats.errors.Add(1)
+		u.stats.classes[classOf(ctx, err)].Add(1)
+	}
+	if u.active.Add(-1) == 0 && u.retired.Load() {
+		select {
+		case u.idle <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// upRef is what the registry's items of an upstream call: the upstream
+// configured under its name now. A reload that changes the upstream's
+// connection settings points it at the new one, whose mirror takes over
+// the items: nothing is registered again, and the calls in flight finish
+// on the old one (drain).
+type upRef struct {
+	cur atomic.Pointer[upstream]
+}
+
+func (r *upRef) tool(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
+	return r.cur.Load().toolHandler(ctx, req, dst)
+}
+
+func (r *upRef) prompt(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
+	return r.cur.Load().promptHandler(ctx, req, dst)
+}
+
+func (r *upRef) resource(ctx context.Context, req *handlers.RawRequest, dst []byte) ([]byte, error) {
+	return r.cur.Load().resourceHandler(ctx, req, dst)
+}
+
+// drain stops u, retired by a reload, once its calls in flight have
+// ended, or its timeout passed (a call cannot outlive it).
+func (u *upstream) drain() {
+	u.retired.Store(true)
+	t := time.NewTimer(u.cfg.Timeout)
+	defer t.Stop()
+	for u.active.Load() > 0 {
+		select {
+		case <-u.idle:
+		case <-t.C:
+			u.log.Warn("calls still in flight when the drain ended", "calls", u.active.Load())
+			u.stop()
+			return
+		}
+	}
+	u.stop()
 }
 
 func newUpstream(g *Gateway, cfg Upstream) *upstream {
-	u := &upstream{g: g, cfg: cfg, log: g.log.With("upstream", cfg.Name)}
+	u := &upstream{g: g, cfg: cfg, log: g.log.With("upstream", cfg.Name), idle: make(chan struct{}, 1)}
+	if len(g.bounds) > 0 {
+		u.stats.bounds = g.bounds
+		u.stats.lat = make([]atomic.Uint64, len(g.bounds)+1)
+	}
 	u.ctx, u.cancel = context.WithCancel(context.Background())
 	n := cfg.Share.Pool
 	if cfg.Share.Session {
@@ -106,6 +235,9 @@ func (u *upstream) stop() {
 	u.bySess = nil
 	u.sessMu.Unlock()
 	u.wg.Wait()
+	if u.http != nil {
+		u.http.close()
+	}
 }
 
 // sweeper times out the calls past their deadline, on every connection,
@@ -146,9 +278,14 @@ func (u *upstream) pools() []*pool {
 // connected is called when a connection is up.
 func (u *upstream) connected(c *muxConn) {
 	u.log.Debug("connected", "era", c.era, "conn", c.idx, "version", c.info.version)
-	if c.era == sessionEra && c.p == u.session && c.idx == 0 {
-		// The mirror's connection: (re)read the lists, and renew the
-		// subscriptions it carried before.
+	if c.p == u.session && c.idx == 0 {
+		// The mirror's connection (of either era): take its instructions
+		// (before the first lists are read: Start returns with them
+		// merged), (re)read the lists, and renew the subscriptions it
+		// carried before.
+		if old := u.instructions.Swap(&c.info.instructions); old == nil || *old != c.info.instructions {
+			u.g.mergeInstructions()
+		}
 		go u.m.refresh(handlers.ListTools, handlers.ListResources, handlers.ListPrompts)
 		go u.g.resubscribe(u)
 	}
@@ -211,26 +348,34 @@ func (u *upstream) data() codec.RawJSON {
 	return codec.RawJSON(`{"upstream":` + strconv.Quote(u.cfg.Name) + `}`)
 }
 
-// errTimedOut is wrapped by timeouts.
-var errTimedOut = errors.New("timed out")
+// The classes of errors (ErrorClasses) their *codec.Error is wrapped
+// with: errors.Is tells the class, errors.As the answer.
+var (
+	errTimedOut = errors.New("timed out")
+	errInvalid  = errors.New("invalid answer")
+	errLimit    = errors.New("limit")
+	errAnswered = errors.New("the upstream's error")
+)
 
-// timeoutError is a timeout's *codec.Error, which errors.Is
-// errTimedOut.
-type timeoutError struct{ e *codec.Error }
+// classedError is a call's *codec.Error and its class.
+type classedError struct {
+	e     *codec.Error
+	class error
+}
 
-func (e timeoutError) Error() string   { return e.e.Error() }
-func (e timeoutError) Unwrap() []error { return []error{e.e, errTimedOut} }
+func (e classedError) Error() string   { return e.e.Error() }
+func (e classedError) Unwrap() []error { return []error{e.e, e.class} }
 
 // timedOut is the error of a call the upstream did not answer in time.
 func (u *upstream) timedOut() error {
 	u.stats.timeouts.Add(1)
-	return timeoutError{&codec.Error{Code: codec.CodeRequestTimeout, Message: "upstream " + strconv.Quote(u.cfg.Name) + " did not answer within " + u.cfg.Timeout.String(), Data: u.data()}}
+	return classedError{&codec.Error{Code: codec.CodeRequestTimeout, Message: "upstream " + strconv.Quote(u.cfg.Name) + " did not answer within " + u.cfg.Timeout.String(), Data: u.data()}, errTimedOut}
 }
 
 // garbage is the error of a call the upstream answered with something
 // that is not an answer.
-func (u *upstream) garbage(what string) *codec.Error {
-	return &codec.Error{Code: codec.CodeInternalError, Message: "upstream " + strconv.Quote(u.cfg.Name) + " answered " + what, Data: u.data()}
+func (u *upstream) garbage(what string) error {
+	return classedError{&codec.Error{Code: codec.CodeInternalError, Message: "upstream " + strconv.Quote(u.cfg.Name) + " answered " + what, Data: u.data()}, errInvalid}
 }
 
 // connError is the error of a call that could not be sent.
@@ -250,7 +395,7 @@ func (u *upstream) upstreamError(obj []byte) error {
 	if err := codec.Unmarshal(obj, e); err != nil || e.Code == 0 {
 		return u.garbage("a malformed error object")
 	}
-	return e
+	return classedError{e, errAnswered}
 }
 
 // headers returns the static HTTP headers of the upstream.
@@ -269,9 +414,11 @@ func (u *upstream) headers() http.Header {
 type exchange struct {
 	peer     handlers.Peer
 	method   string
+	name     string // what the request names (a served tool or prompt, a URI)
 	params   []byte
 	fp       forwardParams
 	linkTask string // the upstream's 2025 task the call waits on (related-task)
+	xc       *xcall // a call translated for a 2026-07-28 client (down.go)
 }
 
 // poolFor returns the pool serving a request of peer: 2026-07-28
@@ -279,9 +426,14 @@ type exchange struct {
 // pool, or with share = "session" to the session's own.
 func (u *upstream) poolFor(peer handlers.Peer) (*pool, error) {
 	if peer.ProtocolVersion() == mcp.Version20260728 {
-		return u.stateless, nil
+		if u.era.Load() == eraBoth {
+			return u.stateless, nil
+		}
+		// An upstream of one era: its session pool's connections speak
+		// it (era.go), the request translated when it is not 2026-07-28.
+		return u.session, nil
 	}
-	if !u.cfg.Share.Session {
+	if !u.cfg.Share.Session || u.statelessOnly() {
 		return u.session, nil
 	}
 	id := peer.SessionID()
@@ -294,7 +446,7 @@ func (u *upstream) poolFor(peer handlers.Peer) (*pool, error) {
 		return p, nil
 	}
 	if len(u.bySess) >= u.cfg.MaxSessions {
-		return nil, &codec.Error{Code: codec.CodeServerBusy, Message: "upstream " + strconv.Quote(u.cfg.Name) + ": too many sessions, each with a connection of its own", Data: codec.RawJSON(`{"limit":"upstream-max-sessions","upstream":` + strconv.Quote(u.cfg.Name) + `}`)}
+		return nil, classedError{&codec.Error{Code: codec.CodeServerBusy, Message: "upstream " + strconv.Quote(u.cfg.Name) + ": too many sessions, each with a connection of its own", Data: codec.RawJSON(`{"limit":"upstream-max-sessions","upstream":` + strconv.Quote(u.cfg.Name) + `}`)}, errLimit}
 	}
 	scope, ok := peer.(handlers.SessionScope)
 	if !ok {
@@ -318,51 +470,62 @@ func (u *upstream) poolFor(peer handlers.Peer) (*pool, error) {
 	return p, nil
 }
 
-// forward sends x to the upstream and appends its result to dst.
+// forward sends x to the upstream and appends its result to dst. A
+// request of another era than the connection's is translated (down.go,
+// up.go); a 2026-07-28 retry naming a held call resumes it.
 func (u *upstream) forward(ctx context.Context, x *exchange, dst []byte) ([]byte, error) {
-	u.stats.calls.Add(1)
+	start := u.callBegin()
+	modern := x.peer.ProtocolVersion() == mcp.Version20260728
+	var held string
+	if modern {
+		if st := requestStateOf(x.params); st != nil {
+			if s, err := codec.StringValue(st); err == nil {
+				if _, ok := heldToken(string(s)); ok {
+					held = string(s)
+				}
+			}
+		}
+	}
+	if held != "" {
+		out, err := u.resumeDown(ctx, x, held, dst)
+		if err != nil {
+			return dst, u.connError(u.callEnd(ctx, start, err))
+		}
+		u.callEnd(ctx, start, nil)
+		return out, nil
+	}
 	p, err := u.poolFor(x.peer)
 	if err != nil {
-		u.stats.errors.Add(1)
-		return dst, err
-	}
-	if p.era == statelessEra {
-		x.fp.stateless, x.fp.linkCap = true, true
+		return dst, u.callEnd(ctx, start, err)
 	}
 	// A connection whose table filled since it was picked: another.
 	for range len(p.slots) + 1 {
 		c, err := p.connFor(ctx, x)
 		if err != nil {
-			u.stats.errors.Add(1)
-			return dst, err
+			return dst, u.callEnd(ctx, start, err)
 		}
-		out, err := c.do(ctx, x, dst)
+		var out []byte
+		switch {
+		case modern && c.era == sessionEra:
+			out, err = u.down(ctx, c, x, dst)
+		case !modern && c.era == statelessEra:
+			out, err = u.up(ctx, c, x, dst)
+		default:
+			if c.era == statelessEra {
+				x.fp.stateless, x.fp.linkCap = true, true
+			}
+			out, err = c.do(ctx, x, dst)
+		}
 		if errors.Is(err, errSlotsFull) {
 			continue
 		}
 		if err != nil {
-			u.stats.errors.Add(1)
-			return dst, u.connError(err)
+			return dst, u.connError(u.callEnd(ctx, start, err))
 		}
+		u.callEnd(ctx, start, nil)
 		return out, nil
 	}
-	u.stats.errors.Add(1)
-	return dst, u.connError(errSlotsFull)
-}
-
-// connFor picks the connection for x: the one a 2026-07-28 retry's
-// requestState or a task names, else the least busy.
-func (p *pool) connFor(ctx context.Context, x *exchange) (*muxConn, error) {
-	if p.era == statelessEra {
-		if st := requestStateOf(x.params); st != nil {
-			if idx, n := stateConn(st); n > 0 {
-				if c := p.conn(idx); c != nil {
-					return c, nil
-				}
-			}
-		}
-	}
-	return p.pick(ctx)
+	return dst, u.connError(u.callEnd(ctx, start, errSlotsFull))
 }
 
 // String names the upstream.

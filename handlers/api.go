@@ -174,10 +174,15 @@ const (
 	ListPrompts
 )
 
-// TraceScope is implemented by the engine's Peer: the OpenTelemetry trace
-// context (traceparent, tracestate, baggage) a 2026-07-28 request carries
-// in its _meta, empty for requests without one. The strings are borrowed
-// as the request is (see CallToolRequest's Lifetime).
+// TraceScope is implemented by the engine's Peer: the W3C trace context
+// (traceparent, tracestate, baggage) to propagate to whatever a handler
+// calls for its request. When the server traces the request (-otel-endpoint,
+// engine.Options.Tracer), traceparent and tracestate are its span's, so
+// the callee's spans are its children; otherwise those a 2026-07-28
+// request carries in its _meta, empty for requests without one. baggage
+// is the _meta's. The strings are borrowed as the request is (see
+// CallToolRequest's Lifetime). A handler that starts spans of its own
+// finds the request's span in its context instead (package tracing).
 type TraceScope interface {
 	TraceContext() (traceparent, tracestate, baggage string)
 }

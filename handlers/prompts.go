@@ -114,3 +114,9 @@ func (r *Registry) GetPrompt(ctx context.Context, req *GetPromptRequest) (*mcp.G
 	}
 	return res, nil
 }
+
+// HasPrompt reports whether a prompt is registered under name. Lock-free.
+func (r *Registry) HasPrompt(name string) bool {
+	_, ok := r.snap.Load().prompts.get(name)
+	return ok
+}

@@ -53,6 +53,21 @@ type RawOptions struct {
 	// serve completion/complete for it too (req.Method tells which), and
 	// the server then advertises completions.
 	Completions bool
+	// Upstream names the server that serves a raw tool when this one is
+	// a gateway (ToolOptions.Upstream: the tool's metrics say which).
+	Upstream string
+	// Tasks, for a raw tool, has the engine decide whether a 2026-07-28
+	// call becomes a task of the tasks extension, as for its own tools
+	// (by the descriptor's execution.taskSupport and the client's
+	// declaration), and run it so: for a handler whose server does not
+	// speak the extension (a gateway in front of an older server).
+	// Without it the handler's server decides, and the engine passes its
+	// CreateTaskResult on (SetForeignTasks).
+	Tasks bool
+	// DeferTask, with Tasks, runs a 2026-07-28 call of a tool that
+	// supports tasks as a plain request until its handler calls
+	// StartTask (ToolOptions.DeferTask).
+	DeferTask bool
 }
 
 // rawDesc checks that desc is one JSON object and returns the string
@@ -87,7 +102,13 @@ func rawDesc(desc []byte, key string, v any) (string, error) {
 // validated against its input schema: h's server does that. A desc that
 // is not a JSON object with a non-empty name, or a nil h, yields an error
 // wrapping ErrInvalidTool. Safe for concurrent use.
-func (r *Registry) AddRawTool(desc []byte, h RawHandler) error {
+//
+// Of opts (at most one), Upstream, Tasks and DeferTask apply to a tool.
+func (r *Registry) AddRawTool(desc []byte, h RawHandler, opts ...RawOptions) error {
+	ro, err := oneOption(opts)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidTool, err)
+	}
 	var t mcp.Tool
 	name, err := rawDesc(desc, "name", &t)
 	if err != nil {
@@ -97,11 +118,11 @@ func (r *Registry) AddRawTool(desc []byte, h RawHandler) error {
 		return fmt.Errorf("%w %q: nil handler", ErrInvalidTool, name)
 	}
 	t.Name = name
-	var o ToolOptions
+	to := ToolOptions{Upstream: ro.Upstream}
 	if t.Execution != nil {
 		switch t.Execution.TaskSupport {
 		case "", mcp.TaskForbidden, mcp.TaskOptional, mcp.TaskRequired:
-			o.TaskSupport = t.Execution.TaskSupport
+			to.TaskSupport = t.Execution.TaskSupport
 		default:
 			return fmt.Errorf("%w %q: unknown task support %q", ErrInvalidTool, name, t.Execution.TaskSupport)
 		}
@@ -110,7 +131,8 @@ func (r *Registry) AddRawTool(desc []byte, h RawHandler) error {
 	if err != nil {
 		return fmt.Errorf("%w %q: input schema: %w", ErrInvalidTool, name, err)
 	}
-	e := &toolEntry{tool: &t, raw: h, opts: o, headers: hp}
+	to.DeferTask = ro.Tasks && ro.DeferTask
+	e := &toolEntry{tool: &t, raw: h, opts: to, headers: hp, rawTasks: ro.Tasks}
 	enc := append([]byte(nil), desc...)
 	r.update(ListTools, func(s *snapshot) bool {
 		s.tools = s.tools.with(name, enc, e)
@@ -227,6 +249,28 @@ func (r *Registry) RawTool(name string) (RawHandler, bool) {
 		return nil, false
 	}
 	return e.v.raw, true
+}
+
+// RawToolTasks reports whether the engine decides whether a 2026-07-28
+// call of the raw tool name becomes a task (RawOptions.Tasks).
+// Lock-free.
+func (r *Registry) RawToolTasks(name string) bool {
+	e, ok := r.snap.Load().tools.get(name)
+	return ok && e.v.raw != nil && e.v.rawTasks
+}
+
+// CallRawTool calls the raw tool of req's name with req's params as
+// they are, and returns its result bytes (nil, false when the tool is
+// not raw): a task of the engine's running a raw tool for a 2026-07-28
+// request keeps what the handler answered (an InputRequiredResult among
+// others) and passes its params on whole (inputResponses, requestState).
+func (r *Registry) CallRawTool(ctx context.Context, req *RawRequest) ([]byte, bool, error) {
+	e, ok := r.snap.Load().tools.get(req.Name)
+	if !ok || e.v.raw == nil {
+		return nil, false, nil
+	}
+	out, err := e.v.raw(ctx, req, nil)
+	return out, true, err
 }
 
 // RawPrompt returns the handler of the raw prompt name. Lock-free.

@@ -29,6 +29,9 @@ type toolEntry struct {
 	// headers are the arguments mirrored into Mcp-Param-* headers
 	// (x-mcp-header), nil when none.
 	headers []HeaderParam
+	// rawTasks: the engine decides a raw tool's 2026-07-28 tasks
+	// (RawOptions.Tasks).
+	rawTasks bool
 }
 
 // ToolOptions tune how a tool is run. The zero value suits any handler;

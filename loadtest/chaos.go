@@ -28,8 +28,17 @@ type ChaosKind string
 
 // The hostile clients. Each runs its episode over and over until the run
 // ends, and records for each what happened (an outcome) and whether that is
-// what a sound server does (as expected, unexpected, or undecided when the
-// run ended first). Every kind runs on TCP and on Streamable HTTP; the
+// what a sound server does: as expected, unexpected, or undecided. An
+// episode begun before the run's end goes on to its decision, which it
+// awaits within its own bounds (AnswerWithin, ReadTimeout and
+// WriteTimeout plus Grace, Timeout), so that a slow machine delays a
+// decision rather than leaving it to a race with the end of the run.
+// Undecided are the episodes that another of the server's defences ended
+// before they could show their own (a shared byte budget cut the
+// connection, the read or init timeout closed what a slow client machine
+// sent too late: see ChaosExpect), those refused at initialize by a
+// session limit that another kind fills, and abandon's sessions, which
+// outlive the run. Every kind runs on TCP and on Streamable HTTP; the
 // episodes and expected outcomes are TCP's unless an HTTP line says
 // otherwise. HTTP episodes that need a session open one (initialize, then
 // notifications/initialized) and delete it at the end.
@@ -50,15 +59,18 @@ const (
 	// the connection closed (outcome "size_error+closed"); the close alone
 	// ("closed", when the error was lost to the reset) is accepted, and so
 	// is -32000 {"limit":"max-buffered"} before the close (the budget of
-	// partial messages cut it first: "budget_error+closed"). HTTP:
-	// 413, or the connection closed.
+	// partial messages cut it first: "budget_error+closed"). Closed over
+	// another limit first (the read timeout, on a slow client machine),
+	// it is judged as any kind's connection is (ChaosExpect.ReadTimeout).
+	// HTTP: 413, or the connection closed.
 	ChaosOversized ChaosKind = "oversized"
 	// ChaosHalfSent initializes, sends a prefix of a message (64 KiB or
 	// half of MaxMessage, whichever is less; no newline) and falls
 	// silent. Expected: the server closes the connection within
-	// ChaosExpect.ReadTimeout (plus a second of grace). Undecided when the
-	// run ends first. HTTP: on a connection of its own, the headers of a
-	// POST on the session with a Content-Length of 32 KiB (or MaxMessage,
+	// ChaosExpect.ReadTimeout (plus ChaosExpect.Grace), and not sooner
+	// after the message began when it says it closes it for the read
+	// timeout. HTTP: on a connection of its own, the headers of a POST on
+	// the session with a Content-Length of 32 KiB (or MaxMessage,
 	// whichever is less) and half that body; expected: the connection
 	// closed within the same bound, after a 408 ("status_408+closed"), a
 	// 503 (the budget of bodies being received, -max-buffered, cut it
@@ -79,11 +91,11 @@ const (
 	// reading, and the client's writes block too. Expected: the server
 	// closes the connection (a stream cut off as a slow consumer, past
 	// its MaxStreamBuffer, or a write that timed out) before a client
-	// write has blocked ChaosExpect.WriteTimeout plus a second; "stalled"
+	// write has blocked ChaosExpect.WriteTimeout plus Grace; "stalled"
 	// past that is unexpected. A count stream is far below mcpedge's
 	// default 1 MiB stream bound, so with the default options it is the
-	// write timeout (-write-timeout, 30 s) that ends it: a run shorter
-	// than that records the episode as undecided.
+	// write timeout (-write-timeout, 30 s) that ends it, and the episode
+	// awaits it past the run's end.
 	ChaosNoRead ChaosKind = "no_read"
 	// ChaosFlood initializes, pipelines ChaosExpect.FloodCalls calls of
 	// FloodTool (default the demo set's count, a slow tool) and reads the
@@ -135,7 +147,7 @@ const (
 	// connections at once, each sending the headers of a POST declaring
 	// a Content-Length of ChaosExpect.DeclareBytes and a few bytes of its
 	// body, then silence (issue 20: 500 of them took 2 GB). Expected: each
-	// connection closed within ChaosExpect.ReadTimeout and a second, with
+	// connection closed within ChaosExpect.ReadTimeout and Grace, with
 	// or without an error status (408, 413, 429, 503, 401); the server's
 	// memory is Chaos.RSSBudget's to judge. A 2xx answer is unexpected.
 	ChaosBodyDeclare ChaosKind = "body_declare"
@@ -242,8 +254,26 @@ type ChaosExpect struct {
 	// client sends 64 KiB more. Default 4 MiB (mcpedge's default).
 	MaxMessage int
 	// ReadTimeout is how long the server waits for the rest of a message
-	// begun before it closes the connection. Default 10 s.
+	// begun (or for a connection's first message) before it closes the
+	// connection: mcpedge's -read-timeout. half_sent expects the close
+	// within it and Grace. A connection of another kind that the server
+	// closes for it (TCP: after -32000 {"limit":"read-timeout"}; its
+	// message arrived late, as it may from a loaded client machine) is
+	// undecided, but unexpected when the close came sooner than
+	// ReadTimeout after the client dialled. Default 10 s.
 	ReadTimeout time.Duration
+	// Grace is how much later than a server's timeout (ReadTimeout,
+	// WriteTimeout) its close may come before it counts as missing: the
+	// server's timer ticks, and a loaded machine is late. Default 1 s.
+	Grace time.Duration
+	// InitTimeout is the server's -session-init-timeout, where known: how
+	// long an HTTP session may wait for its client's first request after
+	// initialize before the server reaps it. A hostile client whose new
+	// session is gone (404) at that request, at least InitTimeout after
+	// it sent the initialize, was reaped (its machine was slow): the
+	// spec's answer for a session that ended, and the episode is
+	// undecided. Sooner, or with no InitTimeout, that 404 is unexpected.
+	InitTimeout time.Duration
 	// AnswerWithin bounds the wait for an answer (or a close) that should
 	// come at once: garbage, bad UTF-8, oversized, a blocked write. Default
 	// 5 s.
@@ -255,7 +285,7 @@ type ChaosExpect struct {
 	// WriteTimeout is how long the server lets a write to a client that
 	// reads nothing block before it closes the connection (mcpedge's
 	// -write-timeout): HTTP no_read allows a blocked write of its own this
-	// long plus a second. Default 30 s (mcpedge's default).
+	// long plus Grace. Default 30 s (mcpedge's default).
 	WriteTimeout time.Duration
 	// FloodCalls is how many calls a flood client pipelines at once;
 	// default 2000. FloodTool and FloodArgs make each call; default the
@@ -317,7 +347,10 @@ type Chaos struct {
 	// over them as Config.Targets says, the hostile clients go to the
 	// first, and every one must answer after the run.
 	Targets []Target
-	// Duration bounds the run; default 10 s.
+	// Duration is how long the hostile clients begin episodes (each
+	// phase's, with PerKind); default 10 s. An episode begun goes on to
+	// its decision within its own bounds (see ChaosKinds), so a run may
+	// last that much longer on a slow machine.
 	Duration time.Duration
 	// Clients is how many clients of each hostile kind run; nil means
 	// DefaultChaosClients. A kind that cannot run here (one of a single
@@ -361,6 +394,71 @@ type Chaos struct {
 	// reading after the run: in process, runtime.GC and
 	// debug.FreeOSMemory, so that what is read is what is held.
 	Settle func()
+	// Together, if set, is shared by runs started at once against servers
+	// of one machine (NewChaosGroup): each run's hostile clients start
+	// once every run's well-behaved clients are connected, and its check
+	// that the server is alive waits until every run's hostile clients
+	// are done. So no well-behaved client sets up a session while hostile
+	// clients load the machine (its server's read or init timeout could
+	// close it before its first request). With PerKind, the first phase
+	// waits.
+	Together *ChaosGroup
+	// MinDecided, if set, is how many of its episodes each hostile kind
+	// (but abandon) must have decided, as expected or not, before its
+	// clients stop: past the run's end, a kind with fewer goes on
+	// beginning episodes, for at most as long again as its last ones may
+	// take to be decided (see RunChaos). A test that must show each
+	// kind's answer sets it, so that a slow machine, or the undecided
+	// episodes that other kinds' defences cause, cannot leave a kind
+	// without one. A client's next episode is of the next variant
+	// (unauth's token, task_hoard's revision, nats_local's credentials)
+	// once its last one was decided.
+	MinDecided int
+}
+
+// ChaosGroup holds runs started at once together (Chaos.Together).
+type ChaosGroup struct {
+	ready, done sync.WaitGroup
+}
+
+// NewChaosGroup returns a group for n runs.
+func NewChaosGroup(n int) *ChaosGroup {
+	g := &ChaosGroup{}
+	g.ready.Add(n)
+	g.done.Add(n)
+	return g
+}
+
+// groupMember is one run of a ChaosGroup (nil g: none).
+type groupMember struct {
+	g           *ChaosGroup
+	ready, done sync.Once
+}
+
+// arrive tells the group that the run's well-behaved clients are
+// connected and, if done, that its hostile clients are done (or that it
+// failed); each once.
+func (m *groupMember) arrive(done bool) {
+	if m.g == nil {
+		return
+	}
+	m.ready.Do(m.g.ready.Done)
+	if done {
+		m.done.Do(m.g.done.Done)
+	}
+}
+
+// wait arrives, then waits for every run of the group to.
+func (m *groupMember) wait(done bool) {
+	if m.g == nil {
+		return
+	}
+	m.arrive(done)
+	if done {
+		m.g.done.Wait()
+	} else {
+		m.g.ready.Wait()
+	}
 }
 
 // DefaultChaosClients is the hostile mix when Chaos.Clients is nil: two
@@ -385,7 +483,7 @@ type ChaosKindResult struct {
 	Episodes   int64 `json:"episodes"`
 	AsExpected int64 `json:"as_expected"`
 	Unexpected int64 `json:"unexpected"`
-	Undecided  int64 `json:"undecided"` // the run ended first
+	Undecided  int64 `json:"undecided"` // ended by another defence, or outlived the run (ChaosKinds)
 	// Outcomes counts what happened, by name: "parse_error", "closed",
 	// "hang", "answered", "busy", "status_413", ...
 	Outcomes map[string]int64 `json:"outcomes"`
@@ -588,9 +686,26 @@ type kindRec struct {
 	res   ChaosKindResult
 	close *hdrhistogram.Histogram
 	took  *hdrhistogram.Histogram
+	// parent, if set, is the kind's recorder, which this one (a
+	// client's, or an episode's: onConn) records into, judging each
+	// outcome it would call unexpected with judge first, and counting
+	// those decided in decidedHere.
+	parent      *kindRec
+	judge       func(outcome, detail string) (string, verdict, string)
+	decidedHere atomic.Int64
 }
 
 func (k *kindRec) record(outcome string, v verdict, closeAfter time.Duration, detail string) {
+	if k.parent != nil {
+		if v == unexpected && k.judge != nil {
+			outcome, v, detail = k.judge(outcome, detail)
+		}
+		if v != undecided {
+			k.decidedHere.Add(1)
+		}
+		k.parent.record(outcome, v, closeAfter, detail)
+		return
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.res.Episodes++
@@ -614,14 +729,45 @@ func (k *kindRec) record(outcome string, v verdict, closeAfter time.Duration, de
 	}
 }
 
+// judged records an outcome that needs no judge: one that already
+// weighed the server's notice.
+func (k *kindRec) judged(outcome string, v verdict, closeAfter time.Duration, detail string) {
+	if k.parent != nil {
+		if v != undecided {
+			k.decidedHere.Add(1)
+		}
+		k.parent.judged(outcome, v, closeAfter, detail)
+		return
+	}
+	k.record(outcome, v, closeAfter, detail)
+}
+
+// decided returns how many episodes of the kind were decided.
+func (k *kindRec) decided() int64 {
+	for k.parent != nil {
+		k = k.parent
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.res.AsExpected + k.res.Unexpected
+}
+
 // tookTime records how long a hostile act took to be answered (ChaosKindResult.Took).
 func (k *kindRec) tookTime(d time.Duration) {
+	if k.parent != nil {
+		k.parent.tookTime(d)
+		return
+	}
 	k.mu.Lock()
 	_ = k.took.RecordValue(min(int64(d), int64(maxLatency)))
 	k.mu.Unlock()
 }
 
 func (k *kindRec) answer(kind string, n int64) {
+	if k.parent != nil {
+		k.parent.answer(kind, n)
+		return
+	}
 	k.mu.Lock()
 	if k.res.Answers == nil {
 		k.res.Answers = map[string]int64{}
@@ -675,6 +821,9 @@ func (e *ChaosExpect) defaults() {
 	}
 	if e.ReadTimeout <= 0 {
 		e.ReadTimeout = 10 * time.Second
+	}
+	if e.Grace <= 0 {
+		e.Grace = time.Second
 	}
 	if e.AnswerWithin <= 0 {
 		e.AnswerWithin = 5 * time.Second
@@ -740,13 +889,18 @@ func (e *ChaosExpect) defaults() {
 
 // chaosRun is the state of one RunChaos.
 type chaosRun struct {
-	cfg     Chaos
-	e       ChaosExpect
-	end     time.Time // the current phase's
-	timeout time.Duration
-	hc      *http.Client // HTTP hostile clients: no keep-alive
-	kc      *http.Client // HTTP hostile clients sending requests in series: keep-alive
-	url     *url.URL     // HTTP: the target's URL
+	cfg Chaos
+	e   ChaosExpect
+	// stop is when the current phase's clients stop beginning episodes
+	// (late, with Chaos.MinDecided, for a kind that has fewer decided);
+	// end, decideWithin later, is the most an episode begun may wait for
+	// its decision (deadline caps each wait there).
+	stop, late, end time.Time
+	timeout         time.Duration
+	group           *groupMember // Chaos.Together's
+	hc              *http.Client // HTTP hostile clients: no keep-alive
+	kc              *http.Client // HTTP hostile clients sending requests in series: keep-alive
+	url             *url.URL     // HTTP: the target's URL
 	// tag tells this run's board entries from another's on the same
 	// server (TestChaosSurvival runs TCP and HTTP at once).
 	tag string
@@ -756,9 +910,15 @@ type chaosRun struct {
 // (with PerKind, one phase of Duration per kind and one without) and
 // reports both apart. It returns an error only when the run could not
 // start (a bad configuration, no well-behaved connection at all). It
-// returns within the phases' time, Timeout and RSSSettle plus set-up, or
-// soon after ctx ends.
+// returns within the phases' time, each with the time its last episodes
+// take to be decided (at most the longest of the bounds they wait by,
+// Timeout, AnswerWithin and the timeouts plus Grace, and a Grace more;
+// with MinDecided, as long again for the episodes that a kind begins
+// late), and RSSSettle plus set-up, or soon after ctx ends; with
+// Together, once every run of the group is done.
 func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
+	group := &groupMember{g: cfg.Together}
+	defer group.arrive(true) // a run that fails releases the others
 	ts, err := targetsOf(cfg.Target, cfg.Targets)
 	if err != nil {
 		return nil, err
@@ -807,7 +967,7 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 		}
 	}
 
-	cr := &chaosRun{cfg: cfg, e: cfg.Expect, timeout: cfg.Timeout, tag: cfg.Target.Transport}
+	cr := &chaosRun{cfg: cfg, e: cfg.Expect, timeout: cfg.Timeout, tag: cfg.Target.Transport, group: group}
 	if cfg.Target.Transport == "http" {
 		u, err := url.Parse(cfg.Target.Addr)
 		if err != nil || u.Host == "" {
@@ -816,10 +976,10 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 		cr.url = u
 	}
 	tr := &http.Transport{DisableKeepAlives: true, DisableCompression: true}
-	cr.hc = &http.Client{Transport: tr, Timeout: cfg.Timeout}
+	cr.hc = &http.Client{Transport: cutTransport{tr, cfg.Expect.ReadTimeout}, Timeout: cfg.Timeout}
 	defer tr.CloseIdleConnections()
 	ktr := &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 64}
-	cr.kc = &http.Client{Transport: ktr, Timeout: cfg.Timeout}
+	cr.kc = &http.Client{Transport: cutTransport{ktr, cfg.Expect.ReadTimeout}, Timeout: cfg.Timeout}
 	defer ktr.CloseIdleConnections()
 
 	out := &ChaosResult{Target: cfg.Target.String()}
@@ -936,7 +1096,9 @@ func RunChaos(ctx context.Context, cfg Chaos) (*ChaosResult, error) {
 		out.Hostile = append(out.Hostile, r)
 	}
 
-	// Is the server still there?
+	// Is the server still there? Asked once no run Together loads the
+	// machine.
+	cr.group.wait(true)
 	actx, acancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer acancel()
 	out.ServerAlive = true
@@ -980,8 +1142,16 @@ func (cr *chaosRun) phase(ctx context.Context, kinds []ChaosKind, recs map[Chaos
 	case <-launched:
 	case <-goodDone:
 	}
-	cr.end = time.Now().Add(cr.cfg.Duration)
-	runCtx, cancel := context.WithDeadline(ctx, cr.end)
+	cr.group.wait(false)
+	cr.stop = time.Now().Add(cr.cfg.Duration)
+	cr.late = cr.stop
+	if cr.cfg.MinDecided > 0 {
+		cr.late = cr.stop.Add(cr.decideWithin())
+	}
+	cr.end = cr.late.Add(cr.decideWithin())
+	stopCtx, cancelStop := context.WithDeadline(ctx, cr.stop)
+	defer cancelStop()
+	epCtx, cancel := context.WithDeadline(ctx, cr.end)
 	defer cancel()
 	var wg sync.WaitGroup
 	if goodErr == nil {
@@ -990,7 +1160,7 @@ func (cr *chaosRun) phase(ctx context.Context, kinds []ChaosKind, recs map[Chaos
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					cr.client(runCtx, k, i, recs[k])
+					cr.client(stopCtx, epCtx, k, i, recs[k])
 				}()
 			}
 		}
@@ -1001,6 +1171,15 @@ func (cr *chaosRun) phase(ctx context.Context, kinds []ChaosKind, recs map[Chaos
 		return nil, fmt.Errorf("loadtest: the well-behaved clients: %w", goodErr)
 	}
 	return goodRes, nil
+}
+
+// decideWithin is how long after the run's end an episode begun before it
+// may go on waiting for its decision: the longest of the waits an episode
+// bounds itself by, and a Grace more, so that only an episode that
+// outlives its own bounds (a hang, which it records as such) meets it.
+func (cr *chaosRun) decideWithin() time.Duration {
+	e := &cr.e
+	return max(cr.timeout, e.AnswerWithin+oversizedSlack, e.ReadTimeout+e.Grace, e.WriteTimeout+e.Grace) + e.Grace
 }
 
 // mergeResults adds up the well-behaved clients' results of a run's
@@ -1061,26 +1240,42 @@ func alive(ctx context.Context, t Target, timeout time.Duration, bearer []string
 	return err
 }
 
-// client runs one hostile client's episodes until ctx ends.
-func (cr *chaosRun) client(ctx context.Context, k ChaosKind, i int, rec *kindRec) {
+// client runs one hostile client's episodes until stop ends (or, with
+// Chaos.MinDecided, later: more), each with ctx, which ends decideWithin
+// after the last may begin. Episode n is the client's nth variant: n
+// advances once an episode is decided.
+func (cr *chaosRun) client(stop, ctx context.Context, k ChaosKind, i int, rec *kindRec) {
 	if k == ChaosAbandon {
-		cr.abandon(ctx, rec)
+		cr.abandon(stop, rec)
 		return
 	}
 	episode := chaosEpisodes[k]
-	n := 0
-	for ctx.Err() == nil {
-		n++
+	mine := &kindRec{parent: rec} // counts this client's decided episodes
+	for n := 1; cr.more(stop, rec); {
+		before := mine.decidedHere.Load()
 		switch {
 		case episode != nil:
-			episode(cr, ctx, i, n, rec)
+			episode(cr, ctx, i, n, mine)
 		case cr.cfg.Target.Transport == "http":
-			cr.httpEpisode(ctx, k, n, rec)
+			cr.httpEpisode(ctx, k, n, mine)
 		default:
-			cr.tcpEpisode(ctx, k, i, n, rec)
+			cr.tcpEpisode(ctx, k, i, n, mine)
+		}
+		if mine.decidedHere.Load() > before {
+			n++
 		}
 		sleepCtx(ctx, cr.e.Pause)
 	}
+}
+
+// more reports whether a client of the kind rec records begins another
+// episode: until the run's end, and after it, with Chaos.MinDecided,
+// while the kind has fewer decided and it is not late.
+func (cr *chaosRun) more(stop context.Context, rec *kindRec) bool {
+	if stop.Err() == nil {
+		return true
+	}
+	return cr.cfg.MinDecided > 0 && rec.decided() < int64(cr.cfg.MinDecided) && time.Now().Before(cr.late)
 }
 
 // chaosEpisodes are the episodes of the kinds that pick their transport's
@@ -1098,8 +1293,59 @@ var chaosEpisodes = map[ChaosKind]func(cr *chaosRun, ctx context.Context, i, n i
 
 // rawConn is a TCP connection a hostile client drives by hand.
 type rawConn struct {
-	c net.Conn
-	r *bufio.Reader
+	c      net.Conn
+	r      *bufio.Reader
+	dialed time.Time // when the client began to dial it
+	// readTimeout is the server's (ChaosExpect.ReadTimeout): a notice
+	// of a close for it sooner after dialed is early.
+	readTimeout time.Duration
+	// cut is the notice the server sent before it closed the connection
+	// over a limit of its own, once readMsg has read it.
+	cut atomic.Pointer[serverCut]
+}
+
+// serverCut is a server's cut of a hostile client's connection or request
+// over a limit of its own, as the server told it: on TCP, the notice it
+// sends before the close, a -32000 error with a null id whose data names
+// the limit ({"limit":"read-timeout"}, "max-buffered",
+// "max-outbound-total", ...), which readMsg returns as an error; on HTTP,
+// a request answered 408 (cutTransport).
+type serverCut struct {
+	limit string
+	at    time.Time // when it was read
+	// early, when set, says why the server's limit cannot explain the
+	// cut: a close for the read timeout sooner than it after the client
+	// dialled.
+	early string
+}
+
+// cutOutcome judges an episode that c interrupted: undecided when c is a
+// defence working as designed, which another kind, or a slow client
+// machine, set off (a shared byte budget cuts the biggest holders,
+// whoever filled it; a message that the client's machine sent too late
+// meets the read timeout); unexpected when c came too early for its
+// limit, or names one that no episode of this kind can meet.
+func cutOutcome(c *serverCut) (string, verdict, string) {
+	switch {
+	case c.early != "":
+		return strings.ReplaceAll(c.limit, "-", "_") + "_early", unexpected, c.early
+	case c.limit == "max-buffered" || c.limit == "max-outbound-total" || c.limit == "read-timeout":
+		return "cut_" + c.limit, undecided, ""
+	}
+	return "cut_" + c.limit, unexpected, c.Error()
+}
+
+func (c *serverCut) Error() string {
+	return "closed by the server: -32000 {\"limit\":\"" + c.limit + "\"}"
+}
+
+// cutLimit returns the limit a server's closing notice named, or "".
+func cutLimit(err error) string {
+	var c *serverCut
+	if errors.As(err, &c) {
+		return c.limit
+	}
+	return ""
 }
 
 func (cr *chaosRun) dialRaw(ctx context.Context) (*rawConn, error) {
@@ -1109,11 +1355,12 @@ func (cr *chaosRun) dialRaw(ctx context.Context) (*rawConn, error) {
 func (cr *chaosRun) dialRawWith(ctx context.Context, d *net.Dialer) (*rawConn, error) {
 	dctx, cancel := context.WithTimeout(ctx, cr.timeout)
 	defer cancel()
+	dialed := time.Now()
 	c, err := d.DialContext(dctx, "tcp", cr.cfg.Target.Addr)
 	if err != nil {
 		return nil, err
 	}
-	return &rawConn{c: c, r: bufio.NewReaderSize(c, 64<<10)}, nil
+	return &rawConn{c: c, r: bufio.NewReaderSize(c, 64<<10), dialed: dialed, readTimeout: cr.e.ReadTimeout}, nil
 }
 
 // deafDialer dials the connections of clients that never read with a
@@ -1139,8 +1386,13 @@ func (cr *chaosRun) deadline(d time.Duration) time.Time {
 	return t
 }
 
-// ended reports whether the run's end cut the wait short.
+// ended reports whether the run's end cut the wait short: the end of the
+// time an episode begun before the run's end has to be decided.
 func (cr *chaosRun) ended() bool { return !time.Now().Before(cr.end.Add(-50 * time.Millisecond)) }
+
+// stopped reports whether the run's end, after which no episode begins,
+// cut the wait short (abandon, which holds its sessions until then).
+func (cr *chaosRun) stopped() bool { return !time.Now().Before(cr.stop.Add(-50 * time.Millisecond)) }
 
 // writeFailed records a hostile write that failed: unexpected, but for a
 // write whose deadline was the run's end (an episode begun just before
@@ -1153,13 +1405,37 @@ func (cr *chaosRun) writeFailed(rec *kindRec, err error) {
 	rec.record("write_failed", unexpected, 0, err.Error())
 }
 
+// rawWriteFailed is writeFailed on a connection whose bytes no other
+// goroutine reads: after a write that failed on the server's close, what
+// the server sent before it is read first, for the notice of the limit
+// it closed the connection over (cutVerdict).
+func (cr *chaosRun) rawWriteFailed(rc *rawConn, rec *kindRec, err error) {
+	if isClose(err) {
+		rc.findNotice(cr.deadline(cr.e.AnswerWithin))
+	}
+	cr.writeFailed(rec, err)
+}
+
+// findNotice reads what is left to read of rc until the close (or the
+// deadline), keeping the server's notice if it sent one.
+func (rc *rawConn) findNotice(deadline time.Time) {
+	var msg codec.Message
+	for rc.cut.Load() == nil {
+		if _, err := rc.readMsg(deadline, &msg); err != nil && cutLimit(err) == "" {
+			return
+		}
+	}
+}
+
 func (rc *rawConn) write(b []byte, deadline time.Time) error {
 	_ = rc.c.SetWriteDeadline(deadline)
 	_, err := rc.c.Write(b)
 	return err
 }
 
-// readMsg reads the next line and decodes it.
+// readMsg reads the next line and decodes it. The notice of a server
+// about to close the connection over a limit is returned as a *serverCut
+// error (and kept in rc.cut); the close follows it.
 func (rc *rawConn) readMsg(deadline time.Time, msg *codec.Message) ([]byte, error) {
 	_ = rc.c.SetReadDeadline(deadline)
 	line, err := rc.r.ReadBytes('\n')
@@ -1170,7 +1446,34 @@ func (rc *rawConn) readMsg(deadline time.Time, msg *codec.Message) ([]byte, erro
 	if derr := codec.Decode(line, msg); derr != nil {
 		return line, &Error{Kind: KindProtocol, Err: derr, Msg: "answer " + clip(line)}
 	}
+	if msg.Kind == codec.KindError && (len(msg.ID) == 0 || string(msg.ID) == "null") && errorCode(msg) == codec.CodeServerBusy {
+		if l := limitName(msg.Error); l != "busy" {
+			c := &serverCut{limit: l, at: time.Now()}
+			// The server's clock for a message began at its accept, or
+			// later: never before the dial.
+			if took := c.at.Sub(rc.dialed); l == "read-timeout" && took < rc.readTimeout {
+				c.early = fmt.Sprintf("closed for the read timeout %s after the client dialled, before the read timeout of %s",
+					took.Round(time.Millisecond), rc.readTimeout)
+			}
+			rc.cut.CompareAndSwap(nil, c)
+			return line, c
+		}
+	}
 	return line, nil
+}
+
+// onConn returns rec as the episode on connection rc records into it: an
+// outcome that it would call unexpected, on a connection the server cut
+// (the notice read), is judged by cutOutcome instead: the episode was
+// interrupted. What the server did wrong before the cut (a violation) is
+// recorded with judged, which the cut does not excuse.
+func (cr *chaosRun) onConn(rec *kindRec, rc *rawConn) *kindRec {
+	return &kindRec{parent: rec, judge: func(outcome, detail string) (string, verdict, string) {
+		if c := rc.cut.Load(); c != nil {
+			return cutOutcome(c)
+		}
+		return outcome, unexpected, detail
+	}}
 }
 
 // initialize runs the handshake by hand.
@@ -1254,6 +1557,7 @@ func (cr *chaosRun) tcpEpisode(ctx context.Context, k ChaosKind, client, n int, 
 		return
 	}
 	defer rc.c.Close()
+	rec = cr.onConn(rec, rc)
 	needInit := k != ChaosGarbage && (k != ChaosChurn || n%2 == 0)
 	if needInit {
 		if err := rc.initialize(cr.deadline(cr.timeout)); err != nil {
@@ -1293,7 +1597,7 @@ func (cr *chaosRun) garbage(rc *rawConn, client, n int, rec *kindRec) {
 		if isClose(err) {
 			rec.record("closed", asExpected, time.Since(sent), "")
 		} else {
-			cr.writeFailed(rec, err)
+			cr.rawWriteFailed(rc, rec, err)
 		}
 		return
 	}
@@ -1303,7 +1607,7 @@ func (cr *chaosRun) garbage(rc *rawConn, client, n int, rec *kindRec) {
 	case err == nil && msg.Kind == codec.KindError && errorCode(&msg) == codec.CodeParseError:
 		rec.record("parse_error", asExpected, 0, "")
 	case err == nil:
-		rec.record("answered_"+answerName(&msg), unexpected, 0, "")
+		rec.judged("answered_"+answerName(&msg), unexpected, 0, "")
 	case isClose(err):
 		rec.record("closed", asExpected, time.Since(sent), "")
 	case isTimeout(err) && cr.ended():
@@ -1329,7 +1633,7 @@ func (cr *chaosRun) badUTF8(rc *rawConn, rec *kindRec) {
 		all = append(all, r...)
 	}
 	if err := rc.write(all, cr.deadline(cr.e.AnswerWithin)); err != nil {
-		cr.writeFailed(rec, err)
+		cr.rawWriteFailed(rc, rec, err)
 		return
 	}
 	want := len(badUTF8Requests)
@@ -1373,9 +1677,12 @@ func (cr *chaosRun) oversized(rc *rawConn, rec *kindRec) {
 		// budgetErr: -32000 {"limit":"max-buffered"}, the message cut by
 		// the budget of partial messages before it reached the limit.
 		budgetErr bool
-		other     string
-		err       error
-		at        time.Time
+		// cut: the notice of another limit the server closed it over
+		// (cutVerdict judges it).
+		cut   string
+		other string
+		err   error
+		at    time.Time
 	}
 	ans := make(chan answer, 1)
 	sent := time.Now()
@@ -1383,8 +1690,15 @@ func (cr *chaosRun) oversized(rc *rawConn, rec *kindRec) {
 		var m codec.Message
 		var a answer
 		for {
-			_, err := rc.readMsg(cr.deadline(cr.e.AnswerWithin+5*time.Second), &m)
-			if err != nil {
+			_, err := rc.readMsg(cr.deadline(cr.e.AnswerWithin+oversizedSlack), &m)
+			switch l := cutLimit(err); {
+			case l == "max-buffered":
+				a.budgetErr = true
+				continue // the close follows
+			case l != "":
+				a.cut = l
+				continue
+			case err != nil:
 				a.err, a.at = err, time.Now()
 				ans <- a
 				return
@@ -1392,14 +1706,12 @@ func (cr *chaosRun) oversized(rc *rawConn, rec *kindRec) {
 			switch {
 			case m.Kind == codec.KindError && errorCode(&m) == codec.CodeParseError:
 				a.sizeErr = true
-			case m.Kind == codec.KindError && errorCode(&m) == codec.CodeServerBusy && limitName(m.Error) == "max-buffered":
-				a.budgetErr = true
 			case a.other == "":
 				a.other = answerName(&m)
 			}
 		}
 	}()
-	werr := rc.write(msg, cr.deadline(cr.e.AnswerWithin+5*time.Second))
+	werr := rc.write(msg, cr.deadline(cr.e.AnswerWithin+oversizedSlack))
 	var a answer
 	select {
 	case a = <-ans:
@@ -1416,7 +1728,11 @@ func (cr *chaosRun) oversized(rc *rawConn, rec *kindRec) {
 	closed := isClose(a.err) || (werr != nil && isClose(werr))
 	switch {
 	case a.other != "":
-		rec.record("answered_"+a.other, unexpected, 0, "the oversized message was served")
+		rec.judged("answered_"+a.other, unexpected, 0, "the oversized message was served")
+	case a.cut != "" && !a.sizeErr:
+		// Closed over another limit before the size limit was reached:
+		// cutVerdict (onConn) judges it.
+		rec.record("closed_"+a.cut, unexpected, a.at.Sub(sent), "before the size limit")
 	case a.sizeErr && closed:
 		rec.record("size_error+closed", asExpected, a.at.Sub(sent), "")
 	case a.budgetErr && closed:
@@ -1426,38 +1742,49 @@ func (cr *chaosRun) oversized(rc *rawConn, rec *kindRec) {
 	case isTimeout(a.err) && cr.ended():
 		rec.record("run_ended", undecided, 0, "")
 	case a.sizeErr:
-		rec.record("size_error_kept_open", unexpected, 0, "")
+		rec.judged("size_error_kept_open", unexpected, 0, "")
 	default:
 		rec.record("failed", unexpected, 0, fmt.Sprint(a.err, werr))
 	}
 }
 
+// oversizedSlack is how much longer than AnswerWithin the oversized
+// client lets its message take to send and its close to come.
+const oversizedSlack = 5 * time.Second
+
 func (cr *chaosRun) halfSent(rc *rawConn, rec *kindRec) {
 	part := []byte(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`)
 	// Big, but well under the size limit: what is tested is the wait.
 	part = append(part, bytes.Repeat([]byte("h"), min(64<<10, cr.e.MaxMessage/2))...)
+	began := time.Now()
 	if err := rc.write(part, cr.deadline(cr.e.AnswerWithin)); err != nil {
-		cr.writeFailed(rec, err)
+		cr.rawWriteFailed(rc, rec, err)
 		return
 	}
 	sent := time.Now()
-	grace := cr.e.ReadTimeout + time.Second
+	grace := cr.e.ReadTimeout + cr.e.Grace
 	var msg codec.Message
 	for {
 		_, err := rc.readMsg(cr.deadline(grace-time.Since(sent)), &msg)
-		if err == nil {
-			continue // a notification, say
+		if err == nil || cutLimit(err) != "" {
+			continue // a notification, say, or the notice before the close
 		}
 		took := time.Since(sent)
+		c := rc.cut.Load()
 		switch {
+		case isClose(err) && c != nil && c.limit == "read-timeout" && c.at.Sub(began) < cr.e.ReadTimeout:
+			// The server's clock began when it read the first of the
+			// message, which the client had begun to send.
+			rec.judged("closed_early", unexpected, took, fmt.Sprintf("closed for the read timeout %s after the half message began, before the read timeout of %s",
+				c.at.Sub(began).Round(time.Millisecond), cr.e.ReadTimeout))
 		case isClose(err) && took <= grace:
 			rec.record("closed", asExpected, took, "")
 		case isClose(err):
-			rec.record("closed_late", unexpected, took, "")
+			rec.judged("closed_late", unexpected, took, "")
 		case isTimeout(err) && cr.ended() && took < grace:
 			rec.record("open_at_end", undecided, 0, "")
 		case isTimeout(err):
-			rec.record("not_closed", unexpected, 0, "still open "+took.Round(time.Millisecond).String()+" after the half message")
+			rec.judged("not_closed", unexpected, 0, "still open "+took.Round(time.Millisecond).String()+" after the half message")
 		default:
 			rec.record("failed", unexpected, 0, err.Error())
 		}
@@ -1482,7 +1809,7 @@ func (cr *chaosRun) noRead(rc *rawConn, rec *kindRec) {
 		case err == nil:
 			due += len(text) + 100
 			if due > cr.e.SlowConsumerBytes {
-				rec.record("not_closed", unexpected, 0, fmt.Sprintf("%d bytes of answers due, unread, and the connection is open", due))
+				rec.judged("not_closed", unexpected, 0, fmt.Sprintf("%d bytes of answers due, unread, and the connection is open", due))
 				return
 			}
 			continue
@@ -1491,7 +1818,7 @@ func (cr *chaosRun) noRead(rc *rawConn, rec *kindRec) {
 		case isTimeout(err) && cr.ended():
 			rec.record("run_ended", undecided, 0, "")
 		case isTimeout(err):
-			rec.record("stalled", unexpected, 0, "a write blocked "+cr.e.AnswerWithin.String()+": the server stopped reading but kept the connection")
+			rec.judged("stalled", unexpected, 0, "a write blocked "+cr.e.AnswerWithin.String()+": the server stopped reading but kept the connection")
 		default:
 			rec.record("failed", unexpected, 0, err.Error())
 		}
@@ -1555,7 +1882,7 @@ func (cr *chaosRun) flood(rc *rawConn, rec *kindRec) {
 	case t.err != nil:
 		rec.record("failed", unexpected, 0, t.err.Error())
 	default:
-		rec.record("all_served", unexpected, 0, fmt.Sprintf("%d pipelined calls, none refused: %s", t.n, fmtCounts(t.answers)))
+		rec.judged("all_served", unexpected, 0, fmt.Sprintf("%d pipelined calls, none refused: %s", t.n, fmtCounts(t.answers)))
 	}
 }
 
@@ -1584,14 +1911,14 @@ func (cr *chaosRun) abandon(ctx context.Context, rec *kindRec) {
 			} else {
 				rc, err := cr.dialRaw(ctx)
 				switch {
-				case err != nil && ctx.Err() == nil && !cr.ended():
+				case err != nil && ctx.Err() == nil && !cr.stopped():
 					rec.record("connect_failed", unexpected, 0, err.Error())
 				case err != nil:
 				default:
 					if err := rc.initialize(cr.deadline(cr.timeout)); err != nil {
 						rc.c.Close()
-						if !cr.ended() {
-							rec.record("initialize_failed", unexpected, 0, err.Error())
+						if !cr.stopped() {
+							cr.onConn(rec, rc).record("initialize_failed", unexpected, 0, err.Error())
 						}
 						break
 					}
@@ -1605,7 +1932,7 @@ func (cr *chaosRun) abandon(ctx context.Context, rec *kindRec) {
 						defer held.Done()
 						defer open.Add(-1)
 						defer rc.c.Close()
-						_ = rc.c.SetReadDeadline(cr.end)
+						_ = rc.c.SetReadDeadline(cr.stop)
 						_, err := io.Copy(io.Discard, rc.r)
 						if err == nil || isClose(err) {
 							rec.record("reaped", asExpected, time.Since(at), "")

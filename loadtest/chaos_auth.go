@@ -66,6 +66,7 @@ func (cr *chaosRun) unauth(ctx context.Context, _, n int, rec *kindRec) {
 		return
 	}
 	defer rc.c.Close()
+	rec = cr.onConn(rec, rc)
 	meta := unauthMeta(withToken)
 	var all []byte
 	methods := map[string]string{} // id → method
@@ -84,13 +85,16 @@ func (cr *chaosRun) unauth(ctx context.Context, _, n int, rec *kindRec) {
 	all = codec.AppendRequest(all, []byte(initID), mcp.MethodInitialize, []byte(init+"}"))
 	all = append(all, '\n')
 	if err := rc.write(all, cr.deadline(cr.e.AnswerWithin)); err != nil {
-		cr.writeFailed(rec, err)
+		cr.rawWriteFailed(rc, rec, err)
 		return
 	}
 	var served []string
 	var msg codec.Message
 	for decided := 0; decided < len(methods); {
 		if _, err := rc.readMsg(cr.deadline(cr.e.AnswerWithin), &msg); err != nil {
+			if len(served) > 0 {
+				break // what was served without a token, whatever cut the rest
+			}
 			cr.readFailed(rec, err, fmt.Sprintf("%d answers of %d", len(methods)-decided, len(methods)))
 			return
 		}
@@ -118,7 +122,7 @@ func (cr *chaosRun) unauthVerdict(rec *kindRec, served []string, withToken bool)
 		for _, s := range served {
 			rec.answer("served_"+strings.Fields(s)[0], 1)
 		}
-		rec.record("served_"+tok, unexpected, 0, fmt.Sprintf("answered without a valid token: %s", strings.Join(served, ", ")))
+		rec.judged("served_"+tok, unexpected, 0, fmt.Sprintf("answered without a valid token: %s", strings.Join(served, ", ")))
 		return
 	}
 	rec.record("all_refused_"+tok, asExpected, 0, "")
@@ -137,6 +141,9 @@ func (cr *chaosRun) httpUnauth(ctx context.Context, withToken bool, rec *kindRec
 		resp, err := cr.postModern(ectx, cr.kc, r.method, r.name, modernRequest(strconv.Itoa(i+1), r.method, r.fields, modernMeta), h)
 		if err != nil {
 			cancel()
+			if len(served) > 0 {
+				break // what was served without a token, whatever cut the rest
+			}
 			cr.httpFailed(ctx, rec, err)
 			return
 		}
@@ -181,7 +188,7 @@ func (cr *chaosRun) natsLocal(ctx context.Context, _, n int, rec *kindRec) {
 				what += " and subscribed to everything"
 			}
 		}
-		rec.record("connected_"+a.name, unexpected, 0, what)
+		rec.judged("connected_"+a.name, unexpected, 0, what)
 	case errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization"):
 		rec.record("refused_"+a.name, asExpected, 0, "")
 	case errors.Is(err, nats.ErrNoServers) || errors.Is(err, syscall.ECONNREFUSED):

@@ -8,9 +8,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -72,6 +74,7 @@ func (cr *chaosRun) httpInit(ctx context.Context, hc *http.Client) (string, erro
 // httpSession opens a session that is ready for requests: initialize, then
 // notifications/initialized.
 func (cr *chaosRun) httpSession(ctx context.Context, hc *http.Client) (string, error) {
+	began := time.Now()
 	sid, err := cr.httpInit(ctx, hc)
 	if err != nil {
 		return "", err
@@ -85,22 +88,55 @@ func (cr *chaosRun) httpSession(ctx context.Context, hc *http.Client) (string, e
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("notifications/initialized answered %s", resp.Status)
+	switch resp.StatusCode {
+	case http.StatusAccepted, http.StatusOK:
+		return sid, nil
+	case http.StatusNotFound:
+		return "", &sessionGone{what: "notifications/initialized", after: time.Since(began)}
 	}
-	return sid, nil
+	return "", fmt.Errorf("notifications/initialized answered %s", resp.Status)
+}
+
+// sessionGone is a session found gone (404) at its client's first
+// request after initialize, after the time since the initialize was sent.
+type sessionGone struct {
+	what  string
+	after time.Duration
+}
+
+func (e *sessionGone) Error() string {
+	return e.what + " answered 404 Not Found " + e.after.Round(time.Millisecond).String() + " after the initialize"
+}
+
+// goneVerdict judges a new session found gone at its first request: the
+// server reaps a session whose client sends nothing for InitTimeout after
+// initialize, and the server's clock began after the client sent it, so
+// a 404 that came at least InitTimeout after it is that (a slow client
+// machine, an answer the spec gives for a session that ended): undecided.
+// Sooner, or with no InitTimeout known, the session was lost.
+func (cr *chaosRun) goneVerdict(g *sessionGone) (string, verdict, string) {
+	if cr.e.InitTimeout > 0 && g.after >= cr.e.InitTimeout {
+		return "reaped_before_use", undecided, ""
+	}
+	return "session_gone", unexpected, g.Error() + fmt.Sprintf(" (the init timeout is %s)", cr.e.InitTimeout)
 }
 
 // httpInitFailed records an episode whose session could not be opened:
 // undecided when a session limit refused it (session_flood may hold the
-// address's share), as httpFailed says otherwise.
+// address's share) or the session was reaped before its first request
+// (goneVerdict), as httpFailed says otherwise.
 func (cr *chaosRun) httpInitFailed(ctx context.Context, rec *kindRec, err error) {
 	var r *initRefused
-	if errors.As(err, &r) && r.limited() {
+	var g *sessionGone
+	switch {
+	case errors.As(err, &r) && r.limited():
 		rec.record("initialize_refused_"+strconv.Itoa(r.status), undecided, 0, "")
-		return
+	case errors.As(err, &g):
+		outcome, v, detail := cr.goneVerdict(g)
+		rec.record(outcome, v, 0, detail)
+	default:
+		cr.httpFailed(ctx, rec, err)
 	}
-	cr.httpFailed(ctx, rec, err)
 }
 
 // httpDelete ends a session, best effort, even once the run has ended.
@@ -204,15 +240,15 @@ func (cr *chaosRun) httpBadUTF8(ctx, runCtx context.Context, sid string, rec *ki
 			rec.answer("busy", 1)
 			continue
 		case a.status != http.StatusOK:
-			rec.record(fmt.Sprintf("status_%d", a.status), unexpected, 0, fmt.Sprintf("request %d of %d: %s", i+1, len(badUTF8Requests), clip(a.body)))
+			rec.judged(fmt.Sprintf("status_%d", a.status), unexpected, 0, fmt.Sprintf("request %d of %d: %s", i+1, len(badUTF8Requests), clip(a.body)))
 			return
 		case a.answer == "":
-			rec.record("no_answer", unexpected, 0, fmt.Sprintf("request %d of %d: %s", i+1, len(badUTF8Requests), clip(a.body)))
+			rec.judged("no_answer", unexpected, 0, fmt.Sprintf("request %d of %d: %s", i+1, len(badUTF8Requests), clip(a.body)))
 			return
 		}
 		rec.answer(a.answer, 1)
 		if i == len(badUTF8Requests)-1 && a.answer != "result" {
-			rec.record("ping_failed", unexpected, 0, "the ping after them: "+clip(a.body))
+			rec.judged("ping_failed", unexpected, 0, "the ping after them: "+clip(a.body))
 			return
 		}
 	}
@@ -280,11 +316,11 @@ func (cr *chaosRun) httpHalfSent(ctx, runCtx context.Context, sid string, rec *k
 	})
 }
 
-// awaitClose waits, up to ReadTimeout and a second after sent, for the
+// awaitClose waits, up to ReadTimeout and Grace after sent, for the
 // server to close c, reading what it says first: the close alone, or after
 // a status that accept takes, is as expected.
 func (cr *chaosRun) awaitClose(c net.Conn, sent time.Time, rec *kindRec, after string, accept func(code int) bool) {
-	grace := cr.e.ReadTimeout + time.Second
+	grace := cr.e.ReadTimeout + cr.e.Grace
 	_ = c.SetReadDeadline(cr.deadline(grace))
 	got, err := io.ReadAll(io.LimitReader(c, 64<<10))
 	if err == nil {
@@ -307,13 +343,13 @@ func (cr *chaosRun) awaitClose(c net.Conn, sent time.Time, rec *kindRec, after s
 		}
 		rec.record(outcome, asExpected, took, "")
 	case isClose(err) && took <= grace:
-		rec.record(status+"+closed", unexpected, took, "answered after "+after+": "+clip(got))
+		rec.judged(status+"+closed", unexpected, took, "answered after "+after+": "+clip(got))
 	case isClose(err):
-		rec.record("closed_late", unexpected, took, "")
+		rec.judged("closed_late", unexpected, took, "")
 	case isTimeout(err) && cr.ended() && took < grace:
 		rec.record("open_at_end", undecided, 0, "")
 	case isTimeout(err):
-		rec.record("not_closed", unexpected, 0, "still open "+took.Round(time.Millisecond).String()+" after "+after)
+		rec.judged("not_closed", unexpected, 0, "still open "+took.Round(time.Millisecond).String()+" after "+after)
 	default:
 		rec.record("failed", unexpected, 0, err.Error())
 	}
@@ -337,7 +373,7 @@ func (cr *chaosRun) httpNoRead(ctx, runCtx context.Context, sid string, rec *kin
 	var body, req []byte
 	started := time.Now()
 	due := 0
-	bound := cr.e.WriteTimeout + time.Second
+	bound := cr.e.WriteTimeout + cr.e.Grace
 	for id := 1; ; id++ {
 		body = append(body[:0], `{"jsonrpc":"2.0","id":`...)
 		body = strconv.AppendInt(body, int64(id), 10)
@@ -354,7 +390,7 @@ func (cr *chaosRun) httpNoRead(ctx, runCtx context.Context, sid string, rec *kin
 		case err == nil:
 			due += noReadAnswer
 			if due > cr.e.SlowConsumerBytes {
-				rec.record("not_closed", unexpected, 0, fmt.Sprintf("%d calls (at least %d bytes of answers) due, unread, and the connection is open", id, due))
+				rec.judged("not_closed", unexpected, 0, fmt.Sprintf("%d calls (at least %d bytes of answers) due, unread, and the connection is open", id, due))
 				return
 			}
 			continue
@@ -363,7 +399,7 @@ func (cr *chaosRun) httpNoRead(ctx, runCtx context.Context, sid string, rec *kin
 		case isTimeout(err) && cr.ended():
 			rec.record("run_ended", undecided, 0, "")
 		case isTimeout(err):
-			rec.record("stalled", unexpected, 0, fmt.Sprintf("a write blocked %s after %d calls: the server stopped reading but kept the connection", bound, id-1))
+			rec.judged("stalled", unexpected, 0, fmt.Sprintf("a write blocked %s after %d calls: the server stopped reading but kept the connection", bound, id-1))
 		default:
 			rec.record("failed", unexpected, 0, err.Error())
 		}
@@ -399,11 +435,21 @@ func (cr *chaosRun) httpFlood(ctx, runCtx context.Context, sid string, rec *kind
 		}()
 	}
 	wg.Wait()
-	var refused, served, failed, noRetry, other int
+	var refused, served, failed, cuts, noRetry, other int
 	var firstErr error
+	var firstCut *serverCut
 	var firstOther string
 	for _, r := range results {
+		var c *serverCut
 		switch {
+		case errors.As(r.err, &c):
+			// Cut by the read timeout (cutTransport): no answer of the
+			// server's to judge.
+			cuts++
+			if firstCut == nil {
+				firstCut = c
+			}
+			continue
 		case r.err != nil:
 			failed++
 			if firstErr == nil {
@@ -429,19 +475,25 @@ func (cr *chaosRun) httpFlood(ctx, runCtx context.Context, sid string, rec *kind
 		}
 		rec.answer(key, 1)
 	}
+	// What the server answered wrong comes first; then calls that got no
+	// answer; then the refusals the flood is for (calls cut by the read
+	// timeout take nothing from those that came); then the cut.
 	switch {
+	case noRetry > 0:
+		rec.judged("refused_without_retry_after", unexpected, 0, fmt.Sprintf("%d of %d refusals", noRetry, refused))
+	case other > 0:
+		rec.judged("bad_answer", unexpected, 0, fmt.Sprintf("%d of %d calls, the first %s", other, len(results), firstOther))
 	case failed > 0 && (runCtx.Err() != nil || cr.ended()):
 		rec.record("run_ended", undecided, 0, "")
 	case failed > 0:
-		rec.record("failed", unexpected, 0, fmt.Sprintf("%d of %d calls: %v", failed, len(results), firstErr))
-	case noRetry > 0:
-		rec.record("refused_without_retry_after", unexpected, 0, fmt.Sprintf("%d of %d refusals", noRetry, refused))
-	case other > 0:
-		rec.record("bad_answer", unexpected, 0, fmt.Sprintf("%d of %d calls, the first %s", other, len(results), firstOther))
+		rec.judged("failed", unexpected, 0, fmt.Sprintf("%d of %d calls: %v", failed, len(results), firstErr))
 	case refused > 0:
 		rec.record("busy", asExpected, time.Since(sent), "")
+	case cuts > 0:
+		outcome, v, detail := cutOutcome(firstCut)
+		rec.record(outcome, v, 0, detail)
 	default:
-		rec.record("all_served", unexpected, 0, fmt.Sprintf("%d concurrent calls, none refused", served))
+		rec.judged("all_served", unexpected, 0, fmt.Sprintf("%d concurrent calls, none refused", served))
 	}
 }
 
@@ -453,7 +505,12 @@ func (cr *chaosRun) httpAbandon(ctx context.Context, rec *kindRec) {
 		switch {
 		case errors.As(err, &r) && r.limited():
 			rec.record("initialize_refused_"+strconv.Itoa(r.status), undecided, 0, "")
-		case ctx.Err() == nil && !cr.ended():
+		case cutLimit(err) != "":
+			var c *serverCut
+			errors.As(err, &c)
+			outcome, v, detail := cutOutcome(c)
+			rec.record(outcome, v, 0, detail)
+		case ctx.Err() == nil && !cr.stopped():
 			rec.record("initialize_failed", unexpected, 0, err.Error())
 		}
 		return
@@ -497,7 +554,7 @@ func (cr *chaosRun) httpEpisode(ctx context.Context, k ChaosKind, n int, rec *ki
 		case resp.StatusCode >= 400 && resp.StatusCode < 500:
 			rec.record(fmt.Sprintf("status_%d", resp.StatusCode), asExpected, 0, "")
 		default:
-			rec.record(fmt.Sprintf("status_%d", resp.StatusCode), unexpected, 0, clip(body))
+			rec.judged(fmt.Sprintf("status_%d", resp.StatusCode), unexpected, 0, clip(body))
 		}
 	case ChaosOversized:
 		// An initialized session, so the size is what is refused.
@@ -526,15 +583,19 @@ func (cr *chaosRun) httpEpisode(ctx context.Context, k ChaosKind, n int, rec *ki
 		if resp.StatusCode == http.StatusRequestEntityTooLarge {
 			rec.record("status_413", asExpected, 0, "")
 		} else {
-			rec.record(fmt.Sprintf("status_%d", resp.StatusCode), unexpected, 0, "")
+			rec.judged(fmt.Sprintf("status_%d", resp.StatusCode), unexpected, 0, "")
 		}
 	case ChaosChurn:
 		sid, err := cr.httpInit(ectx, cr.hc)
 		if err != nil {
 			var r *initRefused
+			var c *serverCut
 			switch {
 			case errors.As(err, &r) && r.limited():
 				rec.record("initialize_refused_"+strconv.Itoa(r.status), undecided, 0, "")
+			case errors.As(err, &c):
+				outcome, v, detail := cutOutcome(c)
+				rec.record(outcome, v, 0, detail)
 			case ctx.Err() == nil && !cr.ended():
 				rec.record("initialize_failed", unexpected, 0, err.Error())
 			}
@@ -555,7 +616,11 @@ func (cr *chaosRun) httpEpisode(ctx context.Context, k ChaosKind, n int, rec *ki
 }
 
 func (cr *chaosRun) httpFailed(ctx context.Context, rec *kindRec, err error) {
+	var c *serverCut
 	switch {
+	case errors.As(err, &c):
+		outcome, v, detail := cutOutcome(c)
+		rec.record(outcome, v, 0, detail)
 	case ctx.Err() != nil || cr.ended():
 		rec.record("run_ended", undecided, 0, "")
 	case isTimeout(err) || errors.Is(err, context.DeadlineExceeded):
@@ -563,6 +628,43 @@ func (cr *chaosRun) httpFailed(ctx context.Context, rec *kindRec, err error) {
 	default:
 		rec.record("failed", unexpected, 0, err.Error())
 	}
+}
+
+// cutTransport is the hostile HTTP clients' transport. A request the
+// server answers 408 Request Timeout was cut by its read timeout (the
+// transport's only 408s). On a loaded machine that hits requests sent
+// whole (Go's read deadline fails a read that starts after it, bytes
+// there or not), and a connection that net/http dialled for a request
+// that another one then took sits unused in the pool until the server
+// times it out with a 408, which a request sent on it as it comes takes
+// for its answer. The server's clock for a request starts at its first
+// byte, or, on a connection's first, when it began to serve the
+// connection: not before the round trip began, or the connection it took
+// began to idle. A 408 at least readTimeout after that is returned as a
+// *serverCut error, which the episode's error path judges (cutOutcome:
+// undecided); a 408 sooner is returned as it is, for the episode to call
+// unexpected. The kinds that await a 408 on purpose (half_sent,
+// body_declare) drive connections of their own.
+type cutTransport struct {
+	rt          http.RoundTripper
+	readTimeout time.Duration
+}
+
+func (t cutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	began := time.Now()
+	var idle atomic.Int64
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		if i.WasIdle {
+			idle.Store(int64(i.IdleTime))
+		}
+	}}))
+	resp, err := t.rt.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusRequestTimeout || time.Since(began)+time.Duration(idle.Load()) < t.readTimeout {
+		return resp, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return nil, &serverCut{limit: "read-timeout", at: time.Now()}
 }
 
 // repeatReader reads an endless run of one byte.

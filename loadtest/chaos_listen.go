@@ -125,9 +125,9 @@ func dupVerdict(rec *kindRec, uris []string, dupURI, endURI string, heard int) {
 	slices.Sort(want)
 	switch {
 	case !slices.Equal(got, want):
-		rec.record(fmt.Sprintf("acknowledged_%d_uris", len(uris)), unexpected, 0, fmt.Sprintf("the acknowledgement lists %d URIs, want the 2 distinct ones", len(uris)))
+		rec.judged(fmt.Sprintf("acknowledged_%d_uris", len(uris)), unexpected, 0, fmt.Sprintf("the acknowledgement lists %d URIs, want the 2 distinct ones", len(uris)))
 	case heard != 1:
-		rec.record(fmt.Sprintf("heard_%d_times", heard), unexpected, 0, fmt.Sprintf("one write of the repeated URI heard %d times", heard))
+		rec.judged(fmt.Sprintf("heard_%d_times", heard), unexpected, 0, fmt.Sprintf("one write of the repeated URI heard %d times", heard))
 	default:
 		rec.record("deduplicated", asExpected, 0, "")
 	}
@@ -157,7 +157,7 @@ func (cr *chaosRun) readListen(client int, rec *kindRec, next lineReader, write 
 		case msg.Kind == codec.KindNotification && msg.Method == mcp.NotificationSubscriptionsAcked:
 			u, err := ackURIs(msg.Params)
 			if err != nil {
-				rec.record("bad_acknowledgement", unexpected, 0, err.Error())
+				rec.judged("bad_acknowledgement", unexpected, 0, err.Error())
 				return
 			}
 			uris = u
@@ -167,7 +167,7 @@ func (cr *chaosRun) readListen(client int, rec *kindRec, next lineReader, write 
 			rec.tookTime(time.Since(sent))
 		case msg.Kind == codec.KindError:
 			rec.answer("listen_"+answerName(&msg), 1)
-			rec.record("listen_refused", unexpected, 0, "error "+strconv.Itoa(errorCode(&msg))+": "+clip(msg.Error))
+			rec.judged("listen_refused", unexpected, 0, "error "+strconv.Itoa(errorCode(&msg))+": "+clip(msg.Error))
 			return
 		}
 	}
@@ -232,7 +232,11 @@ func (cr *chaosRun) readListen(client int, rec *kindRec, next lineReader, write 
 
 // readFailed records a read or write that failed while waiting for what.
 func (cr *chaosRun) readFailed(rec *kindRec, err error, what string) {
+	var c *serverCut
 	switch {
+	case errors.As(err, &c):
+		outcome, v, detail := cutOutcome(c)
+		rec.record(outcome, v, 0, detail)
 	case isTimeout(err) && cr.ended():
 		rec.record("run_ended", undecided, 0, "")
 	case isTimeout(err):
@@ -259,9 +263,10 @@ func (cr *chaosRun) dupListen(ctx context.Context, client, _ int, rec *kindRec) 
 		return
 	}
 	defer rc.c.Close()
+	rec = cr.onConn(rec, rc)
 	sent := time.Now()
 	if err := rc.write(append(frame, '\n'), cr.deadline(cr.e.AnswerWithin)); err != nil {
-		cr.writeFailed(rec, err)
+		cr.rawWriteFailed(rc, rec, err)
 		return
 	}
 	next := func(deadline time.Time, msg *codec.Message) error {
@@ -269,7 +274,11 @@ func (cr *chaosRun) dupListen(ctx context.Context, client, _ int, rec *kindRec) 
 		return err
 	}
 	write := func(id, name string) error {
-		return rc.write(append(boardWrite(id, name), '\n'), cr.deadline(cr.e.AnswerWithin))
+		err := rc.write(append(boardWrite(id, name), '\n'), cr.deadline(cr.e.AnswerWithin))
+		if isClose(err) {
+			rc.findNotice(cr.deadline(cr.e.AnswerWithin)) // for cutVerdict
+		}
+		return err
 	}
 	cr.readListen(client, rec, next, write, true, sent)
 }
@@ -328,7 +337,7 @@ func (cr *chaosRun) httpDupListen(ctx context.Context, client int, frame []byte,
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		rec.record(fmt.Sprintf("status_%d", resp.StatusCode), unexpected, 0, clip(b))
+		rec.judged(fmt.Sprintf("status_%d", resp.StatusCode), unexpected, 0, clip(b))
 		return
 	}
 	sr := &sseReader{r: bufio.NewReaderSize(resp.Body, 64<<10)}
@@ -390,6 +399,7 @@ func (cr *chaosRun) subFlood(ctx context.Context, client, n int, rec *kindRec) {
 		return
 	}
 	defer rc.c.Close()
+	rec = cr.onConn(rec, rc)
 	if err := rc.initialize(cr.deadline(cr.timeout)); err != nil {
 		if !cr.ended() {
 			rec.record("initialize_failed", unexpected, 0, err.Error())
@@ -438,15 +448,15 @@ func (cr *chaosRun) subFlood(ctx context.Context, client, n int, rec *kindRec) {
 	rec.answer("subscribed", int64(t.ok))
 	switch {
 	case t.ok > cr.e.MaxSubscriptions:
-		rec.record("over_limit", unexpected, 0, fmt.Sprintf("%d subscriptions in one session, more than %d", t.ok, cr.e.MaxSubscriptions))
+		rec.judged("over_limit", unexpected, 0, fmt.Sprintf("%d subscriptions in one session, more than %d", t.ok, cr.e.MaxSubscriptions))
 	case t.other > 0:
-		rec.record("bad_answer", unexpected, 0, fmt.Sprintf("%d answers neither a subscription nor a -32000 refusal, the first %s", t.other, t.first))
+		rec.judged("bad_answer", unexpected, 0, fmt.Sprintf("%d answers neither a subscription nor a -32000 refusal, the first %s", t.other, t.first))
 	case t.err != nil && isTimeout(t.err) && cr.ended():
 		rec.record("run_ended", undecided, 0, "")
 	case t.err != nil || werr != nil:
 		rec.record("failed", unexpected, 0, fmt.Sprint(t.err, werr))
 	case t.refused == 0:
-		rec.record("none_refused", unexpected, 0, fmt.Sprintf("%d subscriptions, none refused", t.ok))
+		rec.judged("none_refused", unexpected, 0, fmt.Sprintf("%d subscriptions, none refused", t.ok))
 	default:
 		rec.tookTime(time.Since(sent))
 		rec.record("refused_past_limit", asExpected, 0, "")
@@ -481,6 +491,7 @@ func (cr *chaosRun) httpSubFlood(ctx context.Context, client, n int, rec *kindRe
 	calls := cr.e.SubFloodCalls
 	var ok, refused, noRetry, other, failed int
 	var first string
+	var cut *serverCut // the call the read timeout cut (cutTransport)
 	note := func(s string) {
 		if first == "" {
 			first = s
@@ -492,6 +503,7 @@ func (cr *chaosRun) httpSubFlood(ctx context.Context, client, n int, rec *kindRe
 			fmt.Appendf(nil, `{"uri":"mem://chaos/%s/%d/%d/%d"}`, cr.tag, client, n, i))
 		a, err := cr.httpCallWith(ectx, cr.kc, sid, body, strconv.Itoa(i))
 		switch {
+		case errors.As(err, &cut):
 		case err != nil:
 			failed++
 			note(err.Error())
@@ -512,27 +524,35 @@ func (cr *chaosRun) httpSubFlood(ctx context.Context, client, n int, rec *kindRe
 	}
 	rec.answer("subscribed", int64(ok))
 	rec.answer("status_429", int64(refused))
-	listen := ""
-	if failed == 0 && other == 0 {
-		listen = cr.httpListenOverLimit(ectx, client, n)
+	listen, listenCut := "", (*serverCut)(nil)
+	if failed == 0 && other == 0 && cut == nil {
+		listen, listenCut = cr.httpListenOverLimit(ectx, client, n)
 	}
+	// What the server answered wrong comes first, then what interrupted
+	// the episode.
 	switch {
 	case ok > cr.e.MaxSubscriptions:
-		rec.record("over_limit", unexpected, 0, fmt.Sprintf("%d subscriptions in one session, more than %d", ok, cr.e.MaxSubscriptions))
-	case (failed > 0 || ok+refused+other < calls) && (ctx.Err() != nil || cr.ended()):
+		rec.judged("over_limit", unexpected, 0, fmt.Sprintf("%d subscriptions in one session, more than %d", ok, cr.e.MaxSubscriptions))
+	case other > 0:
+		rec.judged("bad_answer", unexpected, 0, fmt.Sprintf("%d answers neither 200 nor 429 -32000, the first %s", other, first))
+	case noRetry > 0:
+		rec.judged("refused_without_retry_after", unexpected, 0, fmt.Sprintf("%d of %d refusals", noRetry, refused))
+	case cut != nil:
+		outcome, v, detail := cutOutcome(cut)
+		rec.record(outcome, v, 0, detail)
+	case (failed > 0 || ok+refused < calls) && (ctx.Err() != nil || cr.ended()):
 		rec.record("run_ended", undecided, 0, "")
 	case failed > 0:
 		rec.record("failed", unexpected, 0, fmt.Sprintf("%d calls failed, the first: %s", failed, first))
-	case other > 0:
-		rec.record("bad_answer", unexpected, 0, fmt.Sprintf("%d answers neither 200 nor 429 -32000, the first %s", other, first))
-	case noRetry > 0:
-		rec.record("refused_without_retry_after", unexpected, 0, fmt.Sprintf("%d of %d refusals", noRetry, refused))
 	case refused == 0:
-		rec.record("none_refused", unexpected, 0, fmt.Sprintf("%d subscriptions, none refused", ok))
+		rec.judged("none_refused", unexpected, 0, fmt.Sprintf("%d subscriptions, none refused", ok))
+	case listenCut != nil:
+		outcome, v, detail := cutOutcome(listenCut)
+		rec.record(outcome, v, 0, detail)
 	case listen == "run_ended":
 		rec.record("run_ended", undecided, 0, "")
 	case listen != "":
-		rec.record("listen_over_limit_"+strings.Fields(listen)[0], unexpected, 0, "a stateless listen of one URI more than the limit: "+listen)
+		rec.judged("listen_over_limit_"+strings.Fields(listen)[0], unexpected, 0, "a stateless listen of one URI more than the limit: "+listen)
 	default:
 		rec.tookTime(time.Since(sent))
 		rec.record("refused_past_limit", asExpected, 0, "")
@@ -541,8 +561,8 @@ func (cr *chaosRun) httpSubFlood(ctx context.Context, client, n int, rec *kindRe
 
 // httpListenOverLimit posts a stateless listen of MaxSubscriptions+1
 // distinct URIs: "" when it is refused 429 with Retry-After and -32000,
-// else what came instead.
-func (cr *chaosRun) httpListenOverLimit(ctx context.Context, client, n int) string {
+// else what came instead, or the read timeout's cut of it.
+func (cr *chaosRun) httpListenOverLimit(ctx context.Context, client, n int) (string, *serverCut) {
 	var b strings.Builder
 	b.WriteString(`"notifications":{"resourceSubscriptions":[`)
 	for i := range cr.e.MaxSubscriptions + 1 {
@@ -553,17 +573,20 @@ func (cr *chaosRun) httpListenOverLimit(ctx context.Context, client, n int) stri
 	}
 	b.WriteString("]}")
 	resp, err := cr.postModern(ctx, cr.kc, mcp.MethodSubscriptionsListen, "", modernRequest(`"L"`, mcp.MethodSubscriptionsListen, b.String(), ""), nil)
-	if err != nil {
-		if ctx.Err() != nil || cr.ended() {
-			return "run_ended"
-		}
-		return "failed " + err.Error()
+	var cut *serverCut
+	switch {
+	case errors.As(err, &cut):
+		return "", cut
+	case err != nil && (ctx.Err() != nil || cr.ended()):
+		return "run_ended", nil
+	case err != nil:
+		return "failed " + err.Error(), nil
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	ans := findAnswer(resp.Header.Get("Content-Type"), body, `"L"`)
 	if resp.StatusCode == http.StatusTooManyRequests && ans == "error_-32000" && resp.Header.Get("Retry-After") != "" {
-		return ""
+		return "", nil
 	}
-	return fmt.Sprintf("status_%d %s", resp.StatusCode, clip(body))
+	return fmt.Sprintf("status_%d %s", resp.StatusCode, clip(body)), nil
 }

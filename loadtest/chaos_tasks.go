@@ -3,6 +3,7 @@ package loadtest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -53,19 +54,23 @@ func (t *taskTally) taskAnswer(rec *kindRec, msg *codec.Message) {
 // answer came).
 func (cr *chaosRun) hoardVerdict(rec *kindRec, t taskTally, calls int, err error, sent time.Time) {
 	rec.answer("created", int64(t.created))
+	var cut *serverCut
 	switch {
 	case t.created > cr.e.MaxTasksPerClient:
-		rec.record("over_limit", unexpected, 0, fmt.Sprintf("%d tasks for one client, more than %d", t.created, cr.e.MaxTasksPerClient))
+		rec.judged("over_limit", unexpected, 0, fmt.Sprintf("%d tasks for one client, more than %d", t.created, cr.e.MaxTasksPerClient))
 	case t.other > 0:
-		rec.record("bad_answer", unexpected, 0, fmt.Sprintf("%d answers neither a task nor a -32000 refusal, the first %s", t.other, t.first))
+		rec.judged("bad_answer", unexpected, 0, fmt.Sprintf("%d answers neither a task nor a -32000 refusal, the first %s", t.other, t.first))
 	case t.refusedNoRetry > 0:
-		rec.record("refused_without_retry_after", unexpected, 0, fmt.Sprintf("%d of %d refusals", t.refusedNoRetry, t.refused))
+		rec.judged("refused_without_retry_after", unexpected, 0, fmt.Sprintf("%d of %d refusals", t.refusedNoRetry, t.refused))
+	case errors.As(err, &cut):
+		outcome, v, detail := cutOutcome(cut)
+		rec.record(outcome, v, 0, detail)
 	case err != nil && cr.ended():
 		rec.record("run_ended", undecided, 0, "")
 	case err != nil:
 		rec.record("failed", unexpected, 0, err.Error())
 	case t.refused == 0 && calls > cr.e.MaxTasksPerClient:
-		rec.record("none_refused", unexpected, 0, fmt.Sprintf("%d tasks asked for at once, none refused (%d created, %d answered at once)", calls, t.created, t.completed))
+		rec.judged("none_refused", unexpected, 0, fmt.Sprintf("%d tasks asked for at once, none refused (%d created, %d answered at once)", calls, t.created, t.completed))
 	default:
 		rec.tookTime(time.Since(sent))
 		rec.record("refused_past_limit", asExpected, 0, "")
@@ -101,6 +106,7 @@ func (cr *chaosRun) taskHoard(ctx context.Context, _, n int, rec *kindRec) {
 		return
 	}
 	defer rc.c.Close()
+	rec = cr.onConn(rec, rc)
 	if legacy {
 		if err := rc.initialize(cr.deadline(cr.timeout)); err != nil {
 			if !cr.ended() {
@@ -185,7 +191,9 @@ func (cr *chaosRun) httpTaskHoard(ctx context.Context, legacy bool, rec *kindRec
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				if failed == nil {
+				// The first error, but one that is not a cut of the read
+				// timeout (cutTransport) before one that is.
+				if failed == nil || (cutLimit(failed) != "" && cutLimit(err) == "") {
 					failed = err
 				}
 				return

@@ -70,6 +70,21 @@ type Implementation struct {
 // tasks.
 const MetaRelatedRequest = "io.github.mcpedge/related-request"
 
+// MetaInputKey is mcpedge's _meta key of a server-to-client request
+// (sampling, elicitation, roots) that names the input it asks for, as
+// the server's handler named it for 2026-07-28 (the key of an
+// InputRequiredResult's inputRequests): a string. A server sends it to a
+// client that declared MetaRelatedRequest, so that a proxy turning the
+// request into an input request of a 2026-07-28 client keeps its key.
+const MetaInputKey = "io.github.mcpedge/input-key"
+
+// MetaDeferTask is mcpedge's _meta key of a 2025-11-25 CreateTaskResult
+// (true) telling a client that declared MetaRelatedRequest that the
+// tool decides itself when its work becomes a task (2026-07-28's
+// deferred tasks): a proxy serving a 2026-07-28 client asks that
+// client's inputs in input rounds before it makes the call a task.
+const MetaDeferTask = "io.github.mcpedge/defer-task"
+
 type ClientCapabilities struct {
 	Roots        *RootsCapability       `json:"roots,omitempty"`
 	Sampling     *SamplingCapability    `json:"sampling,omitempty"`
@@ -530,25 +545,36 @@ type TaskIDParams struct {
 	TaskID string `json:"taskId"`
 }
 
+// Cacheable is the cache hint of a 2026-07-28 result (caching.mdx):
+// ttlMs (nil when absent: a result of an older revision) and cacheScope.
+type Cacheable struct {
+	TTLMs      *int64 `json:"ttlMs,omitempty"`
+	CacheScope string `json:"cacheScope,omitempty"`
+}
+
 // ListToolsResult and its siblings are the results of the */list methods.
 type ListToolsResult struct {
 	Tools      []Tool `json:"tools"`
 	NextCursor string `json:"nextCursor,omitempty"`
+	Cacheable
 }
 
 type ListResourcesResult struct {
 	Resources  []Resource `json:"resources"`
 	NextCursor string     `json:"nextCursor,omitempty"`
+	Cacheable
 }
 
 type ListResourceTemplatesResult struct {
 	ResourceTemplates []ResourceTemplate `json:"resourceTemplates"`
 	NextCursor        string             `json:"nextCursor,omitempty"`
+	Cacheable
 }
 
 type ListPromptsResult struct {
 	Prompts    []Prompt `json:"prompts"`
 	NextCursor string   `json:"nextCursor,omitempty"`
+	Cacheable
 }
 
 type ListTasksResult struct {

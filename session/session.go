@@ -227,6 +227,12 @@ func (s *Session) IdleSince() time.Time { return time.Unix(0, s.lastActive.Load(
 // negotiated version, or ErrAlreadyInitialize if the session is past
 // StateNew, or ErrClosed.
 func (s *Session) Initialize(p *mcp.InitializeParams) (string, error) {
+	return s.InitializeAs(p, negotiateVersion(p.ProtocolVersion))
+}
+
+// InitializeAs is Initialize with the version the server negotiated
+// (a server that offers only some revisions chooses among them).
+func (s *Session) InitializeAs(p *mcp.InitializeParams, version string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch s.State() {
@@ -238,7 +244,7 @@ func (s *Session) Initialize(p *mcp.InitializeParams) (string, error) {
 	}
 	// The fields are written before the state is published; readers load
 	// the state first, so they see them.
-	s.version = negotiateVersion(p.ProtocolVersion)
+	s.version = version
 	s.clientInfo = p.ClientInfo
 	s.clientCaps = p.Capabilities
 	s.initAt.Store(time.Now().UnixNano())

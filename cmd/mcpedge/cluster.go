@@ -109,8 +109,8 @@ func nodeName(c *config) string {
 }
 
 // startCluster starts this node's membership, nil when no cluster is
-// configured.
-func startCluster(c *config, log *slog.Logger) (*cluster.Node, error) {
+// configured; tracer, when not nil, traces the requests it forwards.
+func startCluster(c *config, log *slog.Logger, tracer cluster.Tracer) (*cluster.Node, error) {
 	cf := &c.cluster
 	if !cf.on() {
 		return nil, nil
@@ -150,6 +150,7 @@ func startCluster(c *config, log *slog.Logger) (*cluster.Node, error) {
 		StreamIdle:     streamIdle(c.sseKeep, cf.forwardTimeout),
 		MaxPayload:     c.maxMessage + 64<<10,
 		Logger:         log,
+		Tracer:         tracer,
 	})
 	if err != nil {
 		return nil, err

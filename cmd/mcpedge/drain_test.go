@@ -79,6 +79,7 @@ func startChild(t *testing.T, args string) *child {
 				}
 			}
 		}
+		_, _ = io.Copy(io.Discard, stderr) // past a line too long to scan: the child never blocks on a full pipe
 	}()
 	select {
 	case c.addr = <-addrc:
@@ -89,10 +90,17 @@ func startChild(t *testing.T, args string) *child {
 }
 
 // stop sends sig and returns the exit code and how long the exit took.
+// The log is read to its end, which the child's exit closes, before
+// Wait: Wait closes the pipe, and called first it could cut off the last
+// lines unread (a loaded machine once lost "drain incomplete" so).
 func (c *child) stop(sig os.Signal) (int, time.Duration) {
 	c.t.Helper()
 	start := time.Now()
 	require.NoError(c.t, c.cmd.Process.Signal(sig))
+	select {
+	case <-c.done:
+	case <-time.After(wait): // not exited: Wait waits, then ends the read
+	}
 	err := c.cmd.Wait()
 	elapsed := time.Since(start)
 	<-c.done

@@ -20,6 +20,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/mcpedge/mcpedge"
+	"github.com/mcpedge/mcpedge/admin"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/gateway"
 	"github.com/mcpedge/mcpedge/session"
@@ -36,6 +37,7 @@ type gatewayFlags struct {
 	maxPending   int
 	notifyRate   float64
 	startTimeout time.Duration
+	translate    translateFlags // era translation's budgets (translate.go)
 }
 
 func registerGatewayFlags(fs *flag.FlagSet, g *gatewayFlags) {
@@ -44,6 +46,7 @@ func registerGatewayFlags(fs *flag.FlagSet, g *gatewayFlags) {
 	fs.IntVar(&g.maxPending, "upstream-max-pending", 256, "server-to-client requests (sampling, elicitation, roots) relayed at once per upstream connection; more are refused to the upstream")
 	fs.Float64Var(&g.notifyRate, "upstream-notify-rate", 1000, "notifications per second taken from one upstream connection (bursts of as many); the rest are dropped and counted")
 	fs.DurationVar(&g.startTimeout, "upstream-start-timeout", 30*time.Second, "how long start-up waits for the upstreams' first lists (an upstream not up by then is served once it is)")
+	registerTranslateFlags(fs, &g.translate)
 }
 
 // upstreamFlag is -upstream: the specs given, or the config file's
@@ -336,6 +339,7 @@ func upstreamTable(name string, t map[string]any) (gateway.Upstream, error) {
 	u.MaxInflight = r.integer("max-inflight")
 	u.MaxSessions = r.integer("max-sessions")
 	u.Lazy = r.boolean("lazy")
+	u.Pipeline = r.integer("pipeline")
 	u.Headers = r.strMap("headers")
 	if f := r.str("headers-file"); f != "" {
 		h, err := readHeaderFile(f)
@@ -439,12 +443,16 @@ func validateGateway(c *config) error {
 	if err := atLeast("upstream-start-timeout", int64(g.startTimeout), 1, g.startTimeout.String()); err != nil {
 		return err
 	}
+	if err := g.translate.validate(); err != nil {
+		return err
+	}
 	_, err := g.upstreams.Upstreams()
 	return err
 }
 
-// newGateway returns the gateway of c, nil without upstreams, and wraps
-// opts' bus so that resource subscriptions reach the upstreams.
+// newGateway returns the gateway of c, nil without upstreams, wraps
+// opts' bus so that resource subscriptions reach the upstreams, and has
+// the clients' roots/list_changed relayed.
 func newGateway(c *config, opts *mcpedge.Options, log *slog.Logger) (*gateway.Gateway, error) {
 	ups, err := c.gateway.upstreams.Upstreams()
 	if err != nil || len(ups) == 0 {
@@ -459,6 +467,7 @@ func newGateway(c *config, opts *mcpedge.Options, log *slog.Logger) (*gateway.Ga
 		bus = session.NewLocalBus()
 	}
 	opts.Bus = gw.Bus(bus)
+	opts.OnRootsListChanged = gw.RootsListChanged
 	return gw, nil
 }
 
@@ -470,6 +479,17 @@ func gatewayOptions(c *config, ups []gateway.Upstream, log *slog.Logger) gateway
 		NotifyRate:   c.gateway.notifyRate,
 		StartTimeout: c.gateway.startTimeout,
 		Logger:       log.With("component", "gateway"),
+		// Each upstream's call latencies, for its histogram in /metrics.
+		LatencyBuckets: admin.LatencyBuckets,
+		// The upstreams' 2026-07-28 tasks are routed as long as the
+		// engine keeps its own.
+		TaskTTL: c.taskTTL,
+
+		HoldTimeout:      c.gateway.translate.hold,
+		MaxHeld:          c.gateway.translate.maxHeld,
+		MaxHeldPerClient: c.gateway.translate.maxHeldPerClient,
+		MaxRounds:        c.gateway.translate.maxRounds,
+		MaxListenURIs:    c.gateway.translate.maxListenURIs,
 	}
 }
 
@@ -493,8 +513,8 @@ func gatewayReloadHook(gw *gateway.Gateway) reloadHook {
 }
 
 // gatewayAdmin adds the gateway to the admin listener: /upstreams (each
-// upstream's state as JSON), the upstream metrics, and readiness (not
-// ready while no upstream is reachable).
+// upstream's state as JSON), the upstream metrics, the status page's
+// upstreams, and readiness (not ready while no upstream is reachable).
 func gatewayAdmin(adm *adminRun, gw *gateway.Gateway, node interface{ Ready() error }) {
 	if adm == nil {
 		return
@@ -512,31 +532,111 @@ func gatewayAdmin(adm *adminRun, gw *gateway.Gateway, node interface{ Ready() er
 		check = func() error { return errors.Join(node.Ready(), gw.Ready()) }
 	}
 	adm.ready.SetCheck(check)
-	adm.metrics.Set().RegisterMetricsWriter(func(w io.Writer) { upstreamMetrics(w, gw.Status()) })
+	for _, f := range upstreamFamilies {
+		adm.metrics.Describe(f.name, f.help)
+	}
+	adm.metrics.Set().RegisterMetricsWriter(func(w io.Writer) { writeUpstreamMetrics(w, gw.Status()) })
+	adm.metrics.SetUpstreams(func() []admin.Upstream { return statusUpstreams(gw.Status()) })
 }
 
-// upstreamMetrics writes each upstream's figures, labelled with its name.
-func upstreamMetrics(w io.Writer, st []gateway.Status) {
+// statusUpstreams is the status page's view of the upstreams.
+func statusUpstreams(st []gateway.Status) []admin.Upstream {
+	out := make([]admin.Upstream, 0, len(st))
 	for _, s := range st {
-		l := `{upstream=` + strconv.Quote(s.Name) + `}`
-		up := uint64(0)
-		if s.Connections > 0 {
-			up = 1
+		u := admin.Upstream{Name: s.Name, Healthy: s.Connections > 0, State: s.State, Tools: s.Tools}
+		if !u.Healthy || s.State != "ready" {
+			u.Detail = s.LastFailure
 		}
-		metrics.WriteGaugeUint64(w, "mcpedge_upstream_up"+l, up)
-		metrics.WriteGaugeUint64(w, "mcpedge_upstream_connections"+l, uint64(s.Connections))
-		metrics.WriteGaugeUint64(w, "mcpedge_upstream_children"+l, uint64(s.Children))
-		metrics.WriteGaugeUint64(w, "mcpedge_upstream_inflight"+l, uint64(s.InFlight))
-		metrics.WriteCounterUint64(w, "mcpedge_upstream_calls_total"+l, s.Calls)
-		metrics.WriteCounterUint64(w, "mcpedge_upstream_errors_total"+l, s.Errors)
-		metrics.WriteCounterUint64(w, "mcpedge_upstream_timeouts_total"+l, s.Timeouts)
-		metrics.WriteCounterUint64(w, "mcpedge_upstream_restarts_total"+l, s.Restarts)
-		metrics.WriteCounterUint64(w, "mcpedge_upstream_children_started_total"+l, s.ChildrenStarted)
-		for _, b := range []struct {
-			kind string
-			n    uint64
-		}{{"garbage", s.Garbage}, {"unknown_id", s.UnknownIDs}, {"unrouted", s.Unrouted}, {"dropped", s.Dropped}} {
-			metrics.WriteCounterUint64(w, `mcpedge_upstream_bad_messages_total{upstream=`+strconv.Quote(s.Name)+`,kind="`+b.kind+`"}`, b.n)
-		}
+		out = append(out, u)
 	}
+	return out
+}
+
+// upstreamFamilies are the gateway's metric families, in the order
+// written, each with its type and help text. Their label values are the
+// configured upstreams' names (and a bounded kind or class).
+var upstreamFamilies = []struct {
+	name, typ, help string
+	value           func(s *gateway.Status) uint64 // nil: written by writeUpstreamMetrics itself
+}{
+	{"mcpedge_upstream_up", "gauge", "1 while at least one connection to the upstream is up, else 0.", func(s *gateway.Status) uint64 {
+		if s.Connections > 0 {
+			return 1
+		}
+		return 0
+	}},
+	{"mcpedge_upstream_connections", "gauge", "Connections to the upstream up now (MCP sessions; stdio children).", func(s *gateway.Status) uint64 { return uint64(s.Connections) }},
+	{"mcpedge_upstream_children", "gauge", "Child processes of a stdio upstream running now.", func(s *gateway.Status) uint64 { return uint64(s.Children) }},
+	{"mcpedge_upstream_inflight", "gauge", "Calls to the upstream in flight now.", func(s *gateway.Status) uint64 { return uint64(s.InFlight) }},
+	{"mcpedge_upstream_calls_total", "counter", "Calls forwarded to the upstream.", func(s *gateway.Status) uint64 { return s.Calls }},
+	{"mcpedge_upstream_errors_total", "counter", "Calls to the upstream that failed, by class: unavailable, timeout, invalid, limit, upstream (its own JSON-RPC error), cancelled.", nil},
+	{"mcpedge_upstream_request_duration_seconds", "histogram", "Time from a call's arrival at the upstream's handler to the upstream's answer (or failure).", nil},
+	{"mcpedge_upstream_restarts_total", "counter", "Upstream connections that failed or ended, each followed by a reconnection.", func(s *gateway.Status) uint64 { return s.Restarts }},
+	{"mcpedge_upstream_children_started_total", "counter", "Child processes of a stdio upstream started, restarts included.", func(s *gateway.Status) uint64 { return s.ChildrenStarted }},
+	{"mcpedge_upstream_bad_messages_total", "counter", "Messages of the upstream dropped, by kind: garbage (not JSON-RPC), unknown_id (an answer to no call), unrouted (no downstream request could take it), dropped (over -upstream-notify-rate).", nil},
+}
+
+// writeUpstreamMetrics writes each family of upstreamFamilies once, its
+// metadata first, then its series for every upstream.
+func writeUpstreamMetrics(w io.Writer, st []gateway.Status) {
+	if len(st) == 0 {
+		return
+	}
+	var b []byte
+	for _, f := range upstreamFamilies {
+		metrics.WriteMetadataIfNeeded(w, f.name, f.typ)
+		b = b[:0]
+		for i := range st {
+			s := &st[i]
+			l := `upstream=` + strconv.Quote(s.Name)
+			switch f.name {
+			case "mcpedge_upstream_errors_total":
+				for _, class := range gateway.ErrorClasses {
+					b = appendSample(b, f.name, l+`,class="`+class+`"`, s.ErrorsByClass[class])
+				}
+			case "mcpedge_upstream_bad_messages_total":
+				for _, k := range []struct {
+					kind string
+					n    uint64
+				}{{"garbage", s.Garbage}, {"unknown_id", s.UnknownIDs}, {"unrouted", s.Unrouted}, {"dropped", s.Dropped}} {
+					b = appendSample(b, f.name, l+`,kind="`+k.kind+`"`, k.n)
+				}
+			case "mcpedge_upstream_request_duration_seconds":
+				b = appendHistogram(b, f.name, l, s.Latency, s.LatencySum)
+			default:
+				b = appendSample(b, f.name, l, f.value(s))
+			}
+		}
+		_, _ = w.Write(b)
+	}
+}
+
+func appendSample(b []byte, name, labels string, v uint64) []byte {
+	b = append(b, name...)
+	b = append(b, '{')
+	b = append(b, labels...)
+	b = append(b, "} "...)
+	b = strconv.AppendUint(b, v, 10)
+	return append(b, '\n')
+}
+
+// appendHistogram appends a histogram's series: counts (per bucket of
+// admin.LatencyBuckets, then +Inf, not cumulative) made cumulative.
+func appendHistogram(b []byte, name, labels string, counts []uint64, sum float64) []byte {
+	if len(counts) != len(admin.LatencyBuckets)+1 {
+		return b
+	}
+	var cum uint64
+	for i, n := range counts {
+		cum += n
+		le := "+Inf"
+		if i < len(admin.LatencyBuckets) {
+			le = strconv.FormatFloat(admin.LatencyBuckets[i], 'g', -1, 64)
+		}
+		b = appendSample(b, name+"_bucket", labels+`,le="`+le+`"`, cum)
+	}
+	b = append(b, name+"_sum{"+labels+"} "...)
+	b = strconv.AppendFloat(b, sum, 'g', -1, 64)
+	b = append(b, '\n')
+	return appendSample(b, name+"_count", labels, cum)
 }

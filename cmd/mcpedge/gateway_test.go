@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpedge/mcpedge/client"
 	"github.com/mcpedge/mcpedge/gateway"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -215,4 +219,106 @@ func TestGatewayAdminAndShutdown(t *testing.T) {
 	exit, _ := c.stop(syscall.SIGTERM)
 	assert.Equal(t, 0, exit)
 	assert.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "the child stopped with the gateway")
+}
+
+// TestGatewayMetricsPassPromlint: with upstreams configured, /metrics
+// still passes promtool's checks (promlint; promtool itself where it is
+// installed): every mcpedge_upstream_* family has its help text and type
+// once, its series together; the per-upstream errors by class and the
+// latency histogram are there, and a proxied tool's series names its
+// upstream. /status.json lists the upstreams for the status page.
+func TestGatewayMetricsPassPromlint(t *testing.T) {
+	file := writeConfig(t, selfTable("x", "conformance")+selfTable("y", "bench"))
+	adminAddr := freePort(t)
+	c := startChild(t, "-config "+file+" -tcp 127.0.0.1:0 -http= -admin "+adminAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, &client.TCPTransport{Addr: c.addr}, client.Options{Era: client.EraLegacy})
+	require.NoError(t, err)
+	defer cl.Close()
+	for range 3 {
+		_, err = cl.CallTool(ctx, "x_test_simple_text", map[string]any{})
+		require.NoError(t, err)
+	}
+	_, err = cl.CallTool(ctx, "y_echo", map[string]any{"text": "hi"})
+	require.NoError(t, err)
+
+	resp, err := http.Get("http://" + adminAddr + "/metrics")
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	body := string(b)
+	problems, err := promlint.New(strings.NewReader(body)).Lint()
+	require.NoError(t, err)
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	// Metadata once per family, before its series, which are together.
+	seen, done := map[string]bool{}, map[string]bool{}
+	cur := ""
+	for _, line := range strings.Split(body, "\n") {
+		switch {
+		case strings.HasPrefix(line, "# HELP mcpedge_upstream_"):
+			f := strings.Fields(line)
+			assert.Greater(t, len(f), 3, "help text of %s", f[2])
+		case strings.HasPrefix(line, "# TYPE "):
+			f := strings.Fields(line)
+			assert.False(t, seen[f[2]], "second TYPE of %s", f[2])
+			seen[f[2]] = true
+		case strings.HasPrefix(line, "mcpedge_upstream_"):
+			fam := line[:strings.IndexAny(line, "{ ")]
+			for _, suf := range []string{"_bucket", "_sum", "_count"} {
+				if base := strings.TrimSuffix(fam, suf); base != fam && seen[base] {
+					fam = base
+				}
+			}
+			require.True(t, seen[fam], "series of %s before its TYPE", fam)
+			if fam != cur {
+				assert.False(t, done[fam], "series of %s not together", fam)
+				if cur != "" {
+					done[cur] = true
+				}
+				cur = fam
+			}
+		}
+	}
+	for _, want := range []string{
+		`mcpedge_upstream_up{upstream="x"} 1`,
+		`mcpedge_upstream_up{upstream="y"} 1`,
+		`mcpedge_upstream_calls_total{upstream="x"} 3`,
+		`mcpedge_upstream_errors_total{upstream="x",class="timeout"} 0`,
+		`mcpedge_upstream_request_duration_seconds_count{upstream="x"} 3`,
+		`mcpedge_upstream_request_duration_seconds_bucket{upstream="y",le="+Inf"} 1`,
+		`mcpedge_tool_calls_total{tool="x_test_simple_text",upstream="x",outcome="ok"} 3`,
+		`mcpedge_tool_calls_total{tool="y_echo",upstream="y",outcome="ok"} 1`,
+	} {
+		assert.Contains(t, body, want)
+	}
+	if promtool, err := exec.LookPath("promtool"); err == nil {
+		cmd := exec.Command(promtool, "check", "metrics")
+		cmd.Stdin = strings.NewReader(body)
+		out, err := cmd.CombinedOutput()
+		assert.NoError(t, err, "promtool check metrics:\n%s", out)
+	}
+
+	resp, err = http.Get("http://" + adminAddr + "/status.json")
+	require.NoError(t, err)
+	var st struct {
+		Upstreams []struct {
+			Name    string `json:"name"`
+			Healthy bool   `json:"healthy"`
+			State   string `json:"state"`
+			Tools   int    `json:"tools"`
+		} `json:"upstreams"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	resp.Body.Close()
+	require.Len(t, st.Upstreams, 2)
+	for i, name := range []string{"x", "y"} {
+		assert.Equal(t, name, st.Upstreams[i].Name)
+		assert.True(t, st.Upstreams[i].Healthy)
+		assert.Equal(t, "ready", st.Upstreams[i].State)
+		assert.NotZero(t, st.Upstreams[i].Tools)
+	}
 }

@@ -45,6 +45,7 @@ var flagGroups = []struct {
 	{"lame-duck", groupServer},
 	{"state-key-file", groupServer},
 	{"state-ttl", groupServer},
+	{"versions", groupServer},
 	{"page-size", groupServer},
 	{"version", groupServer},
 
@@ -122,7 +123,14 @@ var flagGroups = []struct {
 	{"upstream-max-pending", groupGateway},
 	{"upstream-notify-rate", groupGateway},
 	{"upstream-start-timeout", groupGateway},
+	{"upstream-hold", groupGateway},
+	{"upstream-max-held", groupGateway},
+	{"upstream-max-held-per-client", groupGateway},
+	{"upstream-max-rounds", groupGateway},
+	{"upstream-max-listen-uris", groupGateway},
 	{"admin", groupObservability},
 	{"log-level", groupObservability},
 	{"log-format", groupObservability},
+	{"otel-endpoint", groupObservability},
+	{"otel-sample", groupObservability},
 }

@@ -15,14 +15,17 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/mcpedge/mcpedge"
+	"github.com/mcpedge/mcpedge/cluster"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers/builtin"
+	"github.com/mcpedge/mcpedge/mcp"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
 	"github.com/mcpedge/mcpedge/transport/netlimit"
 	"github.com/mcpedge/mcpedge/transport/proxied"
@@ -83,6 +86,9 @@ type config struct {
 	stateKeyFile string
 	stateTTL     time.Duration
 
+	// The protocol revisions offered (-versions).
+	versions string
+
 	// Configuration file and TLS (config.go, tls.go).
 	configFile  string
 	tlsCert     string
@@ -97,11 +103,30 @@ type config struct {
 	auth    authFlags    // auth.go
 	admin   adminConfig  // admin.go
 	cluster clusterFlags // cluster.go
+	otel    otelFlags    // otel.go
 
 	tables  fileTables   // the config file's tables (tables.go)
 	gateway gatewayFlags // gateway.go
 
 	handlersSet bool // -handlers given (flag, environment or file)
+}
+
+// parseVersions reads -versions: revisions separated by commas (blanks
+// allowed), each one mcpedge speaks; empty means all (nil).
+func parseVersions(list string) ([]string, error) {
+	var out []string
+	for _, v := range strings.Split(list, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		if !slices.Contains(mcp.AllVersions[:], v) {
+			return nil, fmt.Errorf("unknown protocol revision %q (known: %s)", v, strings.Join(mcp.AllVersions[:], ", "))
+		}
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }
 
 func main() {
@@ -182,6 +207,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Float64Var(&c.rate, "rate", 0, "requests per second one session may send; more get -32000 {\"limit\":\"rate\",\"retryAfterMs\":N}, HTTP 429 (0: none)")
 	fs.StringVar(&c.stateKeyFile, "state-key-file", "", "`file` of the keys that sign 2026-07-28 requestState, one per line (hex, at least 32 bytes each): the first signs, any verifies, so a key rotates by adding the new one first and removing the old later; give every node the same file (empty: a random key per process)")
 	fs.DurationVar(&c.stateTTL, "state-ttl", 10*time.Minute, "how long a 2026-07-28 requestState stays valid")
+	fs.StringVar(&c.versions, "versions", "", "comma-separated protocol revisions offered ("+strings.Join(mcp.AllVersions[:], ", ")+"; empty: all); initialize negotiates among the session revisions listed (none: -32022 naming them), a 2026-07-28 request gets -32022 unless 2026-07-28 is listed, server/discover lists only these")
 	fs.IntVar(&c.maxTasks, "max-tasks", 1024, "tasks the server keeps, running or ended, both revisions (when full, the oldest ended is forgotten)")
 	fs.Var(newSize(&c.maxTaskBytes, 64<<20), "max-task-bytes", "`bytes` of results the tasks kept may hold; past it the oldest ended tasks are forgotten (units: KiB, MiB, GiB, KB, MB, GB)")
 	fs.IntVar(&c.maxTasksPerClient, "max-tasks-per-client", 16, "tasks one client keeps: one authenticated subject, else one address; past it its oldest ended one is forgotten, or its running one nobody polled for -task-idle cancelled, else -32000 {\"limit\":\"tasks\"}, HTTP 429 (0: none)")
@@ -196,6 +222,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	registerClusterFlags(fs, &c.cluster)
 	registerGatewayFlags(fs, &c.gateway)
 	adminFlags(fs, &c.admin)
+	registerOtelFlags(fs, &c.otel)
 	addOpsFlags(fs, c)
 	return fs
 }
@@ -248,6 +275,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if c.stateTTL <= 0 {
 		fmt.Fprintln(stderr, "mcpedge: -state-ttl: must be positive")
+		return 2
+	}
+	versions, err := parseVersions(c.versions)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpedge: -versions:", err)
 		return 2
 	}
 
@@ -305,6 +337,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			RateIP:           c.rateIP,
 			StateKeys:        stateKeys,
 			StateTTL:         c.stateTTL,
+			Versions:         versions,
 			Logger:           log,
 
 			MaxTasks:          c.maxTasks,
@@ -367,7 +400,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	node, err := startCluster(c, log) // cluster.go
+	tracer, err := startTracing(c, nodeName(c), log) // otel.go
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpedge:", err)
+		return 2
+	}
+	var clusterTracer cluster.Tracer
+	if tracer != nil {
+		// Last of all (deferred first): the spans of the drain are exported.
+		defer stopTracing(tracer, c.drain, log)
+		opts.Tracer = tracer
+		clusterTracer = tracer
+	}
+	node, err := startCluster(c, log, clusterTracer) // cluster.go
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpedge:", err)
 		return 2
@@ -388,6 +433,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		verifier.OnFailure(authFailures(log, adm.metricsOrNil())) // logging.go
 	}
 	defer adm.stop()
+	if adm != nil && tracer != nil {
+		tracingMetrics(adm.metrics, tracer)
+	}
 	if adm != nil && node != nil {
 		adm.ready.SetCheck(node.Ready)
 		clusterMetrics(adm.metrics, node, len(splitList(c.cluster.routes)))

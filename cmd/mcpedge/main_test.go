@@ -172,6 +172,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"state key not hex", []string{"-stdio", "-state-key-file", writeFile(t, strings.Repeat("zz", 32)+"\n")}, 2, "", "not hex"},
 		{"state key file empty", []string{"-stdio", "-state-key-file", writeFile(t, "# none\n")}, 2, "", "no key"},
 		{"state ttl", []string{"-stdio", "-state-ttl", "0s"}, 2, "", "-state-ttl"},
+		{"unknown version", []string{"-stdio", "-versions", "2025-11-25,1999-01-01"}, 2, "", "-versions: unknown protocol revision \"1999-01-01\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -365,7 +366,9 @@ func TestSIGTERMDrains(t *testing.T) {
 
 	var log lockedBuffer
 	addrc := make(chan string, 1)
+	logged := make(chan struct{}) // closed once the log is read to its end
 	go func() {
+		defer close(logged)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			log.Write(append(sc.Bytes(), '\n'))
@@ -376,6 +379,7 @@ func TestSIGTERMDrains(t *testing.T) {
 				}
 			}
 		}
+		_, _ = io.Copy(io.Discard, stderr)
 	}()
 	var addr string
 	select {
@@ -419,6 +423,12 @@ func TestSIGTERMDrains(t *testing.T) {
 	require.Nil(t, result.Error, "log:\n%s", log.String())
 	assert.Contains(t, string(result.Result), "counted to 5")
 
+	// The log to its end (the exit closes it) before Wait, which closes
+	// the pipe and could cut off the last lines unread.
+	select {
+	case <-logged:
+	case <-time.After(wait):
+	}
 	err = cmd.Wait()
 	require.NoError(t, err, "exit status; log:\n%s", log.String())
 	assert.Equal(t, 0, cmd.ProcessState.ExitCode())

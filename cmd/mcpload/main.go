@@ -90,6 +90,7 @@ type options struct {
 	maxMessage                int
 	readTimeout, answerWithin time.Duration
 	writeTimeout              time.Duration
+	initTimeout, grace        time.Duration
 	floodCalls                int
 	floodTool, floodArgs      string
 	slowConsumerBytes         int
@@ -155,7 +156,9 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.StringVar(&o.goroutinesURL, "goroutines-url", "", "soak mode: URL giving the server's goroutine count (a pprof goroutine page with ?debug=1, JSON {\"goroutines\":N} or a number)")
 	fs.StringVar(&o.hostile, "hostile", "all=2", "chaos mode: hostile clients per kind, e.g. garbage=2,flood=1 or all=2; kinds "+strings.Join(chaosKindNames(), ", "))
 	fs.IntVar(&o.maxMessage, "expect-max-message", 4<<20, "chaos mode: the server's largest inbound message (oversized sends 64 KiB more)")
-	fs.DurationVar(&o.readTimeout, "expect-read-timeout", 10*time.Second, "chaos mode: how soon the server should close a half-sent message's connection")
+	fs.DurationVar(&o.readTimeout, "expect-read-timeout", 10*time.Second, "chaos mode: the server's -read-timeout: half_sent expects its connection closed within it and -expect-grace, and a connection of another kind closed for it sooner than this after it was dialled is unexpected")
+	fs.DurationVar(&o.grace, "expect-grace", time.Second, "chaos mode: how much later than the server's timeouts (-expect-read-timeout, -expect-write-timeout) its close may come")
+	fs.DurationVar(&o.initTimeout, "expect-init-timeout", 0, "chaos mode: the server's -session-init-timeout: a hostile HTTP session found gone (404) at its first request at least this long after its initialize was reaped, and is undecided; 0: unknown, and that 404 is unexpected")
 	fs.DurationVar(&o.writeTimeout, "expect-write-timeout", 30*time.Second, "chaos mode: how long the server lets a write to a client that reads nothing block before it closes the connection (HTTP no_read)")
 	fs.DurationVar(&o.answerWithin, "expect-answer-within", 5*time.Second, "chaos mode: how soon an immediate answer or close should come")
 	fs.IntVar(&o.slowConsumerBytes, "expect-slow-consumer-bytes", 64<<20, "chaos mode: unread answer bytes after which a reader that never reads should have been closed")
@@ -405,6 +408,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			PerKind: o.perKind, RSSBudget: o.rssBudgetMiB << 20, RSSSettle: o.rssSettle,
 			Expect: loadtest.ChaosExpect{
 				MaxMessage: o.maxMessage, ReadTimeout: o.readTimeout, WriteTimeout: o.writeTimeout, AnswerWithin: o.answerWithin,
+				Grace: o.grace, InitTimeout: o.initTimeout,
 				SlowConsumerBytes: o.slowConsumerBytes, FloodCalls: o.floodCalls, FloodTool: o.floodTool, FloodArgs: o.floodArgs,
 				MaxSubscriptions: o.maxSubscriptions, SubFloodCalls: o.subFloodCalls, ListenURIs: o.listenURIs,
 				SessionFloodMax: o.sessionFloodMax, DeclareConns: o.declareConns, DeclareBytes: o.declareBytes,

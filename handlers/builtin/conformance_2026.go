@@ -223,12 +223,20 @@ func toolConfirm(done string) handlers.ToolHandler {
 	}
 }
 
-// toolIRMultiple asks for its three inputs before it stops, so that one
-// InputRequiredResult names them all.
+// toolIRMultiple asks for its three inputs at once, so that one
+// InputRequiredResult names them all: in a 2026-07-28 request, and
+// through a gateway that turns the server-to-client requests of a session
+// into one round for a 2026-07-28 client.
 func toolIRMultiple(ctx context.Context, req *handlers.CallToolRequest) (*mcp.CallToolResult, error) {
-	name, err1 := elicitField(ctx, req.Peer, "user_name", "What is your name?", nameSchema, "name")
-	greeting, err2 := sample(ctx, req.Peer, "greeting", "Generate a greeting", 50)
-	list, err3 := roots(ctx, req.Peer, "client_roots")
+	var (
+		wg                   sync.WaitGroup
+		name, greeting, list string
+		err1, err2, err3     error
+	)
+	wg.Go(func() { name, err1 = elicitField(ctx, req.Peer, "user_name", "What is your name?", nameSchema, "name") })
+	wg.Go(func() { greeting, err2 = sample(ctx, req.Peer, "greeting", "Generate a greeting", 50) })
+	wg.Go(func() { list, err3 = roots(ctx, req.Peer, "client_roots") })
+	wg.Wait()
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return toolError(err)
 	}

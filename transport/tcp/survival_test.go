@@ -97,6 +97,9 @@ func TestReadTimeout(t *testing.T) {
 
 	done := make(chan struct{})
 	var wg sync.WaitGroup
+	// The trickler's message begins after this instant: its timeout, the
+	// last of the three, cannot come sooner than rt after it.
+	began := time.Now()
 	wg.Add(1)
 	go func() { // the trickler
 		defer wg.Done()
@@ -112,7 +115,6 @@ func TestReadTimeout(t *testing.T) {
 			}
 		}
 	}()
-	began := time.Now()
 	for _, c := range []*conn{silent, half, trickle} {
 		assert.Equal(t, "read-timeout", limitErr(t, c))
 	}
@@ -387,6 +389,24 @@ func writeChunks(t *testing.T, c net.Conn, b []byte, n int) {
 	}
 }
 
+// writeUntilClosed writes b in pieces of n bytes, as writeChunks does,
+// until the server closes the connection (a write that fails with a reset
+// or a broken pipe); it returns the bytes written and whether the server
+// closed it first.
+func writeUntilClosed(t *testing.T, c net.Conn, b []byte, n int) (int, bool) {
+	t.Helper()
+	sent := 0
+	for sent < len(b) {
+		k, err := c.Write(b[sent:min(sent+n, len(b))])
+		sent += k
+		if isReset(err) {
+			return sent, true
+		}
+		require.NoError(t, err)
+	}
+	return sent, false
+}
+
 // A message far larger than a read is assembled out of gnet's buffer
 // (each byte copied and scanned once, not once per read: defect 8's
 // stall) and served whole, with the messages that follow it in the same
@@ -459,13 +479,20 @@ func readContentLength(t *testing.T, c *conn) msg {
 }
 
 // An assembled message that outgrows the size limit is refused like any
-// other: a parse error, then the close.
+// other: a parse error, then the close. The server closes as soon as the
+// message passes the limit, while the client may still be sending the
+// rest: a write then fails (the connection reset, or a broken pipe),
+// which is the close, not an error; the answer sent before the close is
+// read all the same.
 func TestBigMessageOverLimitWhileAssembled(t *testing.T) {
-	s := start(t, engine.Options{MaxMessage: 256 << 10}, tcp.Options{})
+	const limit = 256 << 10
+	s := start(t, engine.Options{MaxMessage: limit}, tcp.Options{})
 	c := dial(t, s.addr)
 	c.init(t)
 	prefix := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`
-	writeChunks(t, c.c, []byte(prefix+strings.Repeat("x", 300<<10)), 4096)
+	if sent, closed := writeUntilClosed(t, c.c, []byte(prefix+strings.Repeat("x", 300<<10)), 4096); closed {
+		require.Greater(t, sent, limit, "the server closed the connection before the message passed the limit")
+	}
 	m, err := c.read()
 	require.NoError(t, err)
 	require.NotNil(t, m.Error)

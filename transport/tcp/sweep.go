@@ -65,10 +65,18 @@ func (t *table) each(f func(k *conn)) {
 func (s *Server) now() int64 { return s.clock.Load() }
 
 func (s *Server) tickClock() int64 {
-	n := int64(time.Since(s.epoch)) + 1
+	n := s.exactNow()
 	s.clock.Store(n)
 	return n
 }
+
+// exactNow reads the clock itself, on the scale of now. The start of an
+// awaited message is stamped with it: a stamp from the coarse clock is
+// as old as the sweeper's last tick, and the sweeper may be late (busy
+// enforcing a budget, or not scheduled on a loaded machine), which would
+// close a message before it had its ReadTimeout. It is read only where a
+// message is left partial, not on every read.
+func (s *Server) exactNow() int64 { return int64(time.Since(s.epoch)) + 1 }
 
 // sweepInterval is the sweeper's tick: an eighth of the shortest timeout,
 // between 5 ms and 1 s.

@@ -334,7 +334,7 @@ type conn struct {
 	partial  atomic.Int64          // memory held by an incomplete message: in gnet's inbound buffer, or acc's capacity
 	held     atomic.Int64          // outbound memory: the capacity of buffers queued by Send, and gout
 	gout     atomic.Int64          // gnet's outbound buffer as last read on the event loop (syncOut)
-	since    atomic.Int64          // s.now() when the awaited message began; 0: none awaited
+	since    atomic.Int64          // s.exactNow() when the awaited message began; 0: none awaited
 	lastSeen atomic.Int64          // s.now() at the last traffic
 
 	// A message left partial past assembleAbove bytes is assembled here,
@@ -460,9 +460,8 @@ func (s *Server) open(k *conn) {
 	if s.cobs != nil {
 		s.cobs.ConnOpened("tcp")
 	}
-	now := s.now()
-	k.lastSeen.Store(now)
-	k.since.Store(now) // the first message is awaited
+	k.lastSeen.Store(s.now())
+	k.since.Store(s.exactNow()) // the first message is awaited
 	s.conns.Add(1)
 	s.table.add(k)
 	k.opened.Store(true)
@@ -715,7 +714,7 @@ func (k *conn) track(rest int, framed bool) {
 	}
 	switch {
 	case r > 0 && (framed || k.since.Load() == 0):
-		k.since.Store(now)
+		k.since.Store(s.exactNow())
 	case r == 0 && framed && k.since.Load() != 0:
 		k.since.Store(0)
 	}

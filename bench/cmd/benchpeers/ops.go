@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"math/big"
 	"net/http"
@@ -28,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,9 +42,11 @@ const (
 	opsHTTPConns = goalConns // HTTP: closed loop, one request in flight per connection
 	opsTCPConns  = 16        // TCP: pipelined, with
 	opsInFlight  = 16        // requests in flight per connection
-	// opsMetricsGoal bounds mcpedge's server CPU per call with metrics on
-	// against admin off.
+	// opsMetricsGoal bounds mcpedge's server CPU per call with metrics on,
+	// and with tracing at opsSample, against admin off.
 	opsMetricsGoal = 1.03
+	// opsSample is the tracing server's -otel-sample.
+	opsSample = "0.01"
 	// opsTokens is how many distinct JWTs the uncached point sends in
 	// turn: more than twice the verifier's cache (auth.DefaultCacheSize,
 	// 10000), so that none is still remembered when it comes round again.
@@ -54,6 +58,7 @@ const (
 const (
 	opsAdminOff   = "admin off"
 	opsMetricsOn  = "metrics on"
+	opsTracing    = "tracing at 0.01"
 	opsNoAuth     = "no auth"
 	opsStatic     = "static token"
 	opsJWTCached  = "JWT RS256, one token (cached)"
@@ -79,6 +84,27 @@ type opsReport struct {
 	began, ended time.Time
 	points       []*opsPoint
 	signing      time.Duration // signing the JWTs
+	// What the tracing server exported: POSTs to the OTLP sink, and
+	// their bytes.
+	exports, exportBytes int64
+}
+
+// otlpSink is an OTLP/HTTP endpoint that counts what it is sent.
+type otlpSink struct {
+	srv          *httptest.Server
+	posts, bytes atomic.Int64
+}
+
+func newOTLPSink() *otlpSink {
+	k := &otlpSink{}
+	k.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		k.posts.Add(1)
+		k.bytes.Add(n)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	}))
+	return k
 }
 
 // opsTarget is a server of the operations run and what is asked of it.
@@ -199,6 +225,14 @@ func runOps(ctx context.Context, c *config) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Tracing: spans exported over OTLP/HTTP to a sink benchpeers serves,
+	// which counts them and answers 200.
+	sink := newOTLPSink()
+	defer sink.srv.Close()
+	tracing, err := startEdge(fixed("-admin", "", "-otel-endpoint", sink.srv.URL, "-otel-sample", opsSample))
+	if err != nil {
+		return "", err
+	}
 	// A static token, in a file.
 	static := "bench-static-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	tokenFile := filepath.Join(c.bin, "ops-tokens")
@@ -249,11 +283,12 @@ func runOps(ctx context.Context, c *config) (string, error) {
 		{
 			httpBase,
 			add(metrics, opsMetricsOn, false),
+			add(tracing, opsTracing, false),
 			add(staticSrv, opsStatic, false, "-bearer", static),
 			add(jwtSrv, opsJWTCached, false, "-bearer", tokens[0]),
 			add(jwtSrv, opsJWTDistinc, false, "-bearer-file", manyFile),
 		},
-		{add(base, opsAdminOff, true), add(metrics, opsMetricsOn, true)},
+		{add(base, opsAdminOff, true), add(metrics, opsMetricsOn, true), add(tracing, opsTracing, true)},
 	}
 	for _, g := range groups {
 		for _, t := range g {
@@ -310,6 +345,7 @@ func runOps(ctx context.Context, c *config) (string, error) {
 		}
 	}
 	rep.ended = time.Now()
+	rep.exports, rep.exportBytes = sink.posts.Load(), sink.bytes.Load()
 	return rep.markdown(), nil
 }
 
@@ -365,7 +401,7 @@ func (r *opsReport) markdown() string {
 	c := r.cfg
 	var b strings.Builder
 	b.WriteString(opsBegin + "\n")
-	b.WriteString("## Operations cost: metrics and authorization\n\n")
+	b.WriteString("## Operations cost: metrics, tracing and authorization\n\n")
 	fmt.Fprintf(&b, "Written by `make bench-ops` (bench/cmd/benchpeers -ops-only) or `make bench-peers` on %s, in %s.\n\n",
 		r.began.UTC().Format("2006-01-02 15:04 MST"), r.ended.Sub(r.began).Round(time.Second))
 	fmt.Fprintf(&b, "- Machine: %s.\n", machine())
@@ -378,11 +414,14 @@ func (r *opsReport) markdown() string {
 		opsHTTPConns, opsTCPConns, opsInFlight, c.rounds)
 	b.WriteString("- **Server CPU/call** is the server process's user+system time from /proc over the measured phase per call answered.\n\n")
 
-	fmt.Fprintf(&b, "Metrics, per-tool series included, should cost at most a few per cent of server CPU per call (goal: metrics on ÷ admin off ≤ %.2f×):\n\n", opsMetricsGoal)
-	b.WriteString("| transport | figure | admin off | metrics on | on ÷ off | in each round | goal | met |\n|---|---|---:|---:|---:|---:|---:|:-:|\n")
+	fmt.Fprintf(&b, "- **tracing at %s** (`-admin \"\" -otel-endpoint URL -otel-sample %s`): a span per request sampled, one in a hundred (mcpload sends no trace context), exported over OTLP/HTTP to a sink benchpeers serves on loopback, which reads each POST and answers 200 (%d POSTs, %d bytes in all).\n\n",
+		opsSample, opsSample, r.exports, r.exportBytes)
+	fmt.Fprintf(&b, "Metrics, per-tool series included, and tracing at -otel-sample %s should each cost at most a few per cent of server CPU per call (goal: on ÷ admin off ≤ %.2f×):\n\n", opsSample, opsMetricsGoal)
+	b.WriteString("| transport | on | figure | admin off | on | on ÷ off | in each round | goal | met |\n|---|---|---|---:|---:|---:|---:|---:|:-:|\n")
 	var noisy []string
-	for _, tr := range []string{"http", "tcp"} {
-		off, on := r.find(tr, opsAdminOff), r.find(tr, opsMetricsOn)
+	for _, pair := range [][2]string{{"http", opsMetricsOn}, {"tcp", opsMetricsOn}, {"http", opsTracing}, {"tcp", opsTracing}} {
+		tr, variant := pair[0], pair[1]
+		off, on := r.find(tr, opsAdminOff), r.find(tr, variant)
 		if off == nil || on == nil {
 			continue
 		}
@@ -404,8 +443,8 @@ func (r *opsReport) markdown() string {
 			if goal > 0 && len(perV) > 1 {
 				lo, hi := slices.Min(perV), slices.Max(perV)
 				if hi-lo > 2*(goal-1) {
-					noisy = append(noisy, fmt.Sprintf("- %s: the rounds' ratios of server CPU per call spread from %.2f× to %.2f×, wider than the goal's margin: on this machine the run cannot tell a difference of %.0f %% there from noise.",
-						strings.ToUpper(tr), lo, hi, 100*(goal-1)))
+					noisy = append(noisy, fmt.Sprintf("- %s, %s: the rounds' ratios of server CPU per call spread from %.2f× to %.2f×, wider than the goal's margin: on this machine the run cannot tell a difference of %.0f %% there from noise.",
+						strings.ToUpper(tr), variant, lo, hi, 100*(goal-1)))
 				}
 			}
 			if goal > 0 {
@@ -418,7 +457,7 @@ func (r *opsReport) markdown() string {
 					met = "no"
 				}
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", tr, fig, fmtV(ov), fmtV(nv), ratio(nv, ov), strings.Join(per, ", "), g, met)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", tr, variant, fig, fmtV(ov), fmtV(nv), ratio(nv, ov), strings.Join(per, ", "), g, met)
 		}
 		row("server CPU/call", cpuPerReq, fmtOpsCPU, opsMetricsGoal)
 		row("req/s", rps, fmtRPS, 0)

@@ -21,17 +21,20 @@ func TestOpsMarkdown(t *testing.T) {
 			pt("http", opsMetricsOn, 64, "", run(30000, 30.5), run(31000, 30), run(29000, 31.5)),
 			pt("tcp", opsAdminOff, 16, "", run(500000, 2), run(500000, 2), run(500000, 2)),
 			pt("tcp", opsMetricsOn, 16, "", run(480000, 2.2), run(480000, 1.8), run(480000, 2.2)),
+			pt("http", opsTracing, 64, "", run(30000, 30.3), run(31000, 29.5), run(29000, 31)),
 			pt("http", opsStatic, 64, "", run(30000, 31), run(31000, 31), run(29000, 31)),
 			pt("http", opsJWTCached, 64, "", run(30000, 33), run(31000, 32), run(29000, 32)),
 			pt("http", opsJWTDistinc, 64, "loadtest: transport 401: HTTP status 401"),
 		}}
 	md := r.markdown()
 	for _, want := range []string{
-		opsBegin, opsEnd, "## Operations cost: metrics and authorization",
+		opsBegin, opsEnd, "## Operations cost: metrics, tracing and authorization",
 		"(flags: -duration 3s -warmup 1s -rounds 3)",
-		"| http | server CPU/call | 30.0 µs | 30.5 µs | 1.02× | 1.02, 1.03, 1.02 | ≤ 1.03× | yes |",
-		"| tcp | server CPU/call | 2.00 µs | 2.20 µs | 1.10× | 1.10, 0.90, 1.10 | ≤ 1.03× | no |",
-		"- TCP: the rounds' ratios of server CPU per call spread from 0.90× to 1.10×, wider than the goal's margin",
+		"| http | metrics on | server CPU/call | 30.0 µs | 30.5 µs | 1.02× | 1.02, 1.03, 1.02 | ≤ 1.03× | yes |",
+		"| tcp | metrics on | server CPU/call | 2.00 µs | 2.20 µs | 1.10× | 1.10, 0.90, 1.10 | ≤ 1.03× | no |",
+		"| http | tracing at 0.01 | server CPU/call | 30.0 µs | 30.3 µs | 1.01× | 1.01, 1.02, 1.00 | ≤ 1.03× | yes |",
+		"- TCP, metrics on: the rounds' ratios of server CPU per call spread from 0.90× to 1.10×, wider than the goal's margin",
+		"-otel-sample 0.01",
 		"| HTTP, 64 conns | no auth | 30000 | 100 µs | 900 µs | 30.0 µs | - | - | 0 |",
 		"| HTTP, 64 conns | static token | 30000 | 100 µs | 900 µs | 31.0 µs | 1.03× | +1.0 µs | 0 |",
 		"| HTTP, 64 conns | JWT RS256, one token (cached) | 30000 | 100 µs | 900 µs | 32.0 µs | 1.07× | +2.0 µs | 0 |",
@@ -42,7 +45,7 @@ func TestOpsMarkdown(t *testing.T) {
 			t.Errorf("missing %q in\n%s", want, md)
 		}
 	}
-	if strings.Contains(md, "- HTTP: the rounds' ratios") {
+	if strings.Contains(md, "- HTTP, metrics on: the rounds' ratios") {
 		t.Errorf("HTTP's rounds agree:\n%s", md)
 	}
 	if strings.Contains(md, "metrics on | 30000") {
