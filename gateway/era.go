@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -154,9 +153,6 @@ func (p *pool) revive() {
 		}
 	}
 }
-
-// errProbeEnded: the connection ended during the probe.
-var errProbeEnded = errors.New("the connection ended during server/discover")
 
 // quietInbound passes a probe pipe's messages to its muxConn, and its end
 // only once the pipe is adopted as the connection's transport: a probe

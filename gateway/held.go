@@ -70,9 +70,7 @@ const heldMark = "~h~"
 
 // Errors of held calls.
 var (
-	errHeldLimit   = errors.New("too many upstream calls held for their clients' input")
-	errHoldExpired = errors.New("the client did not send its input in time")
-	errHeldGone    = errors.New("no such held call")
+	errHeldLimit = errors.New("too many upstream calls held for their clients' input")
 )
 
 // stateError is the client's answer to a retry whose requestState names
