@@ -24,40 +24,40 @@ func slowCall(id, tag string) string {
 	return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"slow","arguments":{"tag":"` + tag + `"}}}`
 }
 
-func TestPoolFullAnswersBusy(t *testing.T) {
-	f := newFixture(t, engine.Options{Workers: 1})
+// TestPoolFullQueues: a request finding every worker busy waits for one
+// in its client's queue, and is served when a worker ends its job; only
+// a request finding every queue full (QueueTotal) is refused, at once.
+func TestPoolFullQueues(t *testing.T) {
+	f := newFixture(t, engine.Options{Workers: 1, QueueTotal: 1})
 	c := f.ready(t, `{}`)
 	other := f.ready(t, `{}`)
+	third := f.ready(t, `{}`)
 
 	require.Empty(t, c.handle(slowCall("1", "a")))
 	assert.Equal(t, "a", f.startedTag(t))
 
-	// The only worker is busy: the next handler call is refused at once.
-	out := other.handle(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`)
-	require.NotEmpty(t, out, "a request finding the pool full must be answered at once")
-	requireError(t, parse(t, out), "2", codec.CodeServerBusy)
-	assert.Equal(t, 1, c.sess.InFlight(), "the refused request is not left in flight")
-	assert.Equal(t, 0, other.sess.InFlight())
+	// The only worker is busy: the next handler call waits for it.
+	require.Empty(t, other.handle(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`))
+	running, queued := f.srv.PoolStats()
+	assert.Equal(t, 1, running)
+	assert.Equal(t, 1, queued)
+	// The queues hold QueueTotal: one more is refused at once.
+	out := third.handle(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"y"}}}`)
+	require.NotEmpty(t, out, "a request finding every queue full must be answered at once")
+	requireLimit(t, parse(t, out), "3", engine.LimitWorkers)
+	assert.Equal(t, 0, third.sess.InFlight(), "the refused request is not left in flight")
+	assert.Equal(t, 1, other.sess.InFlight(), "the queued request is in flight")
 
 	// Fast answers do not need the pool.
-	require.Nil(t, other.call(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`).Error)
+	require.Nil(t, other.call(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`).Error)
 
 	close(f.release)
-	m := c.sink.next(t)
-	assert.Equal(t, "released a", m.text(t))
+	assert.Equal(t, "released a", c.sink.next(t).text(t))
+	assert.Equal(t, "x", other.sink.next(t).text(t), "the queued request is served by the worker that ended")
 	f.idle(t)
-
-	// Once the worker is back the pool serves again (it returns to the pool
-	// just after the answer is sent).
-	require.Eventually(t, func() bool {
-		out := other.handle(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"text":"again"}}}`)
-		if len(out) > 0 {
-			requireError(t, parse(t, out), "4", codec.CodeServerBusy)
-			return false
-		}
-		assert.Equal(t, "again", other.sink.next(t).text(t))
-		return true
-	}, wait, time.Millisecond)
+	running, queued = f.srv.PoolStats()
+	assert.Equal(t, 0, running)
+	assert.Equal(t, 0, queued)
 }
 
 func TestCancelledByClient(t *testing.T) {

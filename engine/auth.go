@@ -163,10 +163,12 @@ func (s *Server) deferRequest(sess *session.Session, m *codec.Message, frame, ou
 	if s.watch {
 		r.obsStart = s.monotonic()
 	}
-	if err := s.pool.Invoke(r); err != nil {
+	// Waits its turn in the fair scheduler, as the session's other
+	// requests do.
+	if le := s.sched.submit(r, s.flowKey(sess, sess.Auth()), sess.Stateless(), int(s.maxInflight.Load())); le != nil {
 		s.authDone(r)
 		s.release(r)
-		return s.refuse(sess, out, reply, m.ID, errWorkers), codec.CodeServerBusy, false
+		return s.refuse(sess, out, reply, m.ID, le), codec.CodeServerBusy, false
 	}
 	return out, 0, true
 }

@@ -175,11 +175,12 @@ func (s *Server) route(sess *session.Session, m *codec.Message, frame, out []byt
 	if reply == nil {
 		reply = sess.Out
 	}
-	if e := s.checkRate(sess); e != nil {
+	if e := s.checkRate(sess, caller); e != nil {
 		return s.refuse(sess, out, reply, m.ID, e), codec.CodeServerBusy, false
 	}
 	row = sessionRow(sess, row)
-	if row.now == opSubscribe {
+	switch row.now {
+	case opSubscribe:
 		if e := s.checkSubscriptions(sess, m); e != nil {
 			return s.refuse(sess, out, reply, m.ID, e), codec.CodeServerBusy, false
 		}
@@ -190,6 +191,11 @@ func (s *Server) route(sess *session.Session, m *codec.Message, frame, out []byt
 			}
 			return dst, code, false
 		}
+	case opInlineTool:
+		if e := s.checkToolCall(m, f); e != nil {
+			return s.refuse(sess, out, reply, m.ID, e), codec.CodeServerBusy, false
+		}
+		defer toolDone(f) // unless a request took the call's place
 	}
 	if dst, code, ok := s.fast(sess, m, row, out, f); ok {
 		return dst, code, false
@@ -401,6 +407,7 @@ func (s *Server) inlineTool(sess *session.Session, m *codec.Message, row *method
 	}
 	r := s.newRequest(sess, nil)
 	r.tool = *f
+	r.tool.lim = nil // the caller (route) holds the call's place
 	r.row = row
 	r.inline = true
 	r.msg = *m

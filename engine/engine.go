@@ -28,6 +28,7 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,14 +47,27 @@ type Options struct {
 	// Instructions are sent in the initialize result.
 	Instructions string
 
-	// Workers bounds the handlers running at once on the worker pool used
-	// by HandleFrame; <= 0 means 256 per CPU. A request that finds the pool
-	// full is answered with CodeServerBusy.
+	// Workers bounds the handlers running at once on the worker pool, on
+	// every transport; <= 0 means 256 per CPU. A request that finds every
+	// worker busy waits for one in its client's queue, served in turn
+	// with the other clients' (the fair scheduler, sched.go).
 	Workers int
-	// MaxInflight bounds the requests one session has being served at
-	// once, so that no session holds more than its share of the workers;
-	// 0 means 64, < 0 no limit. A request over it is refused with
-	// CodeServerBusy and the limit "max-inflight".
+	// QueuePerClient bounds the requests of one client waiting for a
+	// worker: one authenticated subject, else one session, else (a
+	// stateless 2026-07-28 client) one address; 0 means 64, < 0 no bound
+	// but QueueTotal. A request over it is refused with CodeServerBusy
+	// and the limit "queue".
+	QueuePerClient int
+	// QueueTotal bounds the requests of all clients waiting for a worker;
+	// <= 0 means 4096. A request over it is refused with CodeServerBusy
+	// and the limit "workers".
+	QueueTotal int
+	// MaxInflight bounds the requests one session has in flight, being
+	// served or waiting for a worker, a ceiling on its share of the
+	// workers; a stateless 2026-07-28 client's are counted by its
+	// subject, else its address. 0 means 64, < 0 no limit. A request
+	// over it is refused with CodeServerBusy and the limit
+	// "max-inflight".
 	MaxInflight int
 	// MaxSubscriptions bounds the subscriptions one session holds: its
 	// resources/subscribe subscriptions and the resource URIs of its
@@ -65,7 +79,11 @@ type Options struct {
 	MaxSubscriptions int
 	// Rate, if > 0, bounds each session's requests per second, with bursts
 	// of RateBurst; a request over it is refused with CodeServerBusy, the
-	// limit "rate" and retryAfterMs.
+	// limit "rate" and retryAfterMs. A session's bucket starts with the
+	// tokens of its client's latest session (its subject, else its
+	// address), so that a new session does not start a client afresh; a
+	// stateless 2026-07-28 client's requests share one bucket per subject,
+	// else per address (rates.go).
 	Rate float64
 	// RateBurst is the burst of Rate and RateIP; <= 0 means the rate
 	// rounded up (at least 1).
@@ -74,6 +92,23 @@ type Options struct {
 	// of one client address (as the transport reports it), with bursts of
 	// RateBurst; over it the limit is "rate-ip".
 	RateIP float64
+	// RateSubject, if > 0, bounds the requests per second of one
+	// authenticated subject (an unauthenticated client: its address),
+	// over all its sessions, connections and stateless requests, and
+	// across the nodes of a cluster (Nodes), with bursts of
+	// RateSubjectBurst (<= 0: the rate rounded up); over it the limit is
+	// "rate-subject".
+	RateSubject      float64
+	RateSubjectBurst int
+	// ToolLimits are the limits of tools, by name (ToolLimits;
+	// SetToolLimits changes them).
+	ToolLimits map[string]ToolLimits
+	// Nodes, when set, returns the number of live nodes of the cluster
+	// this server is one of (package cluster's Node.Nodes): the
+	// cluster-wide rates (RateSubject, ToolLimits' Rate, RateLimit) are
+	// enforced by each node at its share, the rate divided by it. It is
+	// called on each request such a rate limits, and must be cheap.
+	Nodes func() int
 	// BigMessage is the size above which a frame given to HandleFrame is
 	// decoded and served on the worker pool rather than on the caller's
 	// event loop, so that a large message does not stall the other
@@ -245,7 +280,13 @@ type Server struct {
 	maxInflight atomic.Int64
 	maxSubs     atomic.Int64 // Options.MaxSubscriptions; < 0: none
 	rates       atomic.Pointer[rateLimits]
+	rateMu      sync.Mutex                            // serializes SetLimits' swaps of rates
+	sweeping    atomic.Bool                           // sweepRates runs
+	tools       atomic.Pointer[map[string]*toolLimit] // nil: no tool has limits
+	toolMu      sync.Mutex                            // serializes SetToolLimits
 	panics      atomic.Uint64
+
+	sched *scheduler // the fair scheduler in front of pool
 
 	offer        offer                  // Options.Versions (versions.go)
 	instructions atomic.Pointer[string] // SetInstructions; nil: Options.Instructions
@@ -323,6 +364,10 @@ func New(opts Options) *Server {
 	if opts.RateBurst <= 0 {
 		opts.RateBurst = max(1, int(math.Ceil(max(opts.Rate, opts.RateIP))))
 	}
+	if opts.RateSubjectBurst <= 0 {
+		opts.RateSubjectBurst = max(1, int(math.Ceil(opts.RateSubject)))
+	}
+	opts.QueuePerClient, opts.QueueTotal = queueBounds(opts.QueuePerClient, opts.QueueTotal)
 	if opts.BigMessage == 0 {
 		opts.BigMessage = 64 << 10
 	}
@@ -367,11 +412,17 @@ func New(opts Options) *Server {
 	info, _ := codec.Marshal(mcp.Implementation{Name: opts.Name, Title: opts.Title, Version: opts.Version})
 	s.serverInfoMeta = append(append([]byte(`{"`+mcp.MetaServerInfo+`":`), info...), '}')
 	s.buildMiddleware()
-	pool, err := ants.NewPoolWithFunc(opts.Workers, s.work, ants.WithNonblocking(true), ants.WithDisablePurge(false))
+	// The scheduler keeps the jobs running to Workers; the pool has room
+	// for as many again, its workers that have ended their job but not
+	// yet gone back to its idle list, so that starting one never fails
+	// while the scheduler counts a worker free.
+	pool, err := ants.NewPoolWithFunc(2*opts.Workers, s.work, ants.WithNonblocking(true), ants.WithDisablePurge(false))
 	if err != nil {
 		panic(fmt.Sprintf("engine: worker pool: %v", err)) // only for a non-positive size, excluded above
 	}
 	s.pool = pool
+	perKey, total := queueBounds(opts.QueuePerClient, opts.QueueTotal)
+	s.sched = newScheduler(opts.Workers, perKey, total, pool.Invoke)
 	s.reg.OnChange(s.registryChanged)
 	for _, k := range []handlers.ListKind{handlers.ListTools, handlers.ListResources, handlers.ListPrompts} {
 		kind := k
@@ -382,7 +433,8 @@ func New(opts Options) *Server {
 	}
 	s.maxInflight.Store(int64(opts.MaxInflight))
 	s.maxSubs.Store(int64(opts.MaxSubscriptions))
-	s.rates.Store(s.newRateLimits(opts.Rate, opts.RateIP, opts.RateBurst))
+	s.rates.Store(s.newRateLimits(Limits{Rate: opts.Rate, RateIP: opts.RateIP, RateBurst: opts.RateBurst, RateSubject: opts.RateSubject, RateSubjectBurst: opts.RateSubjectBurst}, nil))
+	s.SetToolLimits(opts.ToolLimits)
 	return s
 }
 
@@ -405,6 +457,8 @@ func (s *Server) Options() Options {
 	o := s.opts
 	l := s.Limits()
 	o.MaxInflight, o.MaxSubscriptions, o.Rate, o.RateIP, o.RateBurst = l.MaxInflight, l.MaxSubscriptions, l.Rate, l.RateIP, l.RateBurst
+	o.RateSubject, o.RateSubjectBurst, o.QueuePerClient, o.QueueTotal = l.RateSubject, l.RateSubjectBurst, l.QueuePerClient, l.QueueTotal
+	o.ToolLimits = s.ToolLimits()
 	return o
 }
 
@@ -419,10 +473,7 @@ func (s *Server) newSession(out session.Sink) *session.Session {
 		id = s.opts.NodeID + "." + id
 	}
 	sess := session.NewWithID(context.Background(), out, id)
-	if rl := s.rates.Load(); rl.rate > 0 {
-		sess.SetRateLimit(rl.rate, rl.burst)
-	}
-	s.sessions.Add(sess)
+	s.sessions.Add(sess) // its -rate bucket is made at its first request (startSessionRate)
 	s.log.Debug("session opened", "session", sess.ID())
 	return sess
 }

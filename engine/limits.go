@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"context"
-	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,18 +8,24 @@ import (
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/session"
-	"github.com/puzpuzpuz/xsync/v4"
-	"golang.org/x/time/rate"
 )
 
 // The limits a request can be refused by, as LimitError.Limit and the
 // "limit" member of the error's data.
 const (
-	LimitRate     = "rate"         // the session's requests per second (Options.Rate)
-	LimitRateIP   = "rate-ip"      // the client address's requests per second (Options.RateIP)
-	LimitInflight = "max-inflight" // the session's requests in flight (Options.MaxInflight)
-	LimitWorkers  = "workers"      // the worker pool is full (Options.Workers)
-	LimitShutdown = "shutdown"     // the server is draining
+	LimitRate        = "rate"         // the session's requests per second (Options.Rate)
+	LimitRateIP      = "rate-ip"      // the client address's requests per second (Options.RateIP)
+	LimitRateSubject = "rate-subject" // the client's requests per second, cluster-wide (Options.RateSubject)
+	LimitInflight    = "max-inflight" // the session's requests in flight (Options.MaxInflight)
+	// LimitQueue: the client's queue of requests waiting for a worker is
+	// full (Options.QueuePerClient).
+	LimitQueue = "queue"
+	// LimitWorkers: every worker is busy and every queue together holds
+	// as many requests as it may (Options.Workers, Options.QueueTotal).
+	LimitWorkers      = "workers"
+	LimitShutdown     = "shutdown"          // the server is draining
+	LimitToolRate     = "tool-rate"         // the tool's calls per second, cluster-wide (ToolLimits.Rate)
+	LimitToolInflight = "tool-max-inflight" // the tool's calls in flight (ToolLimits.MaxInflight)
 	// LimitSubscriptions: the session's resource subscriptions and
 	// subscriptions/listen URIs (Options.MaxSubscriptions).
 	LimitSubscriptions = "subscriptions"
@@ -52,10 +56,18 @@ func (e *LimitError) message() string {
 		return "server busy: session request rate over the limit"
 	case LimitRateIP:
 		return "server busy: request rate from this address over the limit"
+	case LimitRateSubject:
+		return "server busy: request rate of this client over the limit"
 	case LimitInflight:
 		return "server busy: too many requests in flight on this session"
+	case LimitQueue:
+		return "server busy: too many requests of this client waiting for a worker"
 	case LimitWorkers:
-		return "server busy: worker pool full"
+		return "server busy: worker pool and queues full"
+	case LimitToolRate:
+		return "server busy: call rate of this tool over the limit"
+	case LimitToolInflight:
+		return "server busy: too many calls of this tool in flight"
 	case LimitShutdown:
 		return "server shutting down"
 	case LimitSubscriptions:
@@ -69,12 +81,13 @@ func (e *LimitError) message() string {
 }
 
 // ClientShare reports whether the limit is the client's own share (its
-// rate, its requests in flight, its subscriptions, its tasks), which it can wait out, rather
-// than the server's capacity (a full pool, a drain): Streamable HTTP
-// answers the first with 429 and the second with 503.
+// rates, its requests in flight or queued, its subscriptions, its tasks)
+// or a tool's rate, which it can wait out, rather than the server's
+// capacity (a full pool and queues, a tool's calls in flight, a drain):
+// Streamable HTTP answers the first with 429 and the second with 503.
 func (e *LimitError) ClientShare() bool {
 	switch e.Limit {
-	case LimitRate, LimitRateIP, LimitInflight, LimitTasks, LimitSubscriptions:
+	case LimitRate, LimitRateIP, LimitRateSubject, LimitInflight, LimitQueue, LimitToolRate, LimitTasks, LimitSubscriptions:
 		return true
 	}
 	return false
@@ -119,74 +132,15 @@ func refuse(out []byte, reply session.Sink, id []byte, err *LimitError) []byte {
 
 // The fixed refusals, shared: they carry no per-request state.
 var (
-	errInflight    = &LimitError{Limit: LimitInflight, RetryAfter: 100 * time.Millisecond}
-	errWorkers     = &LimitError{Limit: LimitWorkers, RetryAfter: 100 * time.Millisecond}
-	errShutdown    = &LimitError{Limit: LimitShutdown}
-	errTasks       = &LimitError{Limit: LimitTasks, RetryAfter: time.Second}
-	errTaskWorkers = &LimitError{Limit: LimitTaskWorkers, RetryAfter: time.Second}
-	errSubs        = &LimitError{Limit: LimitSubscriptions}
+	errInflight     = &LimitError{Limit: LimitInflight, RetryAfter: 100 * time.Millisecond}
+	errWorkers      = &LimitError{Limit: LimitWorkers, RetryAfter: 100 * time.Millisecond}
+	errQueue        = &LimitError{Limit: LimitQueue, RetryAfter: 100 * time.Millisecond}
+	errToolInflight = &LimitError{Limit: LimitToolInflight, RetryAfter: 100 * time.Millisecond}
+	errShutdown     = &LimitError{Limit: LimitShutdown}
+	errTasks        = &LimitError{Limit: LimitTasks, RetryAfter: time.Second}
+	errTaskWorkers  = &LimitError{Limit: LimitTaskWorkers, RetryAfter: time.Second}
+	errSubs         = &LimitError{Limit: LimitSubscriptions}
 )
-
-// ipRates holds one rate limiter per client address.
-type ipRates struct {
-	limit rate.Limit
-	burst int
-	m     *xsync.Map[netip.Addr, *rate.Limiter]
-}
-
-func newIPRates(r float64, burst int) *ipRates {
-	return &ipRates{limit: rate.Limit(r), burst: burst, m: xsync.NewMap[netip.Addr, *rate.Limiter]()}
-}
-
-func (p *ipRates) allow(a netip.Addr, now time.Time) (bool, time.Duration) {
-	l, ok := p.m.Load(a)
-	if !ok {
-		l, _ = p.m.LoadOrCompute(a, func() (*rate.Limiter, bool) { return rate.NewLimiter(p.limit, p.burst), false })
-	}
-	return session.Allow(l, now)
-}
-
-// sweep forgets the limiters of addresses idle long enough to have a full
-// bucket again, every interval until ctx ends: the map holds only the
-// addresses active lately.
-func (p *ipRates) sweep(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			p.m.Range(func(a netip.Addr, l *rate.Limiter) bool {
-				if l.TokensAt(now) >= float64(p.burst) {
-					p.m.Delete(a)
-				}
-				return true
-			})
-		}
-	}
-}
-
-// checkRate takes a token for one request of sess from its session's and
-// its address's rate limits; it returns the refusal when either is empty.
-func (s *Server) checkRate(sess *session.Session) *LimitError {
-	rl := s.rates.Load()
-	if rl.rate <= 0 && rl.ip == nil {
-		return nil
-	}
-	now := time.Now()
-	if ok, wait := sess.AllowRequest(now); !ok {
-		return &LimitError{Limit: LimitRate, RetryAfter: wait}
-	}
-	if rl.ip != nil {
-		if a := sess.Remote(); a.IsValid() {
-			if ok, wait := rl.ip.allow(a, now); !ok {
-				return &LimitError{Limit: LimitRateIP, RetryAfter: wait}
-			}
-		}
-	}
-	return nil
-}
 
 // admission counts the requests being served and refuses new ones once
 // closing begins, in one atomic step: the closing bit and the count share a

@@ -148,7 +148,7 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, mm *statelessMe
 	job := s.newRequest(sess, reply)
 	job.buf = append(job.buf[:0], m.Params...)
 	job.lis = l
-	if err := s.pool.Invoke(job); err != nil {
+	if err := s.invokeNow(job); err != nil {
 		s.release(job)
 		l.refuse(errWorkers)
 	}

@@ -87,10 +87,10 @@ func (s *Server) ConnObserver() ConnObserver {
 	return o
 }
 
-// PoolStats returns the worker pool's busy workers and the submissions
-// waiting for one.
+// PoolStats returns the worker pool's busy workers and the requests
+// waiting for one in the fair scheduler's queues.
 func (s *Server) PoolStats() (running, waiting int) {
-	return s.pool.Running(), s.pool.Waiting()
+	return s.sched.stats()
 }
 
 // inlineTimingSample: about one in this many requests answered at once is

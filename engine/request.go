@@ -80,6 +80,14 @@ type request struct {
 	outBody int
 
 	obsStart time.Duration // when it arrived (Server.monotonic), with an Observer
+
+	// The fair scheduler's (sched.go): the next request of its key's
+	// queue, the flow a stateless client's request counts in while it is
+	// admitted, and whether it waited in a queue (a cancellation meanwhile
+	// makes it a no-op).
+	qnext  *request
+	flow   *flow
+	waited bool
 }
 
 // ErrNonBlocking is returned to a handler registered as NonBlocking that
@@ -95,6 +103,12 @@ func (s *Server) newRequest(sess *session.Session, reply session.Sink) *request 
 }
 
 func (s *Server) release(r *request) {
+	if r.flow != nil {
+		s.sched.release(r)
+	}
+	if r.tool.lim != nil {
+		r.tool.lim.done()
+	}
 	buf := r.buf
 	if cap(buf) > 64<<10 {
 		buf = nil
@@ -123,6 +137,7 @@ func (s *Server) enqueue(sess *session.Session, m *codec.Message, row *method, f
 	} else {
 		r.tool = *f
 	}
+	f.lim = nil // r holds the tool's place now (release)
 	r.row = row
 	if mm != nil && mm.on {
 		r.stateless = *mm
@@ -133,18 +148,37 @@ func (s *Server) enqueue(sess *session.Session, m *codec.Message, row *method, f
 	if dst, code, ok := s.admit(r, out); !ok {
 		if here == nil {
 			s.release(r)
+		} else if r.tool.lim != nil {
+			r.tool.lim.done() // here is released by its caller, without it
+			r.tool.lim = nil
 		}
 		return dst, code, false
 	}
 	if here != nil {
 		return out, 0, true
 	}
-	if err := s.pool.Invoke(r); err != nil {
+	if le := s.sched.submit(r, s.flowKey(sess, r.rc.caller), sess.Stateless(), int(s.maxInflight.Load())); le != nil {
 		s.unadmit(r)
 		s.release(r)
-		return s.refuse(sess, out, reply, m.ID, errWorkers), codec.CodeServerBusy, false
+		return s.refuse(sess, out, reply, m.ID, le), codec.CodeServerBusy, false
 	}
 	return out, 0, true
+}
+
+// flowKey returns the key whose share a request of sess by caller (its
+// verified caller, nil without one) counts against in the fair
+// scheduler: the caller's subject, else the session, else, for a
+// stateless exchange, the client's address.
+func (s *Server) flowKey(sess *session.Session, caller any) flowKey {
+	if caller != nil {
+		if sub := SubjectOf(caller); sub != "" {
+			return flowKey{sub: sub}
+		}
+	}
+	if sess.Stateless() {
+		return flowKey{addr: sess.Remote()}
+	}
+	return flowKey{sess: sess}
 }
 
 // admit takes r, a request about to be served by a handler, into the
@@ -196,11 +230,25 @@ func (s *Server) handleBig(sess *session.Session, frame []byte) bool {
 	if s.watch {
 		r.obsStart = s.monotonic()
 	}
-	if err := s.pool.Invoke(r); err != nil {
+	if err := s.invokeNow(r); err != nil {
 		s.release(r)
 		return false
 	}
 	return true
+}
+
+// invokeNow starts r, a job that does not queue (a big frame, a task's
+// handler, a listen's filter), on a worker of the pool when one is free
+// and no request waits for one (scheduler.tryAcquire).
+func (s *Server) invokeNow(r *request) error {
+	if !s.sched.tryAcquire() {
+		return errWorkers
+	}
+	if err := s.pool.Invoke(r); err != nil {
+		s.sched.unacquire()
+		return err
+	}
+	return nil
 }
 
 // serveBig decodes and serves, on a worker, a frame that handleBig (or
@@ -215,6 +263,9 @@ func (s *Server) serveBig(r *request) {
 		s.authDone(r)
 		deliver(r.reply, b, queued)
 	}()
+	if r.authWait && r.waited && r.rc.cause() != nil {
+		return // cancelled while it waited for a worker: nothing is due
+	}
 	if err := s.decode(sess, r.buf, m); err != nil {
 		b.B = codec.AppendDecodeError(b.B, m, err)
 		return
@@ -265,9 +316,16 @@ func sendNonEmpty(sink session.Sink, b *codec.Buffer) {
 	_ = sink.Send(b)
 }
 
-// work is the worker pool's function.
+// work is the worker pool's function: it serves its job, then the
+// requests the fair scheduler hands it, until none waits.
 func (s *Server) work(arg any) {
-	r := arg.(*request)
+	for r := arg.(*request); r != nil; r = s.sched.next() {
+		s.job(r)
+	}
+}
+
+// job serves one job of the pool.
+func (s *Server) job(r *request) {
 	if r.task != nil { // a task's handler: its request is not pooled
 		s.runTask(r)
 		return
@@ -306,12 +364,22 @@ func (s *Server) run(r *request) {
 	}
 	b := codec.GetBuffer()
 	var code int
-	b.B, code = s.serve(r, b.B)
-	// Out of the session's in-flight set before the answer is sent: a
-	// client may reuse the id as soon as it has its answer.
+	if !r.waited || r.rc.cause() == nil {
+		b.B, code = s.serve(r, b.B)
+	} // else cancelled while it waited for a worker: nothing is due
+	// Out of the session's in-flight set, and its client's share, before
+	// the answer is sent: a client may reuse the id, and its place, as
+	// soon as it has its answer.
 	if r.tracked {
 		r.sess.Done(r.msg.ID, &r.rc)
 		r.tracked = false
+	}
+	if r.flow != nil {
+		s.sched.release(r)
+	}
+	if r.tool.lim != nil {
+		r.tool.lim.done()
+		r.tool.lim = nil
 	}
 	r.rc.finish()
 	if r.refused != nil {
@@ -464,6 +532,11 @@ type toolFields struct {
 	retry            bool // inputResponses or requestState present (2026-07-28)
 	isError          bool // set by inlineTool: the tool answered with isError
 	name, args, meta []byte
+	// The tool's limits (Options.ToolLimits): checked once the name is
+	// known, and the place the call holds within the tool's MaxInflight,
+	// given back when the call ends (its holder: route, then the request).
+	checked bool
+	lim     *toolLimit
 }
 
 var toolKeys = []string{"name", "arguments", "_meta", "task", "inputResponses", "requestState"}
@@ -539,6 +612,16 @@ func (s *Server) callTool(r *request, dst []byte) ([]byte, error) {
 		if err := s.authorizeTool(r, p.Name); err != nil {
 			return dst, err
 		}
+	}
+	if !r.tool.checked && r.task == nil && s.tools.Load() != nil {
+		// A call whose name the scan could not read on the way in.
+		r.tool.checked = true
+		lim, le := s.checkTool(p.Name)
+		if le != nil {
+			r.refused = le
+			return dst, le
+		}
+		r.tool.lim = lim
 	}
 	var raw handlers.RawHandler
 	if s.reg.HasRaw() {

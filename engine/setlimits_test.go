@@ -31,7 +31,8 @@ func TestSetLimits(t *testing.T) {
 
 	// A session rate, on for the live session and new ones.
 	f.srv.SetLimits(engine.Limits{MaxInflight: -1, Rate: 0.001, RateBurst: 2})
-	require.Equal(t, engine.Limits{MaxInflight: -1, MaxSubscriptions: engine.DefaultMaxSubscriptions, Rate: 0.001, RateBurst: 2}, f.srv.Limits())
+	require.Equal(t, engine.Limits{MaxInflight: -1, MaxSubscriptions: engine.DefaultMaxSubscriptions, Rate: 0.001, RateBurst: 2,
+		RateSubjectBurst: 1, QueuePerClient: engine.DefaultQueuePerClient, QueueTotal: engine.DefaultQueueTotal}, f.srv.Limits())
 	c.echo(10, "a")
 	c.echo(11, "b")
 	requireLimit(t, c.call(`{"jsonrpc":"2.0","id":12,"method":"ping"}`), "12", engine.LimitRate)

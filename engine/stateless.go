@@ -246,8 +246,14 @@ func (s *Server) handleStateless(sess *session.Session, m *codec.Message, row *m
 		return codec.AppendErrorObject(out, m.ID, e), e.Code, false, true
 	}
 	mm.caller = caller
-	if le := s.checkRate(sess); le != nil {
+	if le := s.checkRate(sess, caller); le != nil {
 		return s.refuse(sess, out, reply, m.ID, le), codec.CodeServerBusy, false, true
+	}
+	if row.statelessNow == opInlineTool {
+		if le := s.checkToolCall(m, f); le != nil {
+			return s.refuse(sess, out, reply, m.ID, le), codec.CodeServerBusy, false, true
+		}
+		defer toolDone(f) // unless a request took the call's place
 	}
 	if !row.stateless {
 		reject(reply, codec.CodeMethodNotFound)

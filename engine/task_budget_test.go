@@ -178,9 +178,14 @@ func TestTasksWithinWorkers(t *testing.T) {
 		require.Empty(t, c.handle(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow","arguments":{"tag":"s%d"}}}`, 200+i, i)))
 		<-f.started
 	}
-	m := c.call(`{"jsonrpc":"2.0","id":300,"method":"tools/call","params":{"name":"slow","arguments":{"tag":"full"}}}`)
-	require.Equal(t, engine.LimitWorkers, limitOf(t, m), "tasks and requests together never exceed -workers")
+	// Tasks and requests together never exceed -workers: the next request
+	// waits for a worker.
+	require.Empty(t, c.handle(`{"jsonrpc":"2.0","id":300,"method":"tools/call","params":{"name":"slow","arguments":{"tag":"full"}}}`))
+	running, queued := f.srv.PoolStats()
+	require.Equal(t, 8, running)
+	require.Equal(t, 1, queued)
 	close(f.release)
+	require.Equal(t, "full", <-f.started, "the waiting request runs once a worker is free")
 	close(f.jobRelease)
 	require.Eventually(t, func() bool { return f.srv.RunningTasks() == 0 }, wait, time.Millisecond)
 	// Ended tasks hold no worker: new ones run.

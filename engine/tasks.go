@@ -505,7 +505,7 @@ func (s *Server) startTask(r *request, dst []byte, now bool) ([]byte, error) {
 		s.tasks.unreserve(t)
 		return refuse(errShutdown)
 	}
-	if err := s.pool.Invoke(tr); err != nil {
+	if err := s.invokeNow(tr); err != nil {
 		s.adm.done()
 		t.mu.Lock()
 		started := t.started

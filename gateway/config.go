@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -119,6 +120,13 @@ type Upstream struct {
 	// 0 means 256. A call over it is refused with -32000
 	// {"limit":"upstream-inflight"}.
 	MaxInflight int
+	// Rate, if > 0, bounds the calls to the upstream per second, every
+	// downstream caller's together, with bursts of Burst (0: the rate
+	// rounded up), across the nodes of a cluster (engine.RateLimit); a
+	// call over it is refused with -32000 {"limit":"upstream-rate"} and
+	// retryAfterMs.
+	Rate  float64
+	Burst int
 	// MaxSessions bounds the connections of Share.Session (one per
 	// downstream session); 0 means 64.
 	MaxSessions int
@@ -335,8 +343,11 @@ func (u *Upstream) Normalize() error {
 	if u.Share.Pool < 0 || u.Share.Pool > 256 {
 		return cfgErr("upstream %q: share: pool of 1 to 256", u.Name)
 	}
-	if u.Timeout < 0 || u.MaxInflight < 0 || u.MaxSessions < 0 {
-		return cfgErr("upstream %q: timeout, max-inflight and max-sessions must not be negative", u.Name)
+	if u.Timeout < 0 || u.MaxInflight < 0 || u.MaxSessions < 0 || u.Burst < 0 {
+		return cfgErr("upstream %q: timeout, max-inflight, max-sessions and burst must not be negative", u.Name)
+	}
+	if u.Rate < 0 || math.IsNaN(u.Rate) || math.IsInf(u.Rate, 0) {
+		return cfgErr("upstream %q: rate: %v: must be a non-negative number", u.Name, u.Rate)
 	}
 	if u.Timeout == 0 {
 		u.Timeout = DefaultTimeout
@@ -426,6 +437,7 @@ func (u *Upstream) equal(o *Upstream) bool {
 	return u.Name == o.Name && u.Transport == o.Transport && u.Command == o.Command &&
 		slices.Equal(u.Args, o.Args) && slices.Equal(u.Env, o.Env) && u.Dir == o.Dir && u.URL == o.URL &&
 		u.Share == o.Share && u.Timeout == o.Timeout && u.MaxInflight == o.MaxInflight &&
+		u.Rate == o.Rate && u.Burst == o.Burst &&
 		u.MaxSessions == o.MaxSessions && u.Lazy == o.Lazy && u.Pipeline == o.Pipeline && oa(u.OAuth) == oa(o.OAuth) &&
 		mapsEqual(u.Headers, o.Headers)
 }

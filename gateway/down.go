@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,7 +104,9 @@ func supportsRounds(method string) bool {
 }
 
 func (u *upstream) newXcall(c *muxConn, x *exchange) *xcall {
-	xc := &xcall{u: u, c: c, method: x.method, name: x.name, kick: make(chan struct{}, 1)}
+	// x's strings alias the request's buffer, which is reused once the
+	// handler returns: the call outlives it when held.
+	xc := &xcall{u: u, c: c, method: strings.Clone(x.method), name: strings.Clone(x.name), kick: make(chan struct{}, 1)}
 	if caps := x.peer.ClientCapabilities(); caps != nil {
 		xc.caps = *caps
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/mcp"
 )
@@ -47,6 +48,8 @@ type upstream struct {
 	m      *mirror
 	http   *httpShared // HTTP upstreams: the keep-alive pools
 	listen upListen    // an upstream of 2026-07-28 only: the sessions' resource subscriptions (up.go)
+
+	rate *engine.RateLimit // Upstream.Rate; nil: none
 
 	stats   stats
 	lastMu  sync.Mutex
@@ -190,6 +193,9 @@ func (u *upstream) drain() {
 
 func newUpstream(g *Gateway, cfg Upstream) *upstream {
 	u := &upstream{g: g, cfg: cfg, log: g.log.With("upstream", cfg.Name), idle: make(chan struct{}, 1)}
+	if cfg.Rate > 0 && g.srv != nil {
+		u.rate = g.srv.NewRateLimit(cfg.Rate, cfg.Burst)
+	}
 	if len(g.bounds) > 0 {
 		u.stats.bounds = g.bounds
 		u.stats.lat = make([]atomic.Uint64, len(g.bounds)+1)
@@ -389,6 +395,14 @@ func (u *upstream) connError(err error) error {
 	return u.unavailable(err)
 }
 
+// rateRefusal is the error of a call over the upstream's Rate, which
+// may be sent again after wait.
+func (u *upstream) rateRefusal(wait time.Duration) error {
+	ms := max(1, wait.Milliseconds())
+	return classedError{&codec.Error{Code: codec.CodeServerBusy, Message: "upstream " + strconv.Quote(u.cfg.Name) + ": call rate over the limit",
+		Data: codec.RawJSON(`{"limit":"upstream-rate","upstream":` + strconv.Quote(u.cfg.Name) + `,"retryAfterMs":` + strconv.FormatInt(ms, 10) + `}`)}, errLimit}
+}
+
 // upstreamError is the error the upstream answered: passed on as it is.
 func (u *upstream) upstreamError(obj []byte) error {
 	e := &codec.Error{}
@@ -475,6 +489,11 @@ func (u *upstream) poolFor(peer handlers.Peer) (*pool, error) {
 // up.go); a 2026-07-28 retry naming a held call resumes it.
 func (u *upstream) forward(ctx context.Context, x *exchange, dst []byte) ([]byte, error) {
 	start := u.callBegin()
+	if u.rate != nil {
+		if ok, wait := u.rate.Allow(); !ok {
+			return dst, u.callEnd(ctx, start, u.rateRefusal(wait))
+		}
+	}
 	modern := x.peer.ProtocolVersion() == mcp.Version20260728
 	var held string
 	if modern {

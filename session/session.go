@@ -392,6 +392,21 @@ func (s *Session) SetRateLimit(r float64, burst int) {
 	s.rate.Store(rate.NewLimiter(rate.Limit(r), burst))
 }
 
+// SetRateLimiter gives the session the rate limit l, checked by
+// AllowRequest, unless it has one: it returns the limit in effect.
+func (s *Session) SetRateLimiter(l *rate.Limiter) *rate.Limiter {
+	if s.rate.CompareAndSwap(nil, l) {
+		return l
+	}
+	if cur := s.rate.Load(); cur != nil {
+		return cur
+	}
+	return l
+}
+
+// RateLimited reports whether the session has a rate limit.
+func (s *Session) RateLimited() bool { return s.rate.Load() != nil }
+
 // AllowRequest takes one token from the session's rate limit. When none is
 // left it returns false and how long until one is.
 func (s *Session) AllowRequest(now time.Time) (bool, time.Duration) {

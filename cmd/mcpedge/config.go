@@ -238,6 +238,8 @@ func validate(c *config) error {
 		{"auth-max-classes", int64(c.auth.maxClasses), 1},
 		{"max-conns", int64(c.maxConns), 0}, {"max-conns-per-ip", int64(c.maxConnsPerIP), 0},
 		{"max-inflight", int64(c.maxInflight), 0}, {"rate-burst", int64(c.rateBurst), 0},
+		{"rate-subject-burst", int64(c.rateSubjBurst), 0},
+		{"queue-per-client", int64(c.queuePerClient), 0}, {"queue-total", int64(c.queueTotal), 1},
 		{"max-subscriptions", int64(c.maxSubscriptions), 0},
 		{"max-tasks-per-client", int64(c.maxTasksPerClient), 0}, {"task-workers", int64(c.taskWorkers), 0},
 		{"cluster-record-bytes", c.cluster.recordBytes, 1}, {"cluster-event-bytes", c.cluster.eventBytes, 1},
@@ -275,7 +277,7 @@ func validate(c *config) error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"rate", c.rate}, {"rate-ip", c.rateIP}} {
+	}{{"rate", c.rate}, {"rate-ip", c.rateIP}, {"rate-subject", c.rateSubject}} {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("-%s: %v: must be a non-negative number", f.name, f.v)
 		}

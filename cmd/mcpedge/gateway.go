@@ -230,6 +230,18 @@ func (r *tableReader) integer(key string) int {
 	return int(n)
 }
 
+func (r *tableReader) number(key string) float64 {
+	v, ok := r.get(key)
+	if !ok {
+		return 0
+	}
+	f, err := nonNegative(v)
+	if err != nil {
+		r.fail(key, "%v", err)
+	}
+	return f
+}
+
 func (r *tableReader) boolean(key string) bool {
 	v, ok := r.get(key)
 	if !ok {
@@ -337,6 +349,8 @@ func upstreamTable(name string, t map[string]any) (gateway.Upstream, error) {
 	}
 	u.Timeout = r.duration("timeout")
 	u.MaxInflight = r.integer("max-inflight")
+	u.Rate = r.number("rate")
+	u.Burst = r.integer("burst")
 	u.MaxSessions = r.integer("max-sessions")
 	u.Lazy = r.boolean("lazy")
 	u.Pipeline = r.integer("pipeline")

@@ -41,6 +41,8 @@ prefix = "d."
 share = "pool:3"
 timeout = "5s"
 max-inflight = 10
+rate = 2.5
+burst = 5
 headers = { "X-Static" = "v" }
 headers-file = "`+hdr+`"
 headers-env = { Authorization = "UPSTREAM_TOKEN" }
@@ -69,6 +71,8 @@ lazy = true
 	assert.Equal(t, gateway.Share{Pool: 3}, d.Share)
 	assert.Equal(t, 5*time.Second, d.Timeout)
 	assert.Equal(t, 10, d.MaxInflight)
+	assert.Equal(t, 2.5, d.Rate)
+	assert.Equal(t, 5, d.Burst)
 	assert.Equal(t, map[string]string{"X-Static": "v", "X-Api-Key": "k1", "Authorization": "s3cret"}, d.Headers)
 	assert.Equal(t, []string{"search*"}, d.Allow)
 	assert.Equal(t, map[string]string{"search": "find"}, d.Rename)
@@ -119,6 +123,8 @@ lazy = true
 		{"neither", "[upstream.x]\nprefix = \"p\"\n", `key "upstream.x.command"`},
 		{"bad share", "[upstream.x]\ncommand = \"sh\"\nshare = \"all\"\n", `key "upstream.x.share"`},
 		{"bad timeout", "[upstream.x]\ncommand = \"sh\"\ntimeout = \"soon\"\n", `key "upstream.x.timeout"`},
+		{"negative rate", "[upstream.x]\ncommand = \"sh\"\nrate = -1\n", `key "upstream.x.rate": -1: must be a non-negative number`},
+		{"rate not a number", "[upstream.x]\ncommand = \"sh\"\nrate = \"fast\"\n", `key "upstream.x.rate": must be a number`},
 		{"unset variable", "[upstream.x]\nurl = \"http://h/\"\nheaders-env = { A = \"NO_SUCH_VARIABLE_HERE\" }\n", `key "upstream.x.headers-env.A"`},
 		{"command not found", "[upstream.x]\ncommand = \"/nonexistent/mcp-server\"\n", `upstream "x": command "/nonexistent/mcp-server"`},
 		{"bad url", "[upstream.x]\nurl = \"http://\"\n", `upstream "x": url`},

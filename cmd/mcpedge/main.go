@@ -69,6 +69,10 @@ type config struct {
 	rate             float64
 	rateBurst        int
 	rateIP           float64
+	rateSubject      float64
+	rateSubjBurst    int
+	queuePerClient   int
+	queueTotal       int
 	sessionInit      time.Duration
 	maxSessions      int
 	maxSessionsPerIP int
@@ -216,6 +220,10 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.taskIdle, "task-idle", time.Minute, "a running 2026-07-28 task nobody polled for this long is abandoned: cancelled when a new task needs its room")
 	fs.IntVar(&c.rateBurst, "rate-burst", 0, "burst allowed above -rate and -rate-ip (0: the rate, rounded up)")
 	fs.Float64Var(&c.rateIP, "rate-ip", 0, "requests per second all sessions of one client address may send (0: none)")
+	fs.Float64Var(&c.rateSubject, "rate-subject", 0, "requests per second one client may send over all its sessions, connections and stateless requests, across a cluster's nodes: one authenticated subject (the token's sub, else client_id), else one address; a new session or connection does not refill it; more get -32000 {\"limit\":\"rate-subject\",\"retryAfterMs\":N}, HTTP 429 (0: none)")
+	fs.IntVar(&c.rateSubjBurst, "rate-subject-burst", 0, "burst allowed above -rate-subject (0: the rate, rounded up)")
+	fs.IntVar(&c.queuePerClient, "queue-per-client", engine.DefaultQueuePerClient, "requests of one client (an authenticated subject, else a session, else a stateless client's address) that wait for a worker while every worker is busy, served in turn with the other clients' (fair scheduling); more get -32000 {\"limit\":\"queue\"}, HTTP 429 (0: no bound but -queue-total)")
+	fs.IntVar(&c.queueTotal, "queue-total", engine.DefaultQueueTotal, "requests of all clients that wait for a worker while every worker is busy; more get -32000 {\"limit\":\"workers\"}, HTTP 503")
 	fs.Var(newSize(&c.maxBuffered, netlimit.DefaultMaxBuffered()), "max-buffered", "`bytes` of partial inbound messages held across connections: TCP messages and HTTP request bodies being received; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
 	fs.Var(newSize(&c.maxOutboundTotal, netlimit.DefaultMaxOutboundTotal()), "max-outbound-total", "`bytes` queued for clients across connections: TCP answers, SSE streams, large HTTP answers being written; past it the biggest holders are closed (default: an eighth of memory, 64 MiB to 1 GiB; 0: none)")
 	registerAuthFlags(fs, &c.auth)
@@ -335,6 +343,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			Rate:             c.rate,
 			RateBurst:        c.rateBurst,
 			RateIP:           c.rateIP,
+			RateSubject:      c.rateSubject,
+			RateSubjectBurst: c.rateSubjBurst,
+			QueuePerClient:   orNone(c.queuePerClient),
+			QueueTotal:       c.queueTotal,
+			ToolLimits:       c.tables.toolLimits(),
 			StateKeys:        stateKeys,
 			StateTTL:         c.stateTTL,
 			Versions:         versions,
@@ -423,6 +436,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		defer node.Close()
 		opts.Cluster = node
 		opts.Bus = node.Bus() // before startAdmin, which wraps it to count
+		// The cluster-wide limits (-rate-subject, [tool.NAME] rate) are
+		// shared by the nodes routed to now (with -cluster-embed; else
+		// each node enforces the whole rate).
+		opts.Nodes = func() int { return node.Routes() + 1 }
 	}
 	adm, err := startAdmin(c, &opts, log) // admin.go
 	if err != nil {

@@ -75,9 +75,16 @@ func newReloader(args []string, c *config, log *slog.Logger, level *slog.LevelVa
 			}
 			return func() { level.Set(l) }, nil
 		}},
-		reloadHook{name: "limits", keys: []string{"max-inflight", "max-subscriptions", "rate", "rate-ip", "rate-burst"}, prepare: func(c *config) (func(), error) {
-			l := engine.Limits{MaxInflight: orNone(c.maxInflight), MaxSubscriptions: orNone(c.maxSubscriptions), Rate: c.rate, RateIP: c.rateIP, RateBurst: c.rateBurst}
+		reloadHook{name: "limits", keys: []string{"max-inflight", "max-subscriptions", "rate", "rate-ip", "rate-burst", "rate-subject", "rate-subject-burst", "queue-per-client", "queue-total"}, prepare: func(c *config) (func(), error) {
+			l := engine.Limits{MaxInflight: orNone(c.maxInflight), MaxSubscriptions: orNone(c.maxSubscriptions), Rate: c.rate, RateIP: c.rateIP, RateBurst: c.rateBurst,
+				RateSubject: c.rateSubject, RateSubjectBurst: c.rateSubjBurst, QueuePerClient: orNone(c.queuePerClient), QueueTotal: c.queueTotal}
 			return func() { srv.Engine().SetLimits(l) }, nil
+		}},
+		// [tool.NAME] rate, burst, max-inflight: a tool whose limits are
+		// unchanged keeps its state (engine.SetToolLimits).
+		reloadHook{name: "tool limits", prepare: func(c *config) (func(), error) {
+			tl := c.tables.toolLimits()
+			return func() { srv.Engine().SetToolLimits(tl) }, nil
 		}},
 	)
 	if h := srv.HTTPServer(); h != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge"
+	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/internal/testcert"
 	mcphttp "github.com/mcpedge/mcpedge/transport/http"
@@ -91,6 +92,20 @@ func TestReloadApplies(t *testing.T) {
 	e.rewrite(t, "max-subscriptions = 7\n")
 	require.NoError(t, e.r.reload())
 	assert.Equal(t, 7, e.srv.Engine().Limits().MaxSubscriptions)
+	assert.Equal(t, engine.DefaultQueuePerClient, e.srv.Engine().Limits().QueuePerClient)
+
+	// The fair scheduler's queues, -rate-subject and [tool.NAME] limits.
+	e.rewrite(t, "queue-per-client = 3\nqueue-total = 50\nrate-subject = 20\nrate-subject-burst = 40\n[tool.echo]\nrate = 7\nmax-inflight = 2\n")
+	require.NoError(t, e.r.reload())
+	l = e.srv.Engine().Limits()
+	assert.Equal(t, [2]int{3, 50}, [2]int{l.QueuePerClient, l.QueueTotal})
+	assert.Equal(t, 20.0, l.RateSubject)
+	assert.Equal(t, 40, l.RateSubjectBurst)
+	assert.Equal(t, map[string]engine.ToolLimits{"echo": {Rate: 7, Burst: 7, MaxInflight: 2}}, e.srv.Engine().ToolLimits())
+	e.rewrite(t, "queue-per-client = 0\n")
+	require.NoError(t, e.r.reload())
+	assert.Equal(t, -1, e.srv.Engine().Limits().QueuePerClient, "0 is none for the flag; the engine's -1")
+	assert.Nil(t, e.srv.Engine().ToolLimits(), "the tables removed, no tool limits")
 	assert.Equal(t, slog.LevelInfo, e.level.Level(), "a key removed from the file is back to its default")
 }
 

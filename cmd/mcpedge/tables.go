@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
 	"github.com/mcpedge/mcpedge/auth"
+	"github.com/mcpedge/mcpedge/engine"
 )
 
 // The config file's tables: what a flag cannot say. Each top-level key
@@ -24,6 +26,9 @@ import (
 //
 //	[tool.write_file]              # one tool's settings
 //	scopes = ["files:write"]
+//	rate = 5                       # calls per second, every caller, cluster-wide
+//	burst = 10
+//	max-inflight = 2               # calls being served at once on this node
 
 // fileTables are the tables of a config file.
 type fileTables struct {
@@ -34,6 +39,8 @@ type fileTables struct {
 // toolConfig is one [tool.NAME] table.
 type toolConfig struct {
 	scopes []string // required of its callers, besides its own (auth.Config.ToolScopes)
+	// Its limits (engine.ToolLimits): rate and burst, max-inflight.
+	limits engine.ToolLimits
 }
 
 // tableKeys are the tables a config file may hold, each with its parser.
@@ -50,6 +57,34 @@ var toolKeys = map[string]func(t *toolConfig, v any) error{
 		t.scopes, err = stringList(v)
 		return err
 	},
+	"rate": func(t *toolConfig, v any) (err error) {
+		t.limits.Rate, err = nonNegative(v)
+		return err
+	},
+	"burst": func(t *toolConfig, v any) (err error) {
+		t.limits.Burst, err = nonNegativeInt(v)
+		return err
+	},
+	"max-inflight": func(t *toolConfig, v any) (err error) {
+		t.limits.MaxInflight, err = nonNegativeInt(v)
+		return err
+	},
+}
+
+// toolLimits returns the limits of the [tool.NAME] tables that set any
+// (engine.Options.ToolLimits), nil when none does.
+func (t *fileTables) toolLimits() map[string]engine.ToolLimits {
+	var m map[string]engine.ToolLimits
+	for name, tc := range t.tools {
+		if tc.limits == (engine.ToolLimits{}) {
+			continue
+		}
+		if m == nil {
+			m = map[string]engine.ToolLimits{}
+		}
+		m[name] = tc.limits
+	}
+	return m
 }
 
 // ruleKeys are the keys of a [[rule]] table (auth.Rule).
@@ -145,6 +180,35 @@ func stringValue(v any) (string, error) {
 		return "", fmt.Errorf("must be a string, got %T", v)
 	}
 	return s, nil
+}
+
+// nonNegative is a finite number >= 0, integer or float.
+func nonNegative(v any) (float64, error) {
+	var f float64
+	switch n := v.(type) {
+	case int64:
+		f = float64(n)
+	case float64:
+		f = n
+	default:
+		return 0, fmt.Errorf("must be a number, got %T", v)
+	}
+	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%v: must be a non-negative number", v)
+	}
+	return f, nil
+}
+
+// nonNegativeInt is an integer >= 0.
+func nonNegativeInt(v any) (int, error) {
+	n, ok := v.(int64)
+	if !ok {
+		return 0, fmt.Errorf("must be an integer, got %T", v)
+	}
+	if n < 0 || n > math.MaxInt32 {
+		return 0, fmt.Errorf("%d: must be an integer from 0 to %d", n, math.MaxInt32)
+	}
+	return int(n), nil
 }
 
 // stringList is an array of strings.

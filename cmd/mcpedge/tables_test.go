@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpedge/mcpedge/auth"
+	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/handlers"
 )
 
@@ -81,7 +82,12 @@ func TestConfigTablesRefused(t *testing.T) {
 		{authOn + "[[rule]]\neffect = \"deny\"\n", `rule 1: no tools, prompts or resources`},
 		{authOn + "[[rule]]\neffect = \"deny\"\ntools = [\"*\"]\nwhen = \"scopes +\"\n", `rule 1: when:`},
 		{authOn + "[[rule]]\neffect = \"deny\"\ntools = [\"*\"]\n[[rule]]\neffect = \"allow\"\ntools = [\"*\"]\nwhen = \"subject\"\n", `rule 2: when: of type string, not bool`},
-		{authOn + "[tool.x]\nscope = [\"a\"]\n", `[tool]: "x": unknown key "scope" (scopes)`},
+		{authOn + "[tool.x]\nscope = [\"a\"]\n", `[tool]: "x": unknown key "scope" (burst, max-inflight, rate, scopes)`},
+		{"[tool.x]\nrate = \"5\"\n", `[tool]: "x": key "rate": must be a number, got string`},
+		{"[tool.x]\nrate = -1\n", `[tool]: "x": key "rate": -1: must be a non-negative number`},
+		{"[tool.x]\nrate = nan\n", `key "rate": NaN: must be a non-negative number`},
+		{"[tool.x]\nburst = 1.5\n", `[tool]: "x": key "burst": must be an integer, got float64`},
+		{"[tool.x]\nmax-inflight = -2\n", `[tool]: "x": key "max-inflight": -2: must be an integer from 0`},
 		{authOn + "[tool.x]\nscopes = \"a\"\n", `[tool]: "x": key "scopes": must be an array of strings`},
 		{authOn + "[tool]\nscopes = [\"a\"]\n", `[tool]: "scopes": must be a table`},
 		{authOn + "tool = 1\n", `[tool]: must be a table of tables`},
@@ -98,6 +104,18 @@ func TestConfigTablesRefused(t *testing.T) {
 	// A [tool.NAME] table without scopes needs no authorization.
 	_, err := parse([]string{"-config", writeConfig(t, "[tool.x]\n")}, io.Discard)
 	assert.NoError(t, err)
+}
+
+// TestConfigToolLimits: [tool.NAME] rate, burst and max-inflight become
+// the engine's ToolLimits, without authorization; a table setting none
+// of them sets no limits.
+func TestConfigToolLimits(t *testing.T) {
+	c, err := parse([]string{"-config", writeConfig(t, "[tool.slow]\nrate = 2.5\nburst = 4\nmax-inflight = 3\n[tool.fast]\nrate = 100\n[tool.none]\n")}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]engine.ToolLimits{"slow": {Rate: 2.5, Burst: 4, MaxInflight: 3}, "fast": {Rate: 100}}, c.tables.toolLimits())
+	c, err = parse([]string{"-config", writeConfig(t, "[tool.none]\n")}, io.Discard)
+	require.NoError(t, err)
+	assert.Nil(t, c.tables.toolLimits())
 }
 
 // TestReloadRules: SIGHUP's reload brings a changed [[rule]] and [tool]

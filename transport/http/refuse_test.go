@@ -79,40 +79,68 @@ func TestEngineLimitsAnswer429(t *testing.T) {
 }
 
 // Blocking handlers run on the engine's bounded worker pool, as on every
-// transport: with one worker busy, a second session's call is refused 503
-// with the limit "workers", and answers the engine gives itself still come.
+// transport: with the one worker busy, a second session's call waits for
+// it in the fair scheduler's queue; a third, finding every queue full
+// (QueueTotal), is refused 503 with the limit "workers"; answers the
+// engine gives itself still come, and the queued call runs once the
+// worker is free.
 func TestWorkerPoolBoundsHTTP(t *testing.T) {
-	e := newEnv(t, envOpts{loopback: true, eng: engine.Options{Workers: 1}})
-	a, b := e.initialize(), e.initialize()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if resp, err := e.try(ctx, req{sid: a, body: callBody(1, "block", `{}`)}); err == nil {
-			resp.Body.Close()
-		}
-	}()
-	select {
-	case <-e.tool.started:
-	case <-time.After(5 * time.Second):
-		t.Fatal("block did not start")
+	e := newEnv(t, envOpts{loopback: true, eng: engine.Options{Workers: 1, QueueTotal: 1}})
+	a, b, c := e.initialize(), e.initialize(), e.initialize()
+	blocked := func(ctx context.Context, sid string) <-chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if resp, err := e.try(ctx, req{sid: sid, body: callBody(1, "block", `{}`)}); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		return done
 	}
-	resp := e.do(t, req{sid: b, body: callBody(1, "block", `{}`)})
+	started := func(what string) {
+		t.Helper()
+		select {
+		case <-e.tool.started:
+		case <-time.After(5 * time.Second):
+			t.Fatal(what + " did not start")
+		}
+	}
+	cause := func(what string) {
+		t.Helper()
+		select {
+		case cause := <-e.tool.causes:
+			require.ErrorIs(t, cause, ErrClientGone)
+		case <-time.After(5 * time.Second):
+			t.Fatal(what + " was not cancelled")
+		}
+	}
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	doneA := blocked(ctxA, a)
+	started("a's call")
+	ctxB, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	doneB := blocked(ctxB, b)
+	require.Eventually(t, func() bool {
+		_, queued := e.eng.PoolStats()
+		return queued == 1
+	}, 5*time.Second, time.Millisecond, "b's call waits for the worker")
+
+	resp := e.do(t, req{sid: c, body: callBody(1, "block", `{}`)})
 	body2 := body(t, resp)
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body2)
 	require.Equal(t, engine.LimitWorkers, limitOf(t, body2))
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
-	resp = e.do(t, req{sid: b, body: `{"jsonrpc":"2.0","id":2,"method":"ping"}`})
+	resp = e.do(t, req{sid: c, body: `{"jsonrpc":"2.0","id":2,"method":"ping"}`})
 	require.Equal(t, http.StatusOK, resp.StatusCode, body(t, resp))
-	cancel() // the client goes away: its call is cancelled, the worker freed
-	<-done
-	select {
-	case cause := <-e.tool.causes:
-		require.ErrorIs(t, cause, ErrClientGone)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the blocked call was not cancelled")
-	}
+
+	cancelA() // a goes away: its call is cancelled, the worker takes b's
+	<-doneA
+	cause("a's call")
+	started("b's queued call")
+	cancelB()
+	<-doneB
+	cause("b's call")
 }
 
 // Task hoarders over HTTP: a task refused for the client's share is 429
