@@ -193,7 +193,7 @@ func (h *h1Client) pick() *h1Conn {
 	bestLoad := int32(-1)
 	for _, c := range h.conns {
 		l := c.load.Load()
-		if l >= h.depth || (l > 0 && c.streaming.Load()) {
+		if l >= h.depth || (l > 0 && c.streaming.Load()) || c.closing.Load() {
 			continue
 		}
 		if h.depth == 1 {
@@ -329,6 +329,7 @@ type h1Conn struct {
 
 	load      atomic.Int32 // requests taken (acquire) and not answered
 	streaming atomic.Bool  // the answer being read is an event stream
+	closing   atomic.Bool  // the answer being read is its last: it takes no more requests
 	last      atomic.Int64 // nanotime of the last answer
 
 	mu      sync.Mutex
@@ -340,8 +341,27 @@ type h1Conn struct {
 	npend   int
 	dead    error
 
-	hdr  fasthttp.ResponseHeader // the reader's
-	body h1Body                  // the reader's
+	hdr   fasthttp.ResponseHeader // the reader's
+	body  h1Body                  // the reader's
+	fails []h1Fail                // the reader's: the answer's failures, told once the connection's fate is known
+}
+
+// h1Fail is a call's failure the reader tells after it has decided
+// whether the connection goes on: a caller woken by it must not find the
+// connection still taking requests when it is about to end.
+type h1Fail struct {
+	p   *httpPipe
+	id  [24]byte // a copy: the answer's id must not escape (h1Pending's)
+	idn uint8
+	err error
+}
+
+// failCall fails the call id of p once the answer being read is dealt
+// with (readOne).
+func (c *h1Conn) failCall(p *httpPipe, id []byte, err error) {
+	f := h1Fail{p: p, err: err}
+	f.idn = uint8(copy(f.id[:], id))
+	c.fails = append(c.fails, f)
 }
 
 // h1Pending is a request written (or about to be) whose answer is due.
@@ -508,15 +528,27 @@ func (c *h1Conn) readOne() error {
 	}
 	c.last.Store(nanotime())
 	c.body.reset(c.hdr.ContentLength())
+	if c.hdr.ConnectionClose() || c.body.mode == bodyUntilClose {
+		c.closing.Store(true) // before its caller can send another
+	}
 	err := c.answer(&q)
 	if err == nil && !c.body.done {
 		// An answer whose body was not read to its end (an error's body
 		// past its bound): the connection cannot carry another.
 		err = errors.New("answer not read to its end")
 	}
-	if err == nil && (c.hdr.ConnectionClose() || c.body.mode == bodyUntilClose) {
+	if err == nil && c.closing.Load() {
 		err = io.EOF
 	}
+	if err != nil {
+		c.closing.Store(true)
+	}
+	for i := range c.fails {
+		f := &c.fails[i]
+		f.p.failID(f.id[:f.idn], f.err)
+		*f = h1Fail{}
+	}
+	c.fails = c.fails[:0]
 	c.finish(&q)
 	return err
 }
@@ -529,7 +561,7 @@ func (c *h1Conn) answer(q *h1Pending) error {
 	ct := c.hdr.ContentType()
 	switch {
 	case status == fasthttp.StatusNotFound && p.sid.Load() != nil:
-		p.failID(id, errSessionGone)
+		c.failCall(p, id, errSessionGone)
 		p.end(errSessionGone)
 		return c.body.discard(64 << 10)
 	case (status == fasthttp.StatusUnauthorized || status == fasthttp.StatusForbidden) && q.msg != nil:
@@ -557,12 +589,12 @@ func (c *h1Conn) answer(q *h1Pending) error {
 				if err == nil {
 					err = errors.New("the event stream ended before the answer")
 				}
-				p.failID(id, err)
+				c.failCall(p, id, err)
 			}
 		}
 		return err
 	default:
-		p.failID(id, fmt.Errorf("content type %q", ct))
+		c.failCall(p, id, fmt.Errorf("content type %q", ct))
 		return c.body.discard(64 << 10)
 	}
 }
@@ -575,7 +607,7 @@ func (c *h1Conn) json(p *httpPipe, id []byte) error {
 		n := int(b.left)
 		msg, err := c.br.Peek(n)
 		if err != nil {
-			p.failID(id, err)
+			c.failCall(p, id, err)
 			return err
 		}
 		if len(trimSpace(msg)) > 0 {
@@ -589,7 +621,7 @@ func (c *h1Conn) json(p *httpPipe, id []byte) error {
 	defer codec.PutBuffer(buf)
 	var err error
 	if buf.B, err = readAll(b, buf.B[:0], c.h.sh.maxMsg); err != nil {
-		p.failID(id, err)
+		c.failCall(p, id, err)
 		return err
 	}
 	if len(trimSpace(buf.B)) > 0 {
@@ -614,11 +646,11 @@ func (c *h1Conn) refused(p *httpPipe, id []byte, status int, ct []byte) error {
 				return nil
 			}
 		} else if !errors.Is(err, codec.ErrTooLarge) {
-			p.failID(id, err)
+			c.failCall(p, id, err)
 			return err
 		}
 	}
-	p.failID(id, errors.New("HTTP status "+strconv.Itoa(status)))
+	c.failCall(p, id, errors.New("HTTP status "+strconv.Itoa(status)))
 	return c.body.discard(64 << 10)
 }
 
