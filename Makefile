@@ -211,6 +211,13 @@ bench-gateway: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) $(BENCH_GATEWAY_DEPS) ## Gate
 	cd bench && $(GO) build -trimpath -o /tmp/mcpedge-bench/floor-proxy ./cmd/floor-proxy
 	M=/tmp/mcpedge-bench ROOT=$(CURDIR) bash bench/gateway.sh
 
+.PHONY: bench-gateway-translate
+bench-gateway-translate: ## Era translation: the gateway's CPU per tools/call translated between eras (2026-07-28 client over a 2025-11-25 upstream, and the reverse) against the same call passed through in one era; prints the medians for docs/benchmarks.md (about 2 min)
+	mkdir -p /tmp/mcpedge-bench
+	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpedge ./cmd/mcpedge
+	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpload ./cmd/mcpload
+	M=/tmp/mcpedge-bench bash bench/gateway-translate.sh
+
 .PHONY: conformance-client
 conformance-client: $(INTEROP_DEPS) $(CONFORMANCE_DEPS) ## Run the conformance suite's client scenarios against cmd/conformance-client (its mock servers held to loopback; any user)
 	$(CONFORMANCE)/run-client.sh
