@@ -161,12 +161,19 @@ func TestParseChaosClients(t *testing.T) {
 	assert.ErrorIs(t, err, ErrConfig)
 }
 
+// poolCall is a well-behaved step that needs a worker of the pool: count
+// to 1 (echo and add run on the event loop, beside the pool).
+const poolCall = `[{"name":"count","method":"tools/call","params":{"name":"count","arguments":{"n":1}},"expect":"counted to 1","match":"contains"}]`
+
 // TestChaosHog: ten sessions each pipelining slow calls hold twenty times
 // as many calls as the pool has workers (8); on TCP and HTTP, every hog
 // call is served (queued for its share of the pool, never refused), and
-// the well-behaved clients beside them meet no error: issue 23's
-// starvation, where such sessions got a witness refused 4 calls in 5.
+// the well-behaved clients beside them, whose calls need a worker too,
+// meet no error: issue 23's starvation, where such sessions got a witness
+// refused 4 calls in 5.
 func TestChaosHog(t *testing.T) {
+	steps, err := ParseScenario([]byte(poolCall))
+	require.NoError(t, err)
 	srv := testserver.Engine(t, "demo", engine.Options{Workers: 8})
 	tcpAddr, _ := testserver.TCP(t, srv, tcp.Options{Loops: 2})
 	base, _ := testserver.HTTP(t, srv, mcphttp.Options{})
@@ -181,7 +188,7 @@ func TestChaosHog(t *testing.T) {
 			res, err := RunChaos(ctx, Chaos{
 				Target: target, Duration: time.Second, Timeout: 20 * time.Second,
 				Clients: map[ChaosKind]int{ChaosHog: 1}, Expect: expect,
-				Good:       Config{Connections: 2, Rate: 50, Timeout: 20 * time.Second},
+				Good:       Config{Connections: 2, Rate: 50, Timeout: 20 * time.Second, Steps: steps},
 				MinDecided: 10, // one episode's sessions
 			})
 			require.NoError(t, err)
