@@ -109,6 +109,20 @@ const (
 	// or another status is unexpected. Answers are counted by status and
 	// answer ("status_200_result", "status_429_error_-32000").
 	ChaosFlood ChaosKind = "flood"
+	// ChaosHog opens ChaosExpect.HogSessions sessions at once, each
+	// pipelining ChaosExpect.HogCalls calls of FloodTool (FloodArgs, as
+	// flood's), within the session's in-flight and queue bounds
+	// (-max-inflight, -queue-per-client), and reads every answer: together
+	// they hold more calls than the worker pool has workers (issue 23: ten
+	// such sessions got a witness refused 4 calls in 5). Expected: every
+	// call served, each session getting its share of the pool, and the
+	// well-behaved clients beside them served too, with no error (their
+	// own figures tell): a fair scheduler queues what the pool cannot
+	// start, it refuses only what passes a queue's bound. A refusal is
+	// unexpected. Each session is an episode. HTTP: each session's calls
+	// are concurrent POSTs, each on a connection of its own; expected:
+	// every one answered 200 with its result.
+	ChaosHog ChaosKind = "hog"
 	// ChaosAbandon opens sessions and leaves them: TCP connects,
 	// initializes and falls silent, holding the connection to the run's
 	// end; HTTP posts initialize and goes away. Expected: reaped
@@ -184,8 +198,8 @@ const (
 
 // ChaosKinds lists every hostile kind, in report order.
 func ChaosKinds() []ChaosKind {
-	return []ChaosKind{ChaosGarbage, ChaosBadUTF8, ChaosOversized, ChaosHalfSent, ChaosNoRead, ChaosFlood, ChaosAbandon, ChaosChurn,
-		ChaosDupListen, ChaosSubFlood, ChaosSessionFlood, ChaosBodyDeclare, ChaosNoReadMany, ChaosTaskHoard, ChaosUnauth, ChaosNATSLocal}
+	return []ChaosKind{ChaosGarbage, ChaosBadUTF8, ChaosOversized, ChaosHalfSent, ChaosNoRead, ChaosFlood, ChaosHog, ChaosAbandon,
+		ChaosChurn, ChaosDupListen, ChaosSubFlood, ChaosSessionFlood, ChaosBodyDeclare, ChaosNoReadMany, ChaosTaskHoard, ChaosUnauth, ChaosNATSLocal}
 }
 
 // chaosOnly names the one transport of a kind that has no variant on the
@@ -293,6 +307,12 @@ type ChaosExpect struct {
 	FloodCalls int
 	FloodTool  string
 	FloodArgs  string
+	// HogSessions is how many sessions a hog episode opens at once
+	// (default 10), HogCalls how many calls of FloodTool each pipelines
+	// (default 32: within mcpedge's default -max-inflight and
+	// -queue-per-client, 64).
+	HogSessions int
+	HogCalls    int
 	// MaxAbandoned bounds the sessions one abandon client leaves open at
 	// once; default 200. AbandonEvery is the time between them; default
 	// 20 ms.
@@ -785,6 +805,7 @@ var chaosExpectText = map[ChaosKind]string{
 	ChaosHalfSent:  "the connection closed within the read timeout",
 	ChaosNoRead:    "closed as a slow consumer before the answer budget is spent",
 	ChaosFlood:     "some calls refused with -32000 (busy, a limit), or the connection closed",
+	ChaosHog:       "every call of every hog session served (queued for its share of the pool, never refused)",
 	ChaosAbandon:   "reaped eventually (not waited for: closed during the run counts as expected)",
 	ChaosChurn:     "every connection accepted (and initialized, every other time)",
 	ChaosDupListen: "acknowledged with each URI once, and one notification per write",
@@ -805,6 +826,7 @@ var chaosExpectHTTP = map[ChaosKind]string{
 	ChaosHalfSent:  "the connection closed within the read timeout (with or without a 408, or 503 for -max-buffered)",
 	ChaosNoRead:    "the connection closed (stream bound or write timeout) before a client write blocks past the write timeout",
 	ChaosFlood:     "some POSTs refused 429 or 503 with Retry-After, every other one answered 200",
+	ChaosHog:       "every POST of every hog session answered 200 with its result (queued, never refused)",
 	ChaosAbandon:   "reaped eventually (not waited for)",
 	ChaosChurn:     "every initialize answered (and the session deleted, every other time)",
 	ChaosDupListen: "the stream acknowledges each URI once, and carries one notification per write",
@@ -845,6 +867,12 @@ func (e *ChaosExpect) defaults() {
 	}
 	if e.FloodArgs == "" {
 		e.FloodArgs = "{}"
+	}
+	if e.HogSessions <= 0 {
+		e.HogSessions = 10
+	}
+	if e.HogCalls <= 0 {
+		e.HogCalls = 32
 	}
 	if e.MaxAbandoned <= 0 {
 		e.MaxAbandoned = 200
@@ -1281,6 +1309,7 @@ func (cr *chaosRun) more(stop context.Context, rec *kindRec) bool {
 // chaosEpisodes are the episodes of the kinds that pick their transport's
 // variant themselves: episode n of client i.
 var chaosEpisodes = map[ChaosKind]func(cr *chaosRun, ctx context.Context, i, n int, rec *kindRec){
+	ChaosHog:          (*chaosRun).hog,
 	ChaosDupListen:    (*chaosRun).dupListen,
 	ChaosSubFlood:     (*chaosRun).subFlood,
 	ChaosSessionFlood: (*chaosRun).sessionFlood,
@@ -1826,31 +1855,35 @@ func (cr *chaosRun) noRead(rc *rawConn, rec *kindRec) {
 	}
 }
 
-func (cr *chaosRun) flood(rc *rawConn, rec *kindRec) {
+// pipelined is what a pipeline of calls got: its answers by name
+// (answerName), how many, and the error that ended the reading early.
+type pipelined struct {
+	answers map[string]int64
+	err     error
+	n       int
+}
+
+// pipeline writes calls calls of FloodTool (FloodArgs, a progress token
+// each) on rc at once and reads their answers, each allowed the timeout
+// after the last (the tool's time); it returns them and the write's
+// error (flood, hog).
+func (cr *chaosRun) pipeline(rc *rawConn, calls int) (pipelined, error) {
 	args, _ := compile(cr.e.FloodArgs)
 	var v vars
 	rng := rand64{s: uint64(time.Now().UnixNano())}
 	var all, argsBuf []byte
-	for id := 1; id <= cr.e.FloodCalls; id++ {
+	for id := 1; id <= calls; id++ {
 		v.fill(&rng, 0, uint64(id))
 		argsBuf = render(argsBuf[:0], args, &v)
 		params := fmt.Appendf(nil, `{"name":%q,"arguments":%s,"_meta":{"progressToken":%d}}`, cr.e.FloodTool, argsBuf, id)
 		all = codec.AppendRequest(all, strconv.AppendInt(nil, int64(id), 10), "tools/call", params)
 		all = append(all, '\n')
 	}
-	sent := time.Now()
-	type tally struct {
-		answers map[string]int64
-		err     error
-		n       int
-	}
-	done := make(chan tally, 1)
+	done := make(chan pipelined, 1)
 	go func() {
-		t := tally{answers: map[string]int64{}}
+		t := pipelined{answers: map[string]int64{}}
 		var msg codec.Message
-		for t.n < cr.e.FloodCalls {
-			// Each answer may take the tool's time; allow the timeout
-			// from the last one.
+		for t.n < calls {
 			_, err := rc.readMsg(cr.deadline(cr.timeout), &msg)
 			if err != nil {
 				t.err = err
@@ -1864,7 +1897,12 @@ func (cr *chaosRun) flood(rc *rawConn, rec *kindRec) {
 		done <- t
 	}()
 	werr := rc.write(all, cr.deadline(cr.timeout))
-	t := <-done
+	return <-done, werr
+}
+
+func (cr *chaosRun) flood(rc *rawConn, rec *kindRec) {
+	sent := time.Now()
+	t, werr := cr.pipeline(rc, cr.e.FloodCalls)
 	for k, n := range t.answers {
 		rec.answer(k, n)
 	}

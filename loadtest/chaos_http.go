@@ -407,8 +407,23 @@ func (cr *chaosRun) httpNoRead(ctx, runCtx context.Context, sid string, rec *kin
 	}
 }
 
-// httpFlood POSTs FloodCalls calls of FloodTool at once on session sid.
-func (cr *chaosRun) httpFlood(ctx, runCtx context.Context, sid string, rec *kindRec) {
+// httpTally is what concurrent calls on a session got (httpConcurrent).
+type httpTally struct {
+	calls                                         int
+	refused, served, failed, cuts, noRetry, other int
+	results                                       int // served with a result, not an error
+	firstErr                                      error
+	firstCut                                      *serverCut
+	firstOther                                    string
+}
+
+// httpConcurrent POSTs calls calls of FloodTool (FloodArgs, a progress
+// token each) at once on session sid, each on a connection of its own,
+// counts their answers by status and answer in rec, and tallies them:
+// refused (429 or 503; noRetry of them without Retry-After), served (200
+// with a JSON-RPC answer), failed (no answer), cut (by the read timeout,
+// cutTransport) and other (flood, hog).
+func (cr *chaosRun) httpConcurrent(ctx context.Context, sid string, calls int, rec *kindRec) httpTally {
 	args, _ := compile(cr.e.FloodArgs)
 	var v vars
 	rng := rand64{s: uint64(time.Now().UnixNano())}
@@ -416,10 +431,9 @@ func (cr *chaosRun) httpFlood(ctx, runCtx context.Context, sid string, rec *kind
 		a   httpAnswer
 		err error
 	}
-	results := make([]result, cr.e.FloodCalls)
+	results := make([]result, calls)
 	var wg sync.WaitGroup
 	var argsBuf []byte
-	sent := time.Now()
 	for i := range results {
 		id := i + 1
 		v.fill(&rng, 0, uint64(id))
@@ -435,38 +449,38 @@ func (cr *chaosRun) httpFlood(ctx, runCtx context.Context, sid string, rec *kind
 		}()
 	}
 	wg.Wait()
-	var refused, served, failed, cuts, noRetry, other int
-	var firstErr error
-	var firstCut *serverCut
-	var firstOther string
+	t := httpTally{calls: calls}
 	for _, r := range results {
 		var c *serverCut
 		switch {
 		case errors.As(r.err, &c):
 			// Cut by the read timeout (cutTransport): no answer of the
 			// server's to judge.
-			cuts++
-			if firstCut == nil {
-				firstCut = c
+			t.cuts++
+			if t.firstCut == nil {
+				t.firstCut = c
 			}
 			continue
 		case r.err != nil:
-			failed++
-			if firstErr == nil {
-				firstErr = r.err
+			t.failed++
+			if t.firstErr == nil {
+				t.firstErr = r.err
 			}
 			continue
 		case r.a.status == http.StatusTooManyRequests || r.a.status == http.StatusServiceUnavailable:
-			refused++
+			t.refused++
 			if r.a.retryAfter == "" {
-				noRetry++
+				t.noRetry++
 			}
 		case r.a.status == http.StatusOK && r.a.answer != "":
-			served++
+			t.served++
+			if r.a.answer == "result" {
+				t.results++
+			}
 		default:
-			other++
-			if firstOther == "" {
-				firstOther = fmt.Sprintf("status %d: %s", r.a.status, clip(r.a.body))
+			t.other++
+			if t.firstOther == "" {
+				t.firstOther = fmt.Sprintf("status %d: %s", r.a.status, clip(r.a.body))
 			}
 		}
 		key := "status_" + strconv.Itoa(r.a.status)
@@ -475,25 +489,32 @@ func (cr *chaosRun) httpFlood(ctx, runCtx context.Context, sid string, rec *kind
 		}
 		rec.answer(key, 1)
 	}
+	return t
+}
+
+// httpFlood POSTs FloodCalls calls of FloodTool at once on session sid.
+func (cr *chaosRun) httpFlood(ctx, runCtx context.Context, sid string, rec *kindRec) {
+	sent := time.Now()
+	t := cr.httpConcurrent(ctx, sid, cr.e.FloodCalls, rec)
 	// What the server answered wrong comes first; then calls that got no
 	// answer; then the refusals the flood is for (calls cut by the read
 	// timeout take nothing from those that came); then the cut.
 	switch {
-	case noRetry > 0:
-		rec.judged("refused_without_retry_after", unexpected, 0, fmt.Sprintf("%d of %d refusals", noRetry, refused))
-	case other > 0:
-		rec.judged("bad_answer", unexpected, 0, fmt.Sprintf("%d of %d calls, the first %s", other, len(results), firstOther))
-	case failed > 0 && (runCtx.Err() != nil || cr.ended()):
+	case t.noRetry > 0:
+		rec.judged("refused_without_retry_after", unexpected, 0, fmt.Sprintf("%d of %d refusals", t.noRetry, t.refused))
+	case t.other > 0:
+		rec.judged("bad_answer", unexpected, 0, fmt.Sprintf("%d of %d calls, the first %s", t.other, t.calls, t.firstOther))
+	case t.failed > 0 && (runCtx.Err() != nil || cr.ended()):
 		rec.record("run_ended", undecided, 0, "")
-	case failed > 0:
-		rec.judged("failed", unexpected, 0, fmt.Sprintf("%d of %d calls: %v", failed, len(results), firstErr))
-	case refused > 0:
+	case t.failed > 0:
+		rec.judged("failed", unexpected, 0, fmt.Sprintf("%d of %d calls: %v", t.failed, t.calls, t.firstErr))
+	case t.refused > 0:
 		rec.record("busy", asExpected, time.Since(sent), "")
-	case cuts > 0:
-		outcome, v, detail := cutOutcome(firstCut)
+	case t.cuts > 0:
+		outcome, v, detail := cutOutcome(t.firstCut)
 		rec.record(outcome, v, 0, detail)
 	default:
-		rec.judged("all_served", unexpected, 0, fmt.Sprintf("%d concurrent calls, none refused", served))
+		rec.judged("all_served", unexpected, 0, fmt.Sprintf("%d concurrent calls, none refused", t.served))
 	}
 }
 

@@ -160,3 +160,53 @@ func TestParseChaosClients(t *testing.T) {
 	_, err = RunChaos(context.Background(), Chaos{Target: Target{Transport: "stdio", Command: []string{"x"}}})
 	assert.ErrorIs(t, err, ErrConfig)
 }
+
+// poolCall is a well-behaved step that needs a worker of the pool: count
+// to 1 (echo and add run on the event loop, beside the pool).
+const poolCall = `[{"name":"count","method":"tools/call","params":{"name":"count","arguments":{"n":1}},"expect":"counted to 1","match":"contains"}]`
+
+// TestChaosHog: ten sessions each pipelining slow calls hold twenty times
+// as many calls as the pool has workers (8); on TCP and HTTP, every hog
+// call is served (queued for its share of the pool, never refused), and
+// the well-behaved clients beside them, whose calls need a worker too,
+// meet no error: issue 23's starvation, where such sessions got a witness
+// refused 4 calls in 5.
+func TestChaosHog(t *testing.T) {
+	steps, err := ParseScenario([]byte(poolCall))
+	require.NoError(t, err)
+	srv := testserver.Engine(t, "demo", engine.Options{Workers: 8})
+	tcpAddr, _ := testserver.TCP(t, srv, tcp.Options{Loops: 2})
+	base, _ := testserver.HTTP(t, srv, mcphttp.Options{})
+	for _, spec := range []string{"tcp://" + tcpAddr, base + "/mcp"} {
+		target, err := ParseTarget(spec)
+		require.NoError(t, err)
+		t.Run(target.Transport, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			// 10 sessions of 16 calls of 100 ms: 2 s of the whole pool.
+			expect := ChaosExpect{HogSessions: 10, HogCalls: 16, FloodArgs: `{"n":5,"delayMs":20}`}
+			res, err := RunChaos(ctx, Chaos{
+				Target: target, Duration: time.Second, Timeout: 20 * time.Second,
+				Clients: map[ChaosKind]int{ChaosHog: 1}, Expect: expect,
+				Good:       Config{Connections: 2, Rate: 50, Timeout: 20 * time.Second, Steps: steps},
+				MinDecided: 10, // one episode's sessions
+			})
+			require.NoError(t, err)
+			var b strings.Builder
+			res.writeText(&b)
+			t.Log("\n" + b.String())
+			assert.True(t, res.ServerAlive, res.AliveError)
+			require.NotNil(t, res.Good)
+			assert.Positive(t, res.Good.OK)
+			assert.Zero(t, res.Good.Errors, "well-behaved clients' errors beside the hogs: %v %v", res.Good.ErrorsByKind, res.Good.ErrorSamples)
+			hog := res.Kind(ChaosHog)
+			assert.Zero(t, hog.Unexpected, hog.FirstUnexpected)
+			assert.GreaterOrEqual(t, hog.Outcomes["all_served"], int64(expect.HogSessions), hog.Outcomes)
+			result := "result"
+			if target.Transport == "http" {
+				result = "status_200_result"
+			}
+			assert.GreaterOrEqual(t, hog.Answers[result], int64(expect.HogSessions*expect.HogCalls), hog.Answers)
+		})
+	}
+}

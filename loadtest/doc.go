@@ -18,7 +18,8 @@
 // then, and samples the server's memory, threads, descriptors (and
 // goroutines, where exposed) from /proc. RunChaos runs hostile clients
 // (garbage, invalid UTF-8, oversized and half-sent messages, readers that
-// never read, alone and by the dozen, floods, abandoned sessions,
+// never read, alone and by the dozen, floods, hogs (sessions that
+// together fill the worker pool with slow calls), abandoned sessions,
 // connection churn, listens naming one URI 200,000 times, subscription
 // and session floods, bodies declared and never sent, task hoarders,
 // requests without a token, a local client on a cluster node's NATS port;

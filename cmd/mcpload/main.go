@@ -93,6 +93,7 @@ type options struct {
 	initTimeout, grace        time.Duration
 	floodCalls                int
 	floodTool, floodArgs      string
+	hogSessions, hogCalls     int
 	slowConsumerBytes         int
 	failUnexpected            bool
 	perKind                   bool
@@ -165,6 +166,8 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.IntVar(&o.floodCalls, "flood-calls", 2000, "chaos mode: calls a flood client pipelines at once")
 	fs.StringVar(&o.floodTool, "flood-tool", "count", "chaos mode: the tool a flood calls")
 	fs.StringVar(&o.floodArgs, "flood-args", `{"n":10,"delayMs":100}`, "chaos mode: its arguments, a JSON template")
+	fs.IntVar(&o.hogSessions, "hog-sessions", 10, "chaos mode: sessions a hog client opens at once, each pipelining -hog-calls calls of -flood-tool")
+	fs.IntVar(&o.hogCalls, "hog-calls", 32, "chaos mode: calls each hog session pipelines (within the server's -max-inflight and -queue-per-client: every one should be served)")
 	fs.BoolVar(&o.failUnexpected, "fail-unexpected", false, "chaos mode: exit 1 when a hostile episode is unexpected, the server does not answer after the run, or (with -pid) its memory passed -rss-budget-mib or did not come back within 10% of its baseline")
 	fs.BoolVar(&o.perKind, "per-kind", false, "chaos mode: run the hostile kinds one at a time, each for -duration beside fresh well-behaved clients, after a phase with none, and report the well-behaved clients' latency beside each kind")
 	fs.Int64Var(&o.rssBudgetMiB, "rss-budget-mib", 0, "chaos mode, with -pid: the most resident memory the server may reach during the run, in MiB (sampled every 100ms); 0: none")
@@ -410,6 +413,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 				MaxMessage: o.maxMessage, ReadTimeout: o.readTimeout, WriteTimeout: o.writeTimeout, AnswerWithin: o.answerWithin,
 				Grace: o.grace, InitTimeout: o.initTimeout,
 				SlowConsumerBytes: o.slowConsumerBytes, FloodCalls: o.floodCalls, FloodTool: o.floodTool, FloodArgs: o.floodArgs,
+				HogSessions: o.hogSessions, HogCalls: o.hogCalls,
 				MaxSubscriptions: o.maxSubscriptions, SubFloodCalls: o.subFloodCalls, ListenURIs: o.listenURIs,
 				SessionFloodMax: o.sessionFloodMax, DeclareConns: o.declareConns, DeclareBytes: o.declareBytes,
 				NoReadConns: o.noReadConns, TaskTool: o.taskTool, TaskArgs: o.taskArgs, TaskCalls: o.taskCalls,

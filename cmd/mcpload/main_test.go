@@ -157,10 +157,10 @@ func TestSoakMode(t *testing.T) {
 func TestChaosMode(t *testing.T) {
 	target := serveDemo(t)
 	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"-mode", "chaos", "-hostile", "garbage=1,oversized=1,flood=1,churn=1", "-duration", "1s",
-		"-expect-max-message", "65536", "-flood-calls", "200", "-flood-args", `{"n":3,"delayMs":20}`, "-fail-unexpected", "-c", "2", "-rate", "50", target}, &out, &errb, false)
+	code := run(context.Background(), []string{"-mode", "chaos", "-hostile", "garbage=1,oversized=1,flood=1,hog=1,churn=1", "-duration", "1s",
+		"-expect-max-message", "65536", "-flood-calls", "200", "-flood-args", `{"n":3,"delayMs":20}`, "-hog-sessions", "3", "-hog-calls", "5", "-fail-unexpected", "-c", "2", "-rate", "50", target}, &out, &errb, false)
 	require.Equal(t, 0, code, "%s%s", out.String(), errb.String())
-	for _, want := range []string{"chaos mode", "well-behaved", "garbage", "parse_error", "flood answers", "alive after the run"} {
+	for _, want := range []string{"chaos mode", "well-behaved", "garbage", "parse_error", "flood answers", "hog answers: result=", "all_served", "alive after the run"} {
 		assert.Contains(t, out.String(), want)
 	}
 	assert.NotContains(t, out.String(), "half_sent", "kinds not asked are not listed")
