@@ -11,6 +11,7 @@ import (
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/engine"
 	"github.com/mcpedge/mcpedge/internal/fairtest"
+	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/stretchr/testify/require"
 )
 
@@ -259,4 +260,29 @@ func TestStatelessInflightByAddress(t *testing.T) {
 	<-g.Started()
 	g.Release(t)
 	f.idle(t)
+}
+
+// TestBigListenQueues: a subscriptions/listen whose filter is read on a
+// worker (params over 1 KiB) waits its turn while the pool is full, as a
+// call does, and is acknowledged once a worker is free, not refused.
+func TestBigListenQueues(t *testing.T) {
+	f, g := fairFixture(t, engine.Options{Workers: 1})
+	hog, listener := f.ready(t, `{}`), f.client(t)
+	require.Empty(t, hog.handle(fairtest.HogCall(0, 0)))
+	<-g.Started() // the one worker is taken
+	uris := make([]string, 64)
+	for i := range uris {
+		uris[i] = fmt.Sprintf(`"mem://watched/%032d"`, i)
+	}
+	filter := `{"toolsListChanged":true,"resourceSubscriptions":[` + strings.Join(uris, ",") + `]}`
+	require.Greater(t, len(filter), 1<<10, "read on a worker, not inline")
+	require.Empty(t, listener.handle(req26(9, "subscriptions/listen", `"notifications":`+filter, `{}`)), "queued, not refused")
+	running, queued := f.srv.PoolStats()
+	require.Equal(t, 1, running)
+	require.Equal(t, 1, queued, "the listen waits in its client's queue")
+	g.Release(t)
+	ack := listener.sink.next(t)
+	require.Equal(t, mcp.NotificationSubscriptionsAcked, ack.Method, "%s", ack.Params)
+	results, refused := hogAnswers(t, hog, 1)
+	require.Equal(t, 1, results, "%v", refused)
 }

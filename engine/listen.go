@@ -98,8 +98,9 @@ type listenParams struct {
 //
 // A listen whose params are small is served here. A bigger one is only
 // admitted here (the drain, the session's in-flight set); its filter is
-// read, and its URIs subscribed, on the worker pool (openListen), and a
-// refusal there is the stream's final answer.
+// read, and its URIs subscribed, on the worker pool (openListen), after
+// waiting its turn in the fair scheduler as any request; a refusal there
+// (its client's queue or every queue full) is the stream's final answer.
 func (s *Server) listen(sess *session.Session, m *codec.Message, mm *statelessMeta, out []byte, reply session.Sink) (res []byte, code int, queued, handled bool) {
 	const busy = codec.CodeServerBusy
 	inline := len(m.Params) <= listenInline
@@ -148,9 +149,12 @@ func (s *Server) listen(sess *session.Session, m *codec.Message, mm *statelessMe
 	job := s.newRequest(sess, reply)
 	job.buf = append(job.buf[:0], m.Params...)
 	job.lis = l
-	if err := s.invokeNow(job); err != nil {
+	// Its filter is read on a worker, which it waits for in its client's
+	// queue as the client's other requests do (the stream is already
+	// admitted and tracked: no in-flight count of the scheduler's).
+	if le := s.sched.submit(job, s.flowKey(sess, mm.caller), false, 0); le != nil {
 		s.release(job)
-		l.refuse(errWorkers)
+		l.refuse(le)
 	}
 	return out, 0, true, true
 }

@@ -32,11 +32,12 @@ import (
 // the request is its own queue node (request.qnext), and a key's state
 // comes from a free list.
 //
-// The other jobs of the pool (task handlers, subscriptions/listen
-// filters, big frames) take a worker only when one is free
-// (tryAcquire): they keep their own bounds (-task-workers, the session's
-// in-flight set), and a worker that ends one takes the next waiting
-// request too.
+// A subscriptions/listen whose filter is read on a worker queues as a
+// request does. The other jobs of the pool (task handlers, big frames)
+// take a worker only when one is free (tryAcquire): they keep their own
+// bounds (-task-workers, the session's in-flight set), a big frame that
+// finds none is served by its transport's goroutine instead (handleBig),
+// and a worker that ends one takes the next waiting request too.
 
 // flowKey is whose share a request counts against.
 type flowKey struct {
