@@ -26,10 +26,10 @@ type exchange struct {
 	err    error
 }
 
-// post sends body on session sid and delivers its answer on to.
-func (e *env) post(ctx context.Context, sid, body string, to chan<- exchange) {
+// post sends r and delivers its answer on to.
+func (e *env) post(ctx context.Context, r req, to chan<- exchange) {
 	go func() {
-		resp, err := e.try(ctx, req{sid: sid, body: body})
+		resp, err := e.try(ctx, r)
 		if err != nil {
 			to <- exchange{err: err}
 			return
@@ -67,7 +67,7 @@ func TestFairSchedulingHTTP(t *testing.T) {
 				Hogs: tc.hogs, PerHog: tc.per, Admitted: tc.hogs * (tc.per - tc.over),
 				Stats: e.eng.PoolStats,
 				Hog: func(h, i int) {
-					e.post(ctx, sids[h], fairtest.HogCall(h, i), hogs)
+					e.post(ctx, req{sid: sids[h], body: fairtest.HogCall(h, i)}, hogs)
 					if i < tc.per-1 {
 						return
 					}
@@ -75,28 +75,11 @@ func TestFairSchedulingHTTP(t *testing.T) {
 					// that come before are the refusals, and once they have
 					// come every call is run, queued or refused.
 					for ; refused < tc.over; refused++ {
-						a := <-hogs
-						require.NoError(t, a.err)
-						require.Equal(t, http.StatusTooManyRequests, a.status, a.body)
-						require.Contains(t, a.body, `"limit":"`+engine.LimitInflight+`"`)
+						requireInflightRefusal(t, <-hogs)
 					}
 				},
 				Witness: func(i int) <-chan error {
-					done := make(chan error, 1)
-					ch := make(chan exchange, 1)
-					e.post(ctx, witness, fairtest.WitnessCall(i), ch)
-					go func() {
-						a := <-ch
-						switch {
-						case a.err != nil:
-							done <- a.err
-						case a.status != http.StatusOK || !strings.Contains(a.body, "witnessed"):
-							done <- fmt.Errorf("witness call %d: %d %s", i, a.status, a.body)
-						default:
-							done <- nil
-						}
-					}()
-					return done
+					return e.witness(ctx, req{sid: witness, body: fairtest.WitnessCall(i)}, i)
 				},
 				WitnessCalls: 3,
 			})
@@ -104,12 +87,114 @@ func TestFairSchedulingHTTP(t *testing.T) {
 				fairtest.Shares(t, r, tc.hogs)
 			}
 			require.Equal(t, tc.over, refused)
-			for range tc.hogs * (tc.per - tc.over) {
-				a := <-hogs
-				require.NoError(t, a.err)
-				require.Equal(t, http.StatusOK, a.status, a.body)
-				require.Contains(t, a.body, `done h`)
-			}
+			requireHogsServed(t, hogs, tc.hogs*(tc.per-tc.over))
 		})
+	}
+}
+
+// TestFairSchedulingStatelessHTTP is TestFairSchedulingHTTP for
+// stateless 2026-07-28 clients, which have no session: the scheduler
+// keys them by address (no subject here), and -max-inflight counts by
+// address too. Every test client connects from 127.0.0.1, which the
+// server trusts as a proxy (-trusted-proxies), so that each client is
+// the address its X-Forwarded-For names: one per hog, another for the
+// witness. Each hog pipelines its calls as concurrent POSTs.
+func TestFairSchedulingStatelessHTTP(t *testing.T) {
+	const witnessAddr = "10.0.1.1"
+	for _, tc := range []struct {
+		name               string
+		hogs, per, workers int
+		over               int // each hog's calls refused by -max-inflight, by address
+	}{
+		{"ten hogs", 10, 8, 4, 0},
+		{"one hog over 64 workers", 1, 200, 64, 200 - 64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, envOpts{loopback: true, eng: engine.Options{Workers: tc.workers},
+				opts: Options{TrustedProxies: trusted(t, "127.0.0.1/32")}})
+			e.hc.Transport.(*http.Transport).MaxIdleConnsPerHost = tc.hogs*tc.per + 8
+			g, err := fairtest.Register(e.eng.Registry())
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			hogs := make(chan exchange, tc.hogs*tc.per)
+			refused := 0
+			r := fairtest.Run(t, g, fairtest.Setup{
+				Hogs: tc.hogs, PerHog: tc.per, Admitted: tc.hogs * (tc.per - tc.over),
+				Stats: e.eng.PoolStats,
+				Hog: func(h, i int) {
+					e.post(ctx, forwardedStatelessCall("hog", fairtest.HogCall(h, i), fmt.Sprintf("10.0.0.%d", h+1)), hogs)
+					if i < tc.per-1 {
+						return
+					}
+					// As in TestFairSchedulingHTTP: no call ends before the
+					// first is released, so the answers that come before are
+					// the refusals.
+					for ; refused < tc.over; refused++ {
+						requireInflightRefusal(t, <-hogs)
+					}
+				},
+				Witness: func(i int) <-chan error {
+					return e.witness(ctx, forwardedStatelessCall("witness", fairtest.WitnessCall(i), witnessAddr), i)
+				},
+				WitnessCalls: 3,
+			})
+			if tc.hogs > 1 {
+				fairtest.Shares(t, r, tc.hogs)
+			}
+			require.Equal(t, tc.over, refused)
+			requireHogsServed(t, hogs, tc.hogs*(tc.per-tc.over))
+		})
+	}
+}
+
+// forwardedStatelessCall is frame, a tools/call of tool, as a stateless
+// 2026-07-28 client behind a trusted proxy sends it: with the revision's
+// _meta added to its params, and the client's address in
+// X-Forwarded-For.
+func forwardedStatelessCall(tool, frame, client string) req {
+	body := strings.TrimSuffix(frame, "}}") + "," + statelessMeta + "}}"
+	return statelessReq("tools/call", tool, body, map[string]string{"X-Forwarded-For": client})
+}
+
+// witness sends r, the witness's call i, and returns the channel its
+// outcome comes on: nil once it is answered 200 with the witness tool's
+// result.
+func (e *env) witness(ctx context.Context, r req, i int) <-chan error {
+	done := make(chan error, 1)
+	ch := make(chan exchange, 1)
+	e.post(ctx, r, ch)
+	go func() {
+		a := <-ch
+		switch {
+		case a.err != nil:
+			done <- a.err
+		case a.status != http.StatusOK || !strings.Contains(a.body, "witnessed"):
+			done <- fmt.Errorf("witness call %d: %d %s", i, a.status, a.body)
+		default:
+			done <- nil
+		}
+	}()
+	return done
+}
+
+// requireInflightRefusal checks that a is a hog call refused over
+// -max-inflight: 429 with the limit named.
+func requireInflightRefusal(t *testing.T, a exchange) {
+	t.Helper()
+	require.NoError(t, a.err)
+	require.Equal(t, http.StatusTooManyRequests, a.status, a.body)
+	require.Contains(t, a.body, `"limit":"`+engine.LimitInflight+`"`)
+}
+
+// requireHogsServed checks that the n hog calls admitted were all
+// answered 200 with the hog tool's result.
+func requireHogsServed(t *testing.T, hogs <-chan exchange, n int) {
+	t.Helper()
+	for range n {
+		a := <-hogs
+		require.NoError(t, a.err)
+		require.Equal(t, http.StatusOK, a.status, a.body)
+		require.Contains(t, a.body, `done h`)
 	}
 }
