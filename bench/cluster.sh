@@ -46,7 +46,7 @@ start() { # n [handlers]: start n nodes (1: no cluster) serving the handler set 
     if [ "$n" -gt 1 ]; then
       local routes="" j
       for ((j=1; j<=n; j++)); do [ $j != $i ] && routes="$routes,nats-route://127.0.0.1:174${j}2"; done
-      args+=(-node n$i -cluster-embed 127.0.0.1:174${i}2 -cluster-routes "${routes#,}")
+      args+=(-node n$i -cluster-embed 127.0.0.1:174${i}2 -cluster-routes "${routes#,}" -cluster-link 127.0.0.1:174${i}3)
     fi
     $(pin $((i-1))) ./mcpedge "${args[@]}" 2>>"$M/cluster-srv.log" &
     PIDS+=($!)
