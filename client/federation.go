@@ -517,6 +517,13 @@ func gather[T, R any](ctx context.Context, f *Federation,
 	var wg sync.WaitGroup
 	for i, m := range ms {
 		wg.Go(func() {
+			// A server not connected is reported, not served from its
+			// cache: the client's state changes before OnConnectionLost
+			// invalidates it.
+			if st := m.c.State(); st != StateReady {
+				errs[i] = fmt.Errorf("%w (state %s)", ErrNotReady, st)
+				return
+			}
 			lists[i], errs[i] = cache(m).get(ctx, func(ctx context.Context) ([]T, *time.Duration, error) { return fetch(m.c, ctx) })
 		})
 	}
