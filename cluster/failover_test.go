@@ -236,6 +236,10 @@ func TestStandaloneStreamResumedAfterNodeDeath(t *testing.T) {
 	a.srv.ResourceUpdated(uri)
 	require.Eventually(t, func() bool { return b.n.Stats().EventsIn >= before+2 }, 10*time.Second, 5*time.Millisecond)
 	a.crash(t)
+	// The client resumes once b knows a is lost: before that, b forwards
+	// the resumption to the session's home, and a forward to a node that
+	// just died is answered 502 (the client's retry then succeeds).
+	require.Eventually(t, func() bool { return b.n.LivePeers() == 1 }, 10*time.Second, 5*time.Millisecond)
 
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()

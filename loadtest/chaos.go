@@ -1358,11 +1358,17 @@ func cutOutcome(c *serverCut) (string, verdict, string) {
 	switch {
 	case c.early != "":
 		return strings.ReplaceAll(c.limit, "-", "_") + "_early", unexpected, c.early
-	case c.limit == "max-buffered" || c.limit == "max-outbound-total" || c.limit == "read-timeout":
+	case c.limit == "max-buffered" || c.limit == "max-outbound-total" || c.limit == "read-timeout" || c.limit == cutStreamClosed:
 		return "cut_" + c.limit, undecided, ""
 	}
 	return "cut_" + c.limit, unexpected, c.Error()
 }
+
+// cutStreamClosed names the cut of an HTTP event stream the server closed
+// before the request's answer (httpCallWith): -max-outbound-total cuts
+// the biggest holders of unwritten bytes, whoever filled it, and over
+// HTTP says so to nobody.
+const cutStreamClosed = "stream-closed"
 
 func (c *serverCut) Error() string {
 	return "closed by the server: -32000 {\"limit\":\"" + c.limit + "\"}"

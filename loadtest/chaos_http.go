@@ -183,6 +183,13 @@ func (cr *chaosRun) httpCallWith(ctx context.Context, hc *http.Client, sid strin
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	a := httpAnswer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), body: b}
 	if err != nil {
+		if isClose(err) && resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			// An event stream the server closed before its answer: on
+			// HTTP a cut over the shared outbound budget (or the write
+			// timeout) comes without a notice, and only a stream with
+			// bytes waiting is cut so.
+			return a, &serverCut{limit: cutStreamClosed, at: time.Now()}
+		}
 		return a, err
 	}
 	a.answer = findAnswer(resp.Header.Get("Content-Type"), b, id)
