@@ -351,25 +351,40 @@ func (m *mirror) refreshTools(ctx context.Context, c *muxConn) error {
 		mark[0] = '1'
 	}
 	for _, it := range items {
-		if err := g.claim(listTool, it.served, u); err != nil {
+		ok, err := m.serve(listTool, "tool", it.served, append(bytes.Clone(it.desc), mark...), func() error {
+			return reg.AddRawTool(it.desc, u.ref.tool, ro)
+		})
+		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		if m.same(listTool, it.served, append(bytes.Clone(it.desc), mark...)) {
+		if ok {
 			nm.toolsAll = append(nm.toolsAll, it.served)
-			continue
 		}
-		if err := reg.AddRawTool(it.desc, u.ref.tool, ro); err != nil {
-			m.forget(listTool, []string{it.served})
-			g.release(listTool, it.served, u)
-			u.log.Warn("tool not served", "tool", it.served, "err", err)
-			continue
-		}
-		nm.toolsAll = append(nm.toolsAll, it.served)
 	}
 	m.names.Store(nm)
 	m.drop(listTool, old.toolsAll, nm.toolsAll)
 	return errors.Join(errs...)
+}
+
+// serve claims item name of kind for the upstream and registers it with
+// add, unless the registry has it as desc says already: ok reports that
+// the upstream serves it now; err is a claim refused (a collision). An
+// item the registry refuses is released and logged under key.
+func (m *mirror) serve(kind listKind, key, name string, desc []byte, add func() error) (ok bool, err error) {
+	u, g := m.u, m.u.g
+	if err := g.claim(kind, name, u); err != nil {
+		return false, err
+	}
+	if m.same(kind, name, desc) {
+		return true, nil
+	}
+	if err := add(); err != nil {
+		m.forget(kind, []string{name})
+		g.release(kind, name, u)
+		u.log.Warn("item not served", key, name, "err", err)
+		return false, nil
+	}
+	return true, nil
 }
 
 func (m *mirror) refreshPrompts(ctx context.Context, c *muxConn, completes bool) error {
@@ -402,21 +417,15 @@ func (m *mirror) refreshPrompts(ctx context.Context, c *muxConn, completes bool)
 	var errs []error
 	g := u.g
 	for _, it := range items {
-		if err := g.claim(listPrompt, it.served, u); err != nil {
+		ok, err := m.serve(listPrompt, "prompt", it.served, it.desc, func() error {
+			return g.reg.AddRawPrompt(it.desc, u.ref.prompt, handlers.RawOptions{Completions: completes})
+		})
+		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		if m.same(listPrompt, it.served, it.desc) {
+		if ok {
 			nm.promptsAll = append(nm.promptsAll, it.served)
-			continue
 		}
-		if err := g.reg.AddRawPrompt(it.desc, u.ref.prompt, handlers.RawOptions{Completions: completes}); err != nil {
-			m.forget(listPrompt, []string{it.served})
-			g.release(listPrompt, it.served, u)
-			u.log.Warn("prompt not served", "prompt", it.served, "err", err)
-			continue
-		}
-		nm.promptsAll = append(nm.promptsAll, it.served)
 	}
 	m.names.Store(nm)
 	m.drop(listPrompt, old.promptsAll, nm.promptsAll)
@@ -433,22 +442,14 @@ func (m *mirror) refreshResources(ctx context.Context, c *muxConn, completes boo
 		if !ok {
 			return nil
 		}
-		if err := g.claim(listResource, uri, u); err != nil {
-			errs = append(errs, err)
-			return nil
-		}
 		d := append([]byte(nil), desc...)
-		if m.same(listResource, uri, d) {
+		ok, err := m.serve(listResource, "uri", uri, d, func() error { return g.reg.AddRawResource(d, u.ref.resource) })
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
 			uris = append(uris, uri)
-			return nil
 		}
-		if err := g.reg.AddRawResource(d, u.ref.resource); err != nil {
-			m.forget(listResource, []string{uri})
-			g.release(listResource, uri, u)
-			u.log.Warn("resource not served", "uri", uri, "err", err)
-			return nil
-		}
-		uris = append(uris, uri)
 		return nil
 	})
 	if err != nil {
@@ -460,22 +461,16 @@ func (m *mirror) refreshResources(ctx context.Context, c *muxConn, completes boo
 		if !ok {
 			return nil
 		}
-		if err := g.claim(listTemplate, t, u); err != nil {
-			errs = append(errs, err)
-			return nil
-		}
 		d := append([]byte(nil), desc...)
-		if m.same(listTemplate, t, d) {
+		ok, err := m.serve(listTemplate, "uriTemplate", t, d, func() error {
+			return g.reg.AddRawResourceTemplate(d, u.ref.resource, handlers.RawOptions{Completions: completes})
+		})
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
 			tmpls = append(tmpls, t)
-			return nil
 		}
-		if err := g.reg.AddRawResourceTemplate(d, u.ref.resource, handlers.RawOptions{Completions: completes}); err != nil {
-			m.forget(listTemplate, []string{t})
-			g.release(listTemplate, t, u)
-			u.log.Warn("resource template not served", "uriTemplate", t, "err", err)
-			return nil
-		}
-		tmpls = append(tmpls, t)
 		return nil
 	})
 	if err != nil {
