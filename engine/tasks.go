@@ -657,7 +657,15 @@ func (s *Server) runTask(r *request) {
 		t.cancel(nil)
 		return
 	}
+	t.mu.Unlock()
 	// tasks/cancel, the ttl or the session's end may have ended it first.
+	// The result is counted, and the oldest ended tasks forgotten, before
+	// anyone can see t ended: the store holds its lock (taken before a
+	// task's, as everywhere) from t's end until the bytes kept are back
+	// under budget.
+	st := s.tasks
+	st.mu.Lock()
+	t.mu.Lock()
 	ended := false
 	if !t.terminal() {
 		switch {
@@ -672,27 +680,26 @@ func (s *Server) runTask(r *request) {
 			ended = t.endLocked(mcp.TaskCompleted, "", nil)
 		}
 	}
+	keep := ended && len(t.result) > 0 && st.byID[t.id] == t
+	if keep {
+		t.size = len(t.result)
+	}
 	t.mu.Unlock()
+	if keep {
+		s.keepResultLocked(t.size)
+	}
+	st.mu.Unlock()
 	t.cancel(nil)
 	if ended {
-		if len(t.result) > 0 {
-			s.keepResult(t, len(t.result))
-		}
 		t.notify()
 	}
 }
 
-// keepResult counts the n bytes of the result t keeps, forgetting the
-// oldest tasks that have ended, t included, while the results kept are
-// over Options.MaxTaskBytes.
-func (s *Server) keepResult(t *task, n int) {
+// keepResultLocked counts n more bytes of results kept, forgetting the
+// oldest tasks that have ended while the results kept are over
+// Options.MaxTaskBytes. The store's lock is held.
+func (s *Server) keepResultLocked(n int) {
 	st := s.tasks
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.byID[t.id] != t {
-		return // forgotten already
-	}
-	t.size = n
 	st.bytes += int64(n)
 	for st.bytes > s.opts.MaxTaskBytes {
 		x := st.oldestEnded("")
