@@ -129,7 +129,9 @@ func TestOutboundBudget(t *testing.T) {
 		_, err := c.Write(batch) // 4 KiB of requests: the socket takes them
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool { ok, _ := obs.settled(conns, reads, nil); return ok }, wait, 5*time.Millisecond,
+	// 96 MiB of answers to encode: under the race detector on a busy
+	// 2-core machine that took over 10 s, so the bound is a minute.
+	require.Eventually(t, func() bool { ok, _ := obs.settled(conns, reads, nil); return ok }, 6*wait, 5*time.Millisecond,
 		"the requests were not all served")
 	require.Eventually(t, func() bool { return s.tcp.Outbound() <= budget }, wait, 5*time.Millisecond,
 		"outbound %d over the budget %d", s.tcp.Outbound(), budget)
