@@ -254,6 +254,7 @@ type counters struct {
 	disconnects, reconnects                                    atomic.Uint64
 	peersLost, takenOver, recordFetches, eventsOut, eventsIn   atomic.Uint64
 	forwardedLink, linkRefused                                 atomic.Uint64
+	linkFrames, linkWrites                                     atomic.Uint64
 }
 
 // Stats are a Node's counters since Start.
@@ -279,6 +280,8 @@ type Stats struct {
 	EventsIn        uint64 // events of other nodes' streams kept here
 	ForwardedLink   uint64 // of Forwarded, those sent on a direct link
 	LinksRefused    uint64 // link connections that failed their handshake
+	LinkFrames      uint64 // frames written on direct links
+	LinkWrites      uint64 // and the system calls that wrote them (frames written together share one)
 	Records         int    // session records kept now
 	RecordBytes     int    // and their bytes
 	EventBytes      int    // bytes of the other nodes' events kept now
@@ -297,6 +300,7 @@ func (n *Node) Stats() Stats {
 		PeersLost: c.peersLost.Load(), TakenOver: c.takenOver.Load(), RecordFetches: c.recordFetches.Load(),
 		EventsOut: c.eventsOut.Load(), EventsIn: c.eventsIn.Load(),
 		ForwardedLink: c.forwardedLink.Load(), LinksRefused: c.linkRefused.Load(),
+		LinkFrames: c.linkFrames.Load(), LinkWrites: c.linkWrites.Load(),
 	}
 	st.Records, st.RecordBytes = n.recs.size()
 	_, st.EventBytes = n.events.size()
