@@ -210,7 +210,7 @@ type Node struct {
 	// Forwarding, the owner's side (serve.go).
 	handler     atomic.Pointer[fasthttp.RequestHandler]
 	tunMu       sync.Mutex
-	tunnels     map[string]*tunnelConn // by reply subject
+	tunnels     map[tunKey]*tunnelConn
 	serving     atomic.Int64
 	ctxs        sync.Pool
 	serveWG     sync.WaitGroup
@@ -407,7 +407,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		name:      opts.Node,
 		prefix:    opts.Prefix,
 		pending:   make(map[uint64]*forward),
-		tunnels:   make(map[string]*tunnelConn),
+		tunnels:   make(map[tunKey]*tunnelConn),
 		jobs:      make(chan job),
 		badWarns:  lograte.New(badBurst, time.Second, 1),
 		natsWarns: lograte.New(natsBurst, time.Second, 1),

@@ -12,10 +12,12 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
-	"strconv"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
 )
 
 // The direct link: forwarded requests and their answers go over TCP
@@ -75,6 +77,8 @@ type linkConn struct {
 	// another is writing already, writes out itself, again and again
 	// while others append meanwhile. So frames sent together share a
 	// system call, and nobody waits for a goroutine to wake up.
+	slab []byte // answers: the block frames are read into (payload)
+
 	wmu      sync.Mutex
 	out      []byte
 	spare    []byte
@@ -229,7 +233,7 @@ func (n *Node) dialLink(peer, inc, addr string) (*linkConn, error) {
 		return nil, err
 	}
 	_ = c.SetDeadline(time.Now().Add(linkHandshakeTimeout))
-	r, w := bufio.NewReaderSize(c, 512), bufio.NewWriterSize(c, 512)
+	r, w := bufio.NewReaderSize(c, linkBuffer), bufio.NewWriterSize(c, 512)
 	nonceA := make([]byte, nonceSize)
 	_, _ = rand.Read(nonceA)
 	_, _ = w.WriteString(linkMagic)
@@ -324,7 +328,7 @@ func (lc *linkConn) write(kind byte, id uint64, payload []byte) error {
 	lc.wmu.Lock()
 	if len(lc.out)+13+len(payload) > linkMaxQueued {
 		lc.wmu.Unlock()
-		lc.shut() // the peer does not read: the link is no good
+		go lc.shut() // the peer does not read: the link is no good (not here: the caller may hold tunMu)
 		return errLinkDown
 	}
 	wake := len(lc.out) == 0 && !lc.flushing
@@ -406,32 +410,56 @@ func (lc *linkConn) shut() {
 	})
 }
 
-// readFrame reads one frame: kind, id, payload (a fresh slice).
-func (lc *linkConn) readFrame(r *bufio.Reader) (byte, uint64, []byte, error) {
-	var hdr [13]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return 0, 0, nil, err
+// readHead reads a frame's head: its kind, its id, and the size of the
+// payload that follows.
+func (lc *linkConn) readHead(r *bufio.Reader) (byte, uint64, int, error) {
+	hdr, err := r.Peek(13)
+	if err != nil {
+		return 0, 0, 0, err
 	}
 	l := binary.BigEndian.Uint32(hdr[:4])
+	kind, id := hdr[4], binary.BigEndian.Uint64(hdr[5:])
+	_, _ = r.Discard(13)
 	if l < 9 || int(l) > lc.n.maxFrame+256 {
-		return 0, 0, nil, errLinkFrame
+		return 0, 0, 0, errLinkFrame
 	}
-	payload := make([]byte, l-9)
-	if _, err := io.ReadFull(r, payload); err != nil {
-		return 0, 0, nil, err
-	}
-	return hdr[4], binary.BigEndian.Uint64(hdr[5:]), payload, nil
+	return kind, id, int(l) - 9, nil
 }
 
 var errLinkFrame = errors.New("cluster: link frame out of bounds")
+
+// linkSlab is the size of the blocks a link's answer frames are read
+// into, one after the other: a frame costs an allocation only when a
+// block is full (about one in fifty for small JSON answers). A frame is
+// held only until its forward has written it to its client, so a block
+// is soon garbage; frames over a quarter of a block get their own.
+const linkSlab = 16 << 10
+
+// payload returns a slice of size for a frame's payload, carved from the
+// link's current block.
+func (lc *linkConn) payload(size int) []byte {
+	if size > linkSlab/4 {
+		return make([]byte, size)
+	}
+	if len(lc.slab)+size > cap(lc.slab) {
+		lc.slab = make([]byte, 0, linkSlab)
+	}
+	k := len(lc.slab)
+	lc.slab = lc.slab[:k+size]
+	return lc.slab[k : k+size : k+size]
+}
 
 // readAnswers files the answer frames of the requests this node sent on
 // the link with their forwards, until the link ends.
 func (lc *linkConn) readAnswers(r *bufio.Reader) {
 	defer lc.shut()
 	for {
-		kind, id, payload, err := lc.readFrame(r)
+		kind, id, size, err := lc.readHead(r)
 		if err != nil {
+			return
+		}
+		payload := lc.payload(size)
+		if _, err := io.ReadFull(r, payload); err != nil {
 			return
 		}
 		if kind != lkAnswer || len(payload) == 0 {
@@ -443,21 +471,33 @@ func (lc *linkConn) readAnswers(r *bufio.Reader) {
 }
 
 // serve reads the requests and cancels the peer sends on a link it
-// dialled, and serves them, until the link ends.
+// dialled, and serves them, until the link ends. A request is read into a
+// pooled buffer, which its tunnel holds until it is answered.
 func (lc *linkConn) serve() {
 	defer lc.shut()
 	for {
-		kind, id, payload, err := lc.readFrame(lc.r)
+		kind, id, size, err := lc.readHead(lc.r)
 		if err != nil {
 			return
 		}
 		switch kind {
 		case lkRequest:
-			lc.n.serveRequest(&tunnelConn{n: lc.n, reply: linkKey(lc.peer, id), link: lc, id: id}, payload)
+			b := codec.GetBuffer()
+			b.B = slices.Grow(b.B[:0], size)[:size]
+			if _, err := io.ReadFull(lc.r, b.B); err != nil {
+				codec.PutBuffer(b)
+				return
+			}
+			t := lc.n.getTunnel()
+			t.key, t.req = tunKey{link: lc, id: id}, b
+			lc.n.serveRequest(t, b.B)
 		case lkCancel:
+			if _, err := lc.r.Discard(size); err != nil {
+				return
+			}
 			lc.n.cancelLinkTunnel(lc, id)
 		default:
-			lc.n.badMessage("link frame", payload)
+			lc.n.badMessage("link frame", []byte{kind})
 			return
 		}
 	}
@@ -542,29 +582,22 @@ func (n *Node) linkLost(lc *linkConn) {
 // lost (forward.frame).
 var linkLostFrame = []byte{}
 
-// linkKey is the key in n.tunnels of request id from peer over a link:
-// no NATS subject starts with a 0 byte.
-func linkKey(peer string, id uint64) string {
-	return "\x00" + peer + "." + strconv.FormatUint(id, 36)
-}
-
 // cancelLinkTunnel ends the request id a link carries: its client went
 // away.
 func (n *Node) cancelLinkTunnel(lc *linkConn, id uint64) {
 	n.tunMu.Lock()
-	t := n.tunnels[linkKey(lc.peer, id)]
-	n.tunMu.Unlock()
-	if t != nil && t.link == lc {
+	if t := n.tunnels[tunKey{link: lc, id: id}]; t != nil {
 		n.stats.cancelled.Add(1)
 		t.abort()
 	}
+	n.tunMu.Unlock()
 }
 
 // abortLinkTunnels ends the requests a link that went down carried.
 func (n *Node) abortLinkTunnels(lc *linkConn) {
 	n.tunMu.Lock()
-	for _, t := range n.tunnels {
-		if t.link == lc {
+	for k, t := range n.tunnels {
+		if k.link == lc {
 			t.abort()
 		}
 	}

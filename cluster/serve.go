@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/nats-io/nats.go"
@@ -35,7 +36,9 @@ func (n *Node) onForwarded(m *nats.Msg) {
 		n.badMessage("forwarded request without reply subject", m.Data)
 		return
 	}
-	n.serveRequest(&tunnelConn{n: n, reply: m.Reply}, m.Data)
+	t := n.getTunnel()
+	t.key.reply = m.Reply
+	n.serveRequest(t, m.Data)
 }
 
 // serveRequest serves a forwarded request, data, whose answer goes back
@@ -49,12 +52,13 @@ func (n *Node) serveRequest(t *tunnelConn, data []byte) {
 		n.tunMu.Unlock()
 		n.stats.servedRefused.Add(1)
 		t.refuse(fasthttp.StatusServiceUnavailable, "Service Unavailable: node "+n.name+" is not taking forwarded requests now")
+		n.putTunnel(t)
 		return
 	}
 	n.serving.Add(1)
 	n.serveWG.Add(1)
-	t.started, t.gone = time.Now(), make(chan struct{})
-	n.tunnels[t.reply] = t
+	t.started = time.Now()
+	n.tunnels[t.key] = t
 	n.tunMu.Unlock()
 	n.stats.served.Add(1)
 	j := job{h: *hp, t: t, data: data}
@@ -113,7 +117,8 @@ func (n *Node) serveForwarded(h fasthttp.RequestHandler, t *tunnelConn, data []b
 	defer n.serving.Add(-1)
 	defer n.dropTunnel(t)
 
-	req, ok := decodeRequest(data)
+	req, ok := decodeRequest(data, t.hdrs[:0])
+	t.hdrs = req.headers
 	if !ok {
 		n.badMessage("forwarded request", data)
 		t.refuse(fasthttp.StatusBadRequest, "Bad Request: a forwarded request did not parse")
@@ -126,7 +131,7 @@ func (n *Node) serveForwarded(h fasthttp.RequestHandler, t *tunnelConn, data []b
 		ctx.ResetUserValues()
 		n.ctxs.Put(ctx)
 	}()
-	t.remote = tcpAddr(req.remote)
+	t.setRemote(req.remote)
 	ctx.Init2(t, nopLogger{}, false)
 	ctx.Request.Header.SetMethodBytes(req.method)
 	ctx.Request.SetRequestURIBytes(req.uri)
@@ -161,8 +166,9 @@ type request struct {
 	body                []byte
 }
 
-// decodeRequest decodes the wire form of a forwarded request.
-func decodeRequest(data []byte) (req request, ok bool) {
+// decodeRequest decodes the wire form of a forwarded request, its
+// headers onto hdrs.
+func decodeRequest(data []byte, hdrs [][2][]byte) (req request, ok bool) {
 	r := reader{b: data}
 	if r.byte() != reqMagic {
 		return req, false
@@ -173,27 +179,72 @@ func decodeRequest(data []byte) (req request, ok bool) {
 	if r.bad || len(req.method) == 0 || len(req.uri) == 0 {
 		return req, false
 	}
-	req.headers = r.headers(make([][2][]byte, 0, 8), 1024)
+	req.headers = r.headers(hdrs, 1024)
 	req.body = r.b
 	return req, !r.bad
 }
 
-func tcpAddr(b []byte) net.Addr {
-	ap, err := netip.ParseAddrPort(string(b))
+// setRemote sets the address RemoteAddr reports, from its text b,
+// without allocating: the tunnel's own TCPAddr is reused.
+func (t *tunnelConn) setRemote(b []byte) {
+	t.addr = net.TCPAddr{}
+	ap, err := netip.ParseAddrPort(unsafe.String(unsafe.SliceData(b), len(b)))
 	if err != nil {
-		return &net.TCPAddr{}
+		return
 	}
-	return net.TCPAddrFromAddrPort(ap)
+	a := ap.Addr()
+	if a.Is4() {
+		ip := a.As4()
+		t.addr.IP = append(t.ip[:0], ip[:]...)
+	} else {
+		ip := a.As16()
+		t.addr.IP = append(t.ip[:0], ip[:]...)
+		t.addr.Zone = a.Zone()
+	}
+	t.addr.Port = int(ap.Port())
 }
 
-// dropTunnel forgets t once its answer is sent.
+// dropTunnel forgets t once its answer is sent, and recycles it: nothing
+// finds it any more (every lookup in n.tunnels uses what it finds under
+// tunMu).
 func (n *Node) dropTunnel(t *tunnelConn) {
 	n.tunMu.Lock()
-	delete(n.tunnels, t.reply)
+	delete(n.tunnels, t.key)
 	n.tunMu.Unlock()
-	t.mu.Lock()
-	t.headSent = true
-	t.mu.Unlock()
+	n.putTunnel(t)
+}
+
+// tunnels recycles tunnelConns: a forwarded request's connection, its
+// frame buffer and its request's buffer are reused by the next.
+var tunnels = sync.Pool{New: func() any { return new(tunnelConn) }}
+
+// getTunnel returns a tunnel of n, reset.
+func (n *Node) getTunnel() *tunnelConn {
+	t := tunnels.Get().(*tunnelConn)
+	t.n = n
+	return t
+}
+
+// putTunnel recycles t: its request is answered and no table holds it.
+func (n *Node) putTunnel(t *tunnelConn) {
+	if t.req != nil {
+		codec.PutBuffer(t.req)
+	}
+	buf, hdrs := t.buf[:0], t.hdrs[:0]
+	if cap(buf) > 64<<10 {
+		buf = nil
+	}
+	clear(hdrs[:cap(hdrs)])
+	*t = tunnelConn{buf: buf, hdrs: hdrs}
+	tunnels.Put(t)
+}
+
+// tunKey names a tunnel in n.tunnels: its link and number on it, or its
+// NATS reply subject.
+type tunKey struct {
+	link  *linkConn
+	id    uint64
+	reply string
 }
 
 // onCancel takes a forwarding node's word that the client of a request
@@ -201,12 +252,11 @@ func (n *Node) dropTunnel(t *tunnelConn) {
 // disconnect does.
 func (n *Node) onCancel(m *nats.Msg) {
 	n.tunMu.Lock()
-	t := n.tunnels[string(m.Data)]
-	n.tunMu.Unlock()
-	if t != nil {
+	if t := n.tunnels[tunKey{reply: string(m.Data)}]; t != nil {
 		n.stats.cancelled.Add(1)
 		t.abort()
 	}
+	n.tunMu.Unlock()
 }
 
 // abortTunnels fails the writes of every tunnel, at Close.
@@ -230,23 +280,18 @@ func (n *Node) startPendingTicker() {
 		go func() {
 			tk := time.NewTicker(every)
 			defer tk.Stop()
-			var ts []*tunnelConn
 			for {
 				select {
 				case <-n.tickStop:
 					return
 				case now := <-tk.C:
-					ts = ts[:0]
-					n.tunMu.Lock()
+					n.tunMu.Lock() // held: a tunnel out of the table is recycled
 					for _, t := range n.tunnels {
 						if now.Sub(t.started) >= every {
-							ts = append(ts, t)
+							t.pending()
 						}
 					}
 					n.tunMu.Unlock()
-					for _, t := range ts {
-						t.pending()
-					}
 				}
 			}
 		}()
@@ -256,21 +301,26 @@ func (n *Node) startPendingTicker() {
 // tunnelConn is the connection of a forwarded request's RequestCtx:
 // what the handler writes to it (a streamed body) goes to the forwarding
 // node as data frames. Reads find nothing: the request is read already.
+//
+// Tunnels are recycled (putTunnel): whatever finds one in n.tunnels uses
+// it under tunMu, and a request's own code only until serveForwarded
+// returns.
 type tunnelConn struct {
 	n       *Node
-	reply   string    // the NATS reply subject; over a link, a key of n.tunnels
-	link    *linkConn // the direct link the request came on, nil for NATS
-	id      uint64    // the request's number on the link
-	remote  net.Addr
+	key     tunKey        // in n.tunnels: the link and the request's number on it, or the NATS reply subject
+	req     *codec.Buffer // the request's bytes, read from a link; nil for NATS
+	hdrs    [][2][]byte   // the request's headers (decodeRequest)
+	addr    net.TCPAddr   // RemoteAddr
+	ip      [16]byte      // addr.IP's bytes
 	started time.Time
 	aborted atomic.Bool
-	gone    chan struct{} // closed by abort: PeerGone
-	goneOne sync.Once
 
 	mu       sync.Mutex
 	seq      uint64
 	headSent bool
 	buf      []byte
+	gone     chan struct{} // made by PeerGone, closed by abort
+	goneDone bool          // gone is closed
 }
 
 // abort fails the tunnel's writes and tells the transport, which watches
@@ -278,13 +328,30 @@ type tunnelConn struct {
 // cancelled, its stream ended, at once.
 func (t *tunnelConn) abort() {
 	t.aborted.Store(true)
-	t.goneOne.Do(func() { close(t.gone) })
+	t.mu.Lock()
+	if t.gone != nil && !t.goneDone {
+		close(t.gone)
+		t.goneDone = true
+	}
+	t.mu.Unlock()
 }
 
 // PeerGone is closed when the forwarding node's client went away (or
 // this node closes): the transport's connection watch (internal/connwatch)
-// waits on it as it would on a socket.
-func (t *tunnelConn) PeerGone() <-chan struct{} { return t.gone }
+// waits on it as it would on a socket. Made when first asked for: a
+// request answered at once never is.
+func (t *tunnelConn) PeerGone() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.gone == nil {
+		t.gone = make(chan struct{})
+		if t.aborted.Load() {
+			close(t.gone)
+			t.goneDone = true
+		}
+	}
+	return t.gone
+}
 
 // send publishes a frame of kind with payload.
 func (t *tunnelConn) send(kind byte, payload []byte) error {
@@ -303,10 +370,10 @@ func (t *tunnelConn) sendLocked(kind byte, payload []byte) error {
 // emit sends an answer frame to the forwarding node: on the link the
 // request came on, or on its NATS reply subject.
 func (t *tunnelConn) emit(b []byte) error {
-	if t.link != nil {
-		return t.link.write(lkAnswer, t.id, b)
+	if t.key.link != nil {
+		return t.key.link.write(lkAnswer, t.key.id, b)
 	}
-	return t.n.nc.Publish(t.reply, b)
+	return t.n.nc.Publish(t.key.reply, b)
 }
 
 // pending sends a pending frame unless the head is out.
@@ -405,7 +472,7 @@ func (t *tunnelConn) Close() error { return nil }
 func (t *tunnelConn) LocalAddr() net.Addr { return &net.TCPAddr{} }
 
 // RemoteAddr is the client's address, as the forwarding node saw it.
-func (t *tunnelConn) RemoteAddr() net.Addr { return t.remote }
+func (t *tunnelConn) RemoteAddr() net.Addr { return &t.addr }
 
 // SetDeadline implements net.Conn; see SetWriteDeadline.
 func (t *tunnelConn) SetDeadline(d time.Time) error { return t.SetWriteDeadline(d) }

@@ -150,7 +150,7 @@ func FuzzParsers(f *testing.F) {
 			_ = busPayloadOK(topic, payload)
 		}
 		_, _ = parseFrame(b, nil)
-		_, _ = decodeRequest(b)
+		_, _ = decodeRequest(b, nil)
 		_ = checkBody(ctJSON, b)
 		_ = checkBody(ctSSE, b)
 		// A relayed stream cut anywhere passes (or fails) as whole.
@@ -170,7 +170,7 @@ func FuzzParsers(f *testing.F) {
 		// parse as something that reads past it.
 		for i := range b {
 			_, _ = parseFrame(b[:i], nil)
-			_, _ = decodeRequest(b[:i])
+			_, _ = decodeRequest(b[:i], nil)
 			_, _ = parseRecord(b[:i])
 			_, _ = parseEvent(b[:i])
 		}
