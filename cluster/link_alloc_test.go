@@ -1,0 +1,95 @@
+//go:build !race
+
+// The race detector makes sync.Pool drop items at random, so allocation
+// counts are measured without it.
+
+package cluster
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+)
+
+// TestLinkHopAllocs holds the direct link's own part of a forwarded
+// request at no allocation: a frame written on the link (its writer
+// goroutine's system call included) and read at the other end, an answer
+// carved from the reader's block (one allocation per block of many
+// frames, so none per run on average), and the owner's tunnel: taken,
+// given the client's address and the request's headers, and recycled.
+func TestLinkHopAllocs(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := <-accepted
+	if sc == nil {
+		t.Fatal("no connection accepted")
+	}
+	n := &Node{maxFrame: 1 << 20, pending: map[uint64]*forward{}, tunnels: map[tunKey]*tunnelConn{}}
+	w := n.newLinkConn(c, "b", true)
+	rc := n.newLinkConn(sc, "a", false)
+	defer w.shut()
+	defer rc.shut()
+	r := bufio.NewReaderSize(sc, linkBuffer)
+
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod("POST")
+	ctx.Request.SetRequestURI("/mcp")
+	ctx.Request.Header.Set("Mcp-Session-Id", "a.1")
+	ctx.Request.SetBodyString(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a.2"}}`)
+	req := appendRequest(nil, &ctx, nil)
+	var got []byte
+	hop := func() {
+		if err := w.write(lkAnswer, 7, req); err != nil {
+			t.Fatal(err)
+		}
+		kind, id, size, err := rc.readHead(r)
+		if err != nil || kind != lkAnswer || id != 7 || size != len(req) {
+			t.Fatalf("frame %c %d %d: %v", kind, id, size, err)
+		}
+		got = rc.payload(size)
+		if _, err := io.ReadFull(r, got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hop()
+	if string(got) != string(req) {
+		t.Fatalf("the frame read is not the frame written")
+	}
+	if allocs := testing.AllocsPerRun(200, hop); allocs != 0 {
+		t.Errorf("a frame across the link: %v allocations", allocs)
+	}
+
+	tunnel := func() {
+		tn := n.getTunnel()
+		tn.key = tunKey{link: rc, id: 7}
+		dr, ok := decodeRequest(got, tn.hdrs[:0])
+		tn.hdrs = dr.headers
+		tn.setRemote(dr.remote)
+		if !ok || len(tn.addr.IP) != 4 {
+			t.Fatal("the request does not decode")
+		}
+		n.putTunnel(tn)
+	}
+	if allocs := testing.AllocsPerRun(200, tunnel); allocs != 0 {
+		t.Errorf("a tunnel: %v allocations", allocs)
+	}
+}
