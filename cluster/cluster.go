@@ -422,7 +422,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.inst = n.name + "." + n.inc
 	n.members.peers = make(map[string]*peer)
 	n.recs.init()
-	n.events.init()
+	n.events.init(n.prefix)
 	keys := opts.Keys
 	switch {
 	case len(keys) > 0:

@@ -93,3 +93,33 @@ func TestLinkHopAllocs(t *testing.T) {
 		t.Errorf("a tunnel: %v allocations", allocs)
 	}
 }
+
+// TestEventAllocs holds a kept event (events.go) at its allocations: the
+// issuer's message encoded and signed without any, and the receiving
+// node's check and keeping with one, the copy it keeps.
+func TestEventAllocs(t *testing.T) {
+	n := &Node{sig: newSigner([][]byte{[]byte("0123456789abcdef0123456789abcdef")}), inst: "a.x1", maxFrame: 1 << 20}
+	n.events.init("p")
+	data := []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"7","progress":3}}`)
+	buf := make([]byte, 0, 1024)
+	if allocs := testing.AllocsPerRun(100, func() {
+		buf = n.appendEvent(buf[:0], "a.s1", 1, 9, []byte("7"), false, data)
+	}); allocs != 0 {
+		t.Errorf("appendEvent: %v allocations", allocs)
+	}
+	keep := func() {
+		body, ok := n.sig.open(buf)
+		if !ok {
+			t.Fatal("the signature does not check")
+		}
+		ev, ok := parseEvent(body)
+		if !ok {
+			t.Fatal("the event does not parse")
+		}
+		n.events.add(ev.sid, ev.inst, ev.stream, ev.seq, ev.reqID, ev.final, ev.data, 1<<20, 1<<30)
+	}
+	keep() // the session and its stream are new: they are copied once
+	if allocs := testing.AllocsPerRun(100, keep); allocs > 1 {
+		t.Errorf("an event checked and kept: %v allocations, want the copy alone", allocs)
+	}
+}
