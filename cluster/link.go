@@ -489,7 +489,7 @@ func (lc *linkConn) serve() {
 				return
 			}
 			t := lc.n.getTunnel()
-			t.key, t.req = tunKey{link: lc, id: id}, b
+			t.key, t.mem.req = tunKey{link: lc, id: id}, b
 			lc.n.serveRequest(t, b.B)
 		case lkCancel:
 			if _, err := lc.r.Discard(size); err != nil {

@@ -124,8 +124,8 @@ func (n *Node) serveForwarded(h fasthttp.RequestHandler, t *tunnelConn, data []b
 	defer n.serving.Add(-1)
 	defer n.dropTunnel(t)
 
-	req, ok := decodeRequest(data, t.hdrs[:0])
-	t.hdrs = req.headers
+	req, ok := decodeRequest(data, t.mem.hdrs[:0])
+	t.mem.hdrs = req.headers
 	if !ok {
 		n.badMessage("forwarded request", data)
 		t.refuse(fasthttp.StatusBadRequest, "Bad Request: a forwarded request did not parse")
@@ -211,9 +211,8 @@ func (t *tunnelConn) setRemote(b []byte) {
 	t.addr.Port = int(ap.Port())
 }
 
-// dropTunnel forgets t once its answer is sent, and recycles it: nothing
-// finds it any more (every lookup in n.tunnels uses what it finds under
-// tunMu).
+// dropTunnel forgets t once its answer is sent: nothing finds it any
+// more, its writes fail, and its memory is recycled.
 func (n *Node) dropTunnel(t *tunnelConn) {
 	n.tunMu.Lock()
 	delete(n.tunnels, t.key)
@@ -221,29 +220,46 @@ func (n *Node) dropTunnel(t *tunnelConn) {
 	n.putTunnel(t)
 }
 
-// tunnels recycles tunnelConns: a forwarded request's connection, its
-// frame buffer and its request's buffer are reused by the next.
-var tunnels = sync.Pool{New: func() any { return new(tunnelConn) }}
-
-// getTunnel returns a tunnel of n, reset.
-func (n *Node) getTunnel() *tunnelConn {
-	t := tunnels.Get().(*tunnelConn)
-	t.n = n
-	return t
+// tunnelMem is what a tunnel holds that the next one reuses: the
+// request's bytes, its headers, the frame buffer. The tunnelConn itself
+// is made per request: the transport may keep the connection of a
+// request (a stream's, a large answer's, to cut it) a moment after the
+// request ended, and what it does to an old tunnel must not reach a new
+// request.
+type tunnelMem struct {
+	req  *codec.Buffer // the request's bytes, read from a link; nil for NATS
+	hdrs [][2][]byte   // the request's headers (decodeRequest)
+	buf  []byte        // the frame being sent
 }
 
-// putTunnel recycles t: its request is answered and no table holds it.
+var tunnelMems = sync.Pool{New: func() any { return new(tunnelMem) }}
+
+// getTunnel returns a new tunnel of n, with recycled memory.
+func (n *Node) getTunnel() *tunnelConn {
+	return &tunnelConn{n: n, mem: tunnelMems.Get().(*tunnelMem)}
+}
+
+// putTunnel ends t: its request is answered (or refused) and no table
+// holds it. Its writes fail from now on, and its memory is recycled.
 func (n *Node) putTunnel(t *tunnelConn) {
-	if t.req != nil {
-		codec.PutBuffer(t.req)
+	t.aborted.Store(true)
+	t.mu.Lock()
+	m := t.mem
+	t.mem, t.headSent = nil, true
+	t.mu.Unlock()
+	if m == nil {
+		return
 	}
-	buf, hdrs := t.buf[:0], t.hdrs[:0]
-	if cap(buf) > 64<<10 {
-		buf = nil
+	if m.req != nil {
+		codec.PutBuffer(m.req)
+		m.req = nil
 	}
-	clear(hdrs[:cap(hdrs)])
-	*t = tunnelConn{buf: buf, hdrs: hdrs}
-	tunnels.Put(t)
+	clear(m.hdrs[:cap(m.hdrs)])
+	m.hdrs, m.buf = m.hdrs[:0], m.buf[:0]
+	if cap(m.buf) > 64<<10 {
+		m.buf = nil
+	}
+	tunnelMems.Put(m)
 }
 
 // tunKey names a tunnel in n.tunnels: its link and number on it, or its
@@ -315,24 +331,18 @@ func (n *Node) startPendingTicker() {
 // tunnelConn is the connection of a forwarded request's RequestCtx:
 // what the handler writes to it (a streamed body) goes to the forwarding
 // node as data frames. Reads find nothing: the request is read already.
-//
-// Tunnels are recycled (putTunnel): whatever finds one in n.tunnels uses
-// it under tunMu, and a request's own code only until serveForwarded
-// returns.
 type tunnelConn struct {
 	n       *Node
-	key     tunKey        // in n.tunnels: the link and the request's number on it, or the NATS reply subject
-	req     *codec.Buffer // the request's bytes, read from a link; nil for NATS
-	hdrs    [][2][]byte   // the request's headers (decodeRequest)
-	addr    net.TCPAddr   // RemoteAddr
-	ip      [16]byte      // addr.IP's bytes
+	key     tunKey      // in n.tunnels: the link and the request's number on it, or the NATS reply subject
+	addr    net.TCPAddr // RemoteAddr
+	ip      [16]byte    // addr.IP's bytes
 	started time.Time
 	aborted atomic.Bool
 
 	mu       sync.Mutex
 	seq      uint64
 	headSent bool
-	buf      []byte
+	mem      *tunnelMem    // recycled by putTunnel, then nil
 	gone     chan struct{} // made by PeerGone, closed by abort
 	goneDone bool          // gone is closed
 }
@@ -375,10 +385,14 @@ func (t *tunnelConn) send(kind byte, payload []byte) error {
 }
 
 func (t *tunnelConn) sendLocked(kind byte, payload []byte) error {
-	t.buf = appendFrameStart(t.buf[:0], kind, t.seq)
+	m := t.mem
+	if m == nil {
+		return errCancelled // the request ended
+	}
+	m.buf = appendFrameStart(m.buf[:0], kind, t.seq)
 	t.seq++
-	t.buf = append(t.buf, payload...)
-	return t.emit(t.buf)
+	m.buf = append(m.buf, payload...)
+	return t.emit(m.buf)
 }
 
 // emit sends an answer frame to the forwarding node: on the link the
@@ -412,34 +426,39 @@ func appendHead(dst []byte, ctx *fasthttp.RequestCtx) []byte {
 func (t *tunnelConn) head(ctx *fasthttp.RequestCtx, stream bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.headSent = true
-	t.buf = appendFrameStart(t.buf[:0], frHead, t.seq)
-	t.seq++
-	t.buf = appendHead(t.buf, ctx)
-	if stream {
-		t.buf = append(t.buf, 1)
-	} else {
-		t.buf = append(t.buf, 0)
+	m := t.mem
+	if m == nil {
+		return
 	}
-	_ = t.emit(t.buf)
+	t.headSent = true
+	m.buf = appendFrameStart(m.buf[:0], frHead, t.seq)
+	t.seq++
+	m.buf = appendHead(m.buf, ctx)
+	if stream {
+		m.buf = append(m.buf, 1)
+	} else {
+		m.buf = append(m.buf, 0)
+	}
+	_ = t.emit(m.buf)
 }
 
 // whole sends the answer in one frame, if it fits in one.
 func (t *tunnelConn) whole(ctx *fasthttp.RequestCtx, body []byte) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.buf = appendFrameStart(t.buf[:0], frWhole, t.seq)
-	t.buf = appendHead(t.buf, ctx)
-	if len(t.buf)+len(body) > t.n.maxFrame {
+	m := t.mem
+	if m == nil {
+		return true // the request ended: nothing more is sent
+	}
+	m.buf = appendFrameStart(m.buf[:0], frWhole, t.seq)
+	m.buf = appendHead(m.buf, ctx)
+	if len(m.buf)+len(body) > t.n.maxFrame {
 		return false
 	}
 	t.seq++
 	t.headSent = true
-	t.buf = append(t.buf, body...)
-	_ = t.emit(t.buf)
-	if cap(t.buf) > 64<<10 {
-		t.buf = nil
-	}
+	m.buf = append(m.buf, body...)
+	_ = t.emit(m.buf)
 	return true
 }
 
