@@ -216,3 +216,27 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Fatal("a changed record passes")
 	}
 }
+
+// TestForwardHeader: the headers that describe one hop stay behind,
+// whatever their case; every other travels.
+func TestForwardHeader(t *testing.T) {
+	for _, tc := range []struct {
+		k    string
+		want bool
+	}{
+		{"Content-Length", false}, {"content-length", false},
+		{"Accept-Encoding", false}, {"ACCEPT-ENCODING", false},
+		{"Connection", false}, {"Keep-Alive", false}, {"keep-alive", false},
+		{"Transfer-Encoding", false}, {"Date", false}, {"date", false},
+		{"Server", false}, {"server", false},
+		{"Content-Type", true}, {"Mcp-Session-Id", true}, {"Host", true},
+		{"Accept", true}, {"Authorization", true}, {"Last-Event-ID", true},
+		{"Servers", true}, {"Dates", true}, {"Connectio", true}, {"Content-Lengths", true},
+	} {
+		t.Run(tc.k, func(t *testing.T) {
+			if got := forwardHeader([]byte(tc.k)); got != tc.want {
+				t.Errorf("forwardHeader(%q) = %v, want %v", tc.k, got, tc.want)
+			}
+		})
+	}
+}
