@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"net"
 	"net/netip"
 	"testing"
 
@@ -236,6 +237,32 @@ func TestForwardHeader(t *testing.T) {
 		t.Run(tc.k, func(t *testing.T) {
 			if got := forwardHeader([]byte(tc.k)); got != tc.want {
 				t.Errorf("forwardHeader(%q) = %v, want %v", tc.k, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAppendAddr: the client's address travels as its String writes it,
+// and the owner reads back the same address.
+func TestAppendAddr(t *testing.T) {
+	for _, a := range []net.Addr{
+		&net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 4321},
+		&net.TCPAddr{IP: net.ParseIP("10.1.2.3").To4(), Port: 1},
+		&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 443},
+		&net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 80, Zone: "eth0"},
+		&net.TCPAddr{},
+		&net.UnixAddr{Name: "/tmp/x", Net: "unix"},
+	} {
+		t.Run(a.String(), func(t *testing.T) {
+			r := reader{b: appendAddr(nil, a)}
+			got := r.bytes()
+			if r.bad || len(r.b) != 0 || string(got) != a.String() {
+				t.Fatalf("appendAddr: %q, want %q", got, a.String())
+			}
+			var tn tunnelConn
+			tn.setRemote(got)
+			if ta, ok := a.(*net.TCPAddr); ok && ta.IP != nil && tn.RemoteAddr().String() != a.String() {
+				t.Errorf("read back as %s, want %s", tn.RemoteAddr(), a)
 			}
 		})
 	}
