@@ -7,8 +7,7 @@ import (
 )
 
 // TestWireAllocs holds the encoders of the forwarding path at their
-// allocations: the answer's head none, the request only the client
-// address's text (and its parse).
+// allocations: none, the client's address written in place.
 func TestWireAllocs(t *testing.T) {
 	var ctx fasthttp.RequestCtx
 	ctx.Request.Header.SetMethod("POST")
@@ -21,7 +20,7 @@ func TestWireAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { buf = appendHead(buf[:0], &ctx) }); n != 0 {
 		t.Errorf("appendHead: %v allocations", n)
 	}
-	if n := testing.AllocsPerRun(100, func() { buf = appendRequest(buf[:0], &ctx, nil) }); n > 2 {
+	if n := testing.AllocsPerRun(100, func() { buf = appendRequest(buf[:0], &ctx, nil) }); n != 0 {
 		t.Errorf("appendRequest: %v allocations", n)
 	}
 	hdrs := make([][2][]byte, 0, 8)

@@ -56,6 +56,16 @@ func newBenchNode(b *testing.B, name string, routes []string, link bool) *benchN
 	return &benchNode{n: n, h: hs.Handler()}
 }
 
+// linkIO sums the frames and the writes of the nodes' direct links.
+func linkIO(nds ...*benchNode) (frames, writes uint64) {
+	for _, nd := range nds {
+		st := nd.n.Stats()
+		frames += st.LinkFrames
+		writes += st.LinkWrites
+	}
+	return frames, writes
+}
+
 var benchAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
 
 // do serves one POST on nd and returns its status.
@@ -147,6 +157,7 @@ func benchForward(b *testing.B, link bool) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(32) // forwarding waits on the network: keep requests in flight
+			frames, writes := linkIO(a, bn)
 			reportCPU(b, func() {
 				b.RunParallel(func(pb *testing.PB) {
 					var ctx fasthttp.RequestCtx
@@ -159,6 +170,9 @@ func benchForward(b *testing.B, link bool) {
 					}
 				})
 			})
+			if f, w := linkIO(a, bn); w > writes {
+				b.ReportMetric(float64(f-frames)/float64(w-writes), "frames/write")
+			}
 		})
 	}
 }

@@ -210,7 +210,7 @@ type Node struct {
 	// Forwarding, the owner's side (serve.go).
 	handler     atomic.Pointer[fasthttp.RequestHandler]
 	tunMu       sync.Mutex
-	tunnels     map[string]*tunnelConn // by reply subject
+	tunnels     map[tunKey]*tunnelConn
 	serving     atomic.Int64
 	ctxs        sync.Pool
 	serveWG     sync.WaitGroup
@@ -222,6 +222,7 @@ type Node struct {
 	routedSeen  map[string]bool        // peers ever routed to (watchRoutes only)
 	jobs        chan job               // forwarded requests for idle workers
 	workersStop chan struct{}          // closed at Shutdown: idle workers exit
+	retire      chan struct{}          // an idle worker that receives exits (retireIdle)
 	tickOnce    sync.Once
 	tickStop    chan struct{} // the pending ticker's; nil before Serve
 
@@ -254,6 +255,7 @@ type counters struct {
 	disconnects, reconnects                                    atomic.Uint64
 	peersLost, takenOver, recordFetches, eventsOut, eventsIn   atomic.Uint64
 	forwardedLink, linkRefused                                 atomic.Uint64
+	linkFrames, linkWrites                                     atomic.Uint64
 }
 
 // Stats are a Node's counters since Start.
@@ -279,6 +281,8 @@ type Stats struct {
 	EventsIn        uint64 // events of other nodes' streams kept here
 	ForwardedLink   uint64 // of Forwarded, those sent on a direct link
 	LinksRefused    uint64 // link connections that failed their handshake
+	LinkFrames      uint64 // frames written on direct links
+	LinkWrites      uint64 // and the system calls that wrote them (frames written together share one)
 	Records         int    // session records kept now
 	RecordBytes     int    // and their bytes
 	EventBytes      int    // bytes of the other nodes' events kept now
@@ -297,6 +301,7 @@ func (n *Node) Stats() Stats {
 		PeersLost: c.peersLost.Load(), TakenOver: c.takenOver.Load(), RecordFetches: c.recordFetches.Load(),
 		EventsOut: c.eventsOut.Load(), EventsIn: c.eventsIn.Load(),
 		ForwardedLink: c.forwardedLink.Load(), LinksRefused: c.linkRefused.Load(),
+		LinkFrames: c.linkFrames.Load(), LinkWrites: c.linkWrites.Load(),
 	}
 	st.Records, st.RecordBytes = n.recs.size()
 	_, st.EventBytes = n.events.size()
@@ -403,12 +408,13 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		name:      opts.Node,
 		prefix:    opts.Prefix,
 		pending:   make(map[uint64]*forward),
-		tunnels:   make(map[string]*tunnelConn),
+		tunnels:   make(map[tunKey]*tunnelConn),
 		jobs:      make(chan job),
 		badWarns:  lograte.New(badBurst, time.Second, 1),
 		natsWarns: lograte.New(natsBurst, time.Second, 1),
 
 		workersStop: make(chan struct{}),
+		retire:      make(chan struct{}),
 	}
 	n.replyPrefix = n.prefix + ".reply." + n.name + "."
 	n.ctxs.New = func() any { return new(fasthttp.RequestCtx) }
@@ -416,7 +422,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.inst = n.name + "." + n.inc
 	n.members.peers = make(map[string]*peer)
 	n.recs.init()
-	n.events.init()
+	n.events.init(n.prefix)
 	keys := opts.Keys
 	switch {
 	case len(keys) > 0:

@@ -54,17 +54,21 @@ type sessEvents struct {
 	head    int
 	bytes   int
 	elem    *list.Element
+	last    *evStream // the stream added to last, and its key: events of one stream come in runs
+	lastKey evKey
 }
 
 // eventStore is the node's store of other nodes' events.
 type eventStore struct {
+	subj  string // "<prefix>.ev"
 	mu    sync.Mutex
 	m     map[string]*sessEvents
 	lru   list.List // *sessEvents, most recently added to at the front
 	bytes int
 }
 
-func (s *eventStore) init() {
+func (s *eventStore) init(prefix string) {
+	s.subj = prefix + ".ev"
 	s.m = make(map[string]*sessEvents)
 	s.lru.Init()
 }
@@ -72,27 +76,32 @@ func (s *eventStore) init() {
 // eventOverhead is what an event costs besides its data.
 const eventOverhead = 96
 
-// add keeps an event within the bounds: perSession for its session,
-// total for all.
-func (s *eventStore) add(sid string, k evKey, seq uint64, reqID []byte, final bool, data []byte, perSession, total int) {
+// add keeps an event of stream (inst, stream) of session sid within the
+// bounds: perSession for its session, total for all. sid and inst are
+// copied only for a session or a stream not known yet.
+func (s *eventStore) add(sid, inst []byte, stream, seq uint64, reqID []byte, final bool, data []byte, perSession, total int) {
 	cost := len(data) + eventOverhead
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	se := s.m[sid]
+	se := s.m[string(sid)]
 	if se == nil {
-		se = &sessEvents{sid: sid, streams: make(map[evKey]*evStream)}
-		s.m[sid] = se
+		se = &sessEvents{sid: string(sid), streams: make(map[evKey]*evStream)}
+		s.m[se.sid] = se
 		se.elem = s.lru.PushFront(se)
 	} else {
 		s.lru.MoveToFront(se.elem)
 	}
-	st := se.streams[k]
-	if st == nil {
-		st = &evStream{}
-		if len(reqID) > 0 {
-			st.reqID = append([]byte(nil), reqID...)
+	st := se.last
+	if st == nil || se.lastKey.stream != stream || se.lastKey.inst != string(inst) {
+		k := evKey{string(inst), stream}
+		if st = se.streams[k]; st == nil {
+			st = &evStream{}
+			if len(reqID) > 0 {
+				st.reqID = append([]byte(nil), reqID...)
+			}
+			se.streams[k] = st
 		}
-		se.streams[k] = st
+		se.last, se.lastKey = st, k
 	}
 	if final {
 		st.final = true
@@ -193,27 +202,33 @@ func (s *eventStore) size() (int, int) {
 // published, signed, for the others to keep.
 func (n *Node) Event(sid string, stream, seq uint64, reqID []byte, final bool, data []byte) {
 	b := codec.GetBuffer()
-	b.B = append(b.B[:0], eventKind)
-	b.B = appendStr(b.B, sid)
-	b.B = appendStr(b.B, n.inst)
-	b.B = appendUvarint64(b.B, stream)
-	b.B = appendUvarint64(b.B, seq)
-	f := byte(0)
-	if final {
-		f = 1
-	}
-	b.B = append(b.B, f)
-	b.B = appendBytes(b.B, reqID)
-	b.B = append(b.B, data...)
-	b.B = n.sig.sign(b.B, 0)
+	b.B = n.appendEvent(b.B[:0], sid, stream, seq, reqID, final, data)
 	if len(b.B) <= n.maxFrame {
-		if err := n.nc.Publish(n.prefix+".ev", b.B); err != nil {
+		if err := n.nc.Publish(n.events.subj, b.B); err != nil {
 			n.stats.busDropped.Add(1)
 		} else {
 			n.stats.eventsOut.Add(1)
 		}
 	}
 	codec.PutBuffer(b)
+}
+
+// appendEvent appends the signed message of an event this node issued.
+func (n *Node) appendEvent(dst []byte, sid string, stream, seq uint64, reqID []byte, final bool, data []byte) []byte {
+	start := len(dst)
+	dst = append(dst, eventKind)
+	dst = appendStr(dst, sid)
+	dst = appendStr(dst, n.inst)
+	dst = appendUvarint64(dst, stream)
+	dst = appendUvarint64(dst, seq)
+	f := byte(0)
+	if final {
+		f = 1
+	}
+	dst = append(dst, f)
+	dst = appendBytes(dst, reqID)
+	dst = append(dst, data...)
+	return n.sig.sign(dst, start)
 }
 
 // onEvent keeps an event another node issued, once checked: its
@@ -233,7 +248,7 @@ func (n *Node) onEvent(m *nats.Msg) {
 		return
 	}
 	n.stats.eventsIn.Add(1)
-	n.events.add(string(ev.sid), evKey{string(ev.inst), ev.stream}, ev.seq, ev.reqID, ev.final, ev.data, n.opts.EventSessionBytes, n.opts.EventBytes)
+	n.events.add(ev.sid, ev.inst, ev.stream, ev.seq, ev.reqID, ev.final, ev.data, n.opts.EventSessionBytes, n.opts.EventBytes)
 }
 
 // wireEvent is a kept event's message, parsed; its slices alias it.

@@ -1,5 +1,7 @@
 package cluster
 
+import "github.com/nats-io/nats.go"
+
 // ClientURL is the embedded server's client port, for the tests that
 // play a local process trying it.
 func (n *Node) ClientURL() string { return n.srv.ClientURL() }
@@ -39,3 +41,11 @@ func (n *Node) DropLinks() {
 		lc.shut()
 	}
 }
+
+// EventMessage is the signed message Event publishes for an event.
+func (n *Node) EventMessage(sid string, stream, seq uint64, reqID []byte, final bool, data []byte) []byte {
+	return n.appendEvent(nil, sid, stream, seq, reqID, final, data)
+}
+
+// KeepEvent takes an event's message as if it came on the events subject.
+func (n *Node) KeepEvent(m []byte) { n.onEvent(&nats.Msg{Data: m}) }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -205,9 +206,15 @@ func (l *floorLink) call(req []byte, ch chan []byte) error {
 	return nil
 }
 
-// flusher writes what callers queued, one write per wake-up.
+// flusher writes what callers queued, one write per wake-up. It yields
+// once before writing, as the link's writer does, so that the callers
+// ready to run add their frames to the write: without it, a wake-up and
+// a system call went to about every frame, and the floor was the cost of
+// that design (about 9 µs of CPU per call, against about 2), not of the
+// bytes crossing one connection.
 func (l *floorLink) flusher() {
 	for range l.kick {
+		runtime.Gosched()
 		l.mu.Lock()
 		err := l.w.Flush()
 		l.mu.Unlock()

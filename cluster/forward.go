@@ -52,6 +52,8 @@ type forward struct {
 	evSID string
 	evKey evKey
 	ch    chan []byte // a nil message: nobody answers for the owner
+	timer *time.Timer // the answer's deadline (timers)
+	probe *time.Timer // when to ask whether the owner is there
 	lost  atomic.Bool // a frame did not fit in ch: the answer is broken
 	next  uint64      // the seq expected next
 	hdrs  [][2][]byte
@@ -175,14 +177,13 @@ func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte,
 		return true, false
 	}
 	n.stats.forwarded.Add(1)
-	timer := time.NewTimer(n.opts.ForwardTimeout)
-	defer timer.Stop()
-	// A request that hears nothing for a moment asks whether its owner is
+	// The forward's own timers, reused from one request to the next
+	// (unregister stops them): the answer's deadline, and the probe. A
+	// request that hears nothing for a moment asks whether its owner is
 	// there at all: NATS may deliver the first message after a node left
 	// to the route it left by, and drop it, rather than answer "no
 	// responders". The probe, a later message, gets the true answer.
-	probe := time.NewTimer(min(probeAfter, n.opts.ForwardTimeout/2))
-	defer probe.Stop()
+	timer, probe := f.timers(n.opts.ForwardTimeout, min(probeAfter, n.opts.ForwardTimeout/2))
 	var probed chan bool
 	var gone chan struct{} // the client went away (watched once slow)
 	var w *connwatch.Watcher
@@ -193,13 +194,15 @@ func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte,
 		select {
 		case <-probe.C:
 			if !heard {
-				probed = make(chan bool, 1)
-				go func() { probed <- n.ping(owner) }()
+				p := make(chan bool, 1)
+				probed = p
+				go func() { p <- n.ping(owner) }()
 			}
 			// A slow answer: watch the client, as the owner's transport
 			// would, so that one gone away cancels the request there.
-			gone = make(chan struct{})
-			w = connwatch.Watch(ctx.Conn(), func() { close(gone) })
+			g := make(chan struct{})
+			gone = g
+			w = connwatch.Watch(ctx.Conn(), func() { close(g) })
 			defer w.Stop()
 		case <-gone:
 			n.unregister(f)
@@ -271,6 +274,7 @@ func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte,
 						f.reqID = append(f.reqID[:0], requestID(ctx, nil)...)
 					}
 					ctx.Response.ImmediateHeaderFlush = true
+					f.stopTimers() // the relay has its own
 					ctx.SetBodyStream(&relay{f: f, conn: ctx.Conn()}, -1)
 					return true, false
 				}
@@ -332,6 +336,25 @@ func (n *Node) cutOff() bool {
 		return unrouted
 	}
 	return false
+}
+
+// timers returns f's timers, set to fire after d and probe.
+func (f *forward) timers(d, probe time.Duration) (*time.Timer, *time.Timer) {
+	if f.timer == nil {
+		f.timer, f.probe = time.NewTimer(d), time.NewTimer(probe)
+	} else {
+		f.timer.Reset(d)
+		f.probe.Reset(probe)
+	}
+	return f.timer, f.probe
+}
+
+// stopTimers stops f's timers, if it has any.
+func (f *forward) stopTimers() {
+	if f.timer != nil {
+		f.timer.Stop()
+		f.probe.Stop()
+	}
 }
 
 // frame parses the next frame of f's answer, checking its order.
@@ -440,8 +463,10 @@ func (n *Node) register(owner string, lc *linkConn) *forward {
 	}
 	n.pending[f.token] = f
 	n.pendMu.Unlock()
-	f.subj = strconv.AppendUint(append(f.subj[:0], n.replyPrefix...), f.token, 36)
-	f.reply = string(f.subj)
+	if lc == nil { // on a link, the token is all the answer needs
+		f.subj = strconv.AppendUint(append(f.subj[:0], n.replyPrefix...), f.token, 36)
+		f.reply = string(f.subj)
+	}
 	return f
 }
 
@@ -458,6 +483,8 @@ func (n *Node) unregister(f *forward) {
 	for len(f.ch) > 0 { // nothing is filed for f any more (onReply)
 		<-f.ch
 	}
+	f.stopTimers()
+	f.reply = ""
 	f.hdrs = f.hdrs[:0]
 	f.reqID = f.reqID[:0]
 	f.link = nil
@@ -559,7 +586,7 @@ func (n *Node) badMessage(what string, b []byte) {
 // trace context is tr's (the traceparent header, and the body's).
 func appendRequest(dst []byte, ctx *fasthttp.RequestCtx, tr *forwardTrace) []byte {
 	dst = append(dst, reqMagic)
-	dst = appendStr(dst, ctx.RemoteAddr().String())
+	dst = appendAddr(dst, ctx.RemoteAddr())
 	dst = appendBytes(dst, ctx.Method())
 	dst = appendBytes(dst, ctx.Request.Header.RequestURI())
 	for k, v := range ctx.Request.Header.All() {
@@ -572,6 +599,27 @@ func appendRequest(dst []byte, ctx *fasthttp.RequestCtx, tr *forwardTrace) []byt
 		dst = appendStr(appendBytes(dst, hdrTraceParent), tr.parent)
 	}
 	return appendBody(endHeaders(dst), ctx, tr)
+}
+
+// appendAddr appends the text of address a, as a's String would write
+// it, without allocating for a TCP address.
+func appendAddr(dst []byte, a net.Addr) []byte {
+	ta, ok := a.(*net.TCPAddr)
+	var ip netip.Addr
+	if ok {
+		ip, ok = netip.AddrFromSlice(ta.IP)
+	}
+	if !ok {
+		return appendStr(dst, a.String())
+	}
+	ap := netip.AddrPortFrom(ip.Unmap().WithZone(ta.Zone), uint16(ta.Port))
+	k := len(dst)
+	dst = ap.AppendTo(append(dst, 0))
+	if l := len(dst) - k - 1; l < 0x80 { // its length fits the byte kept for it
+		dst[k] = byte(l)
+		return dst
+	}
+	return appendStr(dst[:k], a.String())
 }
 
 // relay is the body of a forwarded answer that streams (SSE): it writes

@@ -11,10 +11,13 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"strconv"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpedge/mcpedge/codec"
 )
 
 // The direct link: forwarded requests and their answers go over TCP
@@ -70,14 +73,21 @@ type linkConn struct {
 	dead  atomic.Bool
 	close sync.Once
 
-	// Writes are combined: a writer appends its frame to out and, unless
-	// another is writing already, writes out itself, again and again
+	slab []byte // dialled: the block answer frames are read into (payload)
+
+	// Writes are combined: a writer appends its frame to out and wakes
+	// the link's writer goroutine (writeLoop) unless it is awake already;
+	// the writer yields once, then writes all that waits, again and again
 	// while others append meanwhile. So frames sent together share a
-	// system call, and nobody waits for a goroutine to wake up.
+	// wake-up and a system call (writing each frame at once, as the link
+	// first did, cost a system call per frame: a third of a forwarded
+	// call's CPU), and no caller waits on a write.
 	wmu      sync.Mutex
 	out      []byte
 	spare    []byte
-	flushing bool
+	flushing bool          // the writer is woken or writing: no need to wake it
+	kick     chan struct{} // wakes the writer
+	done     chan struct{} // closed by shut: the writer exits
 }
 
 // linkDialer is this node's hold on its link to one peer. cur is read
@@ -226,7 +236,7 @@ func (n *Node) dialLink(peer, inc, addr string) (*linkConn, error) {
 		return nil, err
 	}
 	_ = c.SetDeadline(time.Now().Add(linkHandshakeTimeout))
-	r, w := bufio.NewReaderSize(c, 512), bufio.NewWriterSize(c, 512)
+	r, w := bufio.NewReaderSize(c, linkBuffer), bufio.NewWriterSize(c, 512)
 	nonceA := make([]byte, nonceSize)
 	_, _ = rand.Read(nonceA)
 	_, _ = w.WriteString(linkMagic)
@@ -305,11 +315,15 @@ func (n *Node) acceptLink(c net.Conn) (*linkConn, error) {
 }
 
 func (n *Node) newLinkConn(c net.Conn, peer string, dial bool) *linkConn {
-	return &linkConn{n: n, c: c, peer: peer, dial: dial}
+	lc := &linkConn{n: n, c: c, peer: peer, dial: dial, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go lc.writeLoop()
+	return lc
 }
 
-// write sends a frame: it is appended to what waits, and written by this
-// goroutine unless another is writing (see linkConn).
+// write sends a frame: it is appended to what waits, and the link's
+// writer is woken if it sleeps (see linkConn). It fails only when the
+// link is down already; a write that fails later ends the link, and with
+// it the requests it carried (linkLost, abortLinkTunnels).
 func (lc *linkConn) write(kind byte, id uint64, payload []byte) error {
 	if lc.dead.Load() {
 		return errLinkDown
@@ -317,39 +331,65 @@ func (lc *linkConn) write(kind byte, id uint64, payload []byte) error {
 	lc.wmu.Lock()
 	if len(lc.out)+13+len(payload) > linkMaxQueued {
 		lc.wmu.Unlock()
-		lc.shut() // the peer does not read: the link is no good
+		go lc.shut() // the peer does not read: the link is no good (not here: the caller may hold tunMu)
 		return errLinkDown
 	}
+	wake := len(lc.out) == 0 && !lc.flushing
 	lc.out = binary.BigEndian.AppendUint32(lc.out, uint32(9+len(payload)))
 	lc.out = append(lc.out, kind)
 	lc.out = binary.BigEndian.AppendUint64(lc.out, id)
 	lc.out = append(lc.out, payload...)
-	if lc.flushing {
-		lc.wmu.Unlock()
-		return nil
+	lc.n.stats.linkFrames.Add(1)
+	if wake {
+		lc.flushing = true
 	}
-	lc.flushing = true
-	var err error
-	for len(lc.out) > 0 && err == nil {
-		b := lc.out
-		lc.out = lc.spare[:0]
-		lc.wmu.Unlock()
-		_ = lc.c.SetWriteDeadline(time.Now().Add(linkWriteTimeout))
-		_, err = lc.c.Write(b)
-		lc.wmu.Lock()
-		if cap(b) <= linkBuffer {
-			lc.spare = b[:0]
-		} else {
-			lc.spare = nil
+	lc.wmu.Unlock()
+	if wake {
+		select {
+		case lc.kick <- struct{}{}:
+		default:
 		}
 	}
-	lc.flushing = false
-	lc.wmu.Unlock()
-	if err != nil {
-		lc.shut()
-		return err
-	}
 	return nil
+}
+
+// writeLoop is the link's writer: woken by write, it writes what waits,
+// again and again while more comes meanwhile, until the link ends.
+func (lc *linkConn) writeLoop() {
+	for {
+		select {
+		case <-lc.kick:
+		case <-lc.done:
+			return
+		}
+		// Yield once before writing, so that the goroutines ready to run
+		// here add their frames first: under load a write carries many
+		// frames (about 15 with 32 requests in flight, against 1.2 when
+		// each wrote its own at once), and a wake-up and a system call
+		// are shared by all of them.
+		runtime.Gosched()
+		lc.wmu.Lock()
+		for len(lc.out) > 0 {
+			b := lc.out
+			lc.out = lc.spare[:0]
+			lc.wmu.Unlock()
+			_ = lc.c.SetWriteDeadline(time.Now().Add(linkWriteTimeout))
+			_, err := lc.c.Write(b)
+			lc.n.stats.linkWrites.Add(1)
+			if err != nil {
+				lc.shut()
+				return
+			}
+			lc.wmu.Lock()
+			if cap(b) <= linkBuffer {
+				lc.spare = b[:0]
+			} else {
+				lc.spare = nil
+			}
+		}
+		lc.flushing = false
+		lc.wmu.Unlock()
+	}
 }
 
 // linkMaxQueued bounds the bytes waiting to be written on a link: a peer
@@ -363,6 +403,7 @@ var errLinkDown = errors.New("cluster: the link is down")
 func (lc *linkConn) shut() {
 	lc.close.Do(func() {
 		lc.dead.Store(true)
+		close(lc.done)
 		_ = lc.c.Close()
 		if lc.dial {
 			lc.n.linkLost(lc)
@@ -372,32 +413,56 @@ func (lc *linkConn) shut() {
 	})
 }
 
-// readFrame reads one frame: kind, id, payload (a fresh slice).
-func (lc *linkConn) readFrame(r *bufio.Reader) (byte, uint64, []byte, error) {
-	var hdr [13]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return 0, 0, nil, err
+// readHead reads a frame's head: its kind, its id, and the size of the
+// payload that follows.
+func (lc *linkConn) readHead(r *bufio.Reader) (byte, uint64, int, error) {
+	hdr, err := r.Peek(13)
+	if err != nil {
+		return 0, 0, 0, err
 	}
 	l := binary.BigEndian.Uint32(hdr[:4])
+	kind, id := hdr[4], binary.BigEndian.Uint64(hdr[5:])
+	_, _ = r.Discard(13)
 	if l < 9 || int(l) > lc.n.maxFrame+256 {
-		return 0, 0, nil, errLinkFrame
+		return 0, 0, 0, errLinkFrame
 	}
-	payload := make([]byte, l-9)
-	if _, err := io.ReadFull(r, payload); err != nil {
-		return 0, 0, nil, err
-	}
-	return hdr[4], binary.BigEndian.Uint64(hdr[5:]), payload, nil
+	return kind, id, int(l) - 9, nil
 }
 
 var errLinkFrame = errors.New("cluster: link frame out of bounds")
+
+// linkSlab is the size of the blocks a link's answer frames are read
+// into, one after the other: a frame costs an allocation only when a
+// block is full (about one in fifty for small JSON answers). A frame is
+// held only until its forward has written it to its client, so a block
+// is soon garbage; frames over a quarter of a block get their own.
+const linkSlab = 16 << 10
+
+// payload returns a slice of size for a frame's payload, carved from the
+// link's current block.
+func (lc *linkConn) payload(size int) []byte {
+	if size > linkSlab/4 {
+		return make([]byte, size)
+	}
+	if len(lc.slab)+size > cap(lc.slab) {
+		lc.slab = make([]byte, 0, linkSlab)
+	}
+	k := len(lc.slab)
+	lc.slab = lc.slab[:k+size]
+	return lc.slab[k : k+size : k+size]
+}
 
 // readAnswers files the answer frames of the requests this node sent on
 // the link with their forwards, until the link ends.
 func (lc *linkConn) readAnswers(r *bufio.Reader) {
 	defer lc.shut()
 	for {
-		kind, id, payload, err := lc.readFrame(r)
+		kind, id, size, err := lc.readHead(r)
 		if err != nil {
+			return
+		}
+		payload := lc.payload(size)
+		if _, err := io.ReadFull(r, payload); err != nil {
 			return
 		}
 		if kind != lkAnswer || len(payload) == 0 {
@@ -409,21 +474,33 @@ func (lc *linkConn) readAnswers(r *bufio.Reader) {
 }
 
 // serve reads the requests and cancels the peer sends on a link it
-// dialled, and serves them, until the link ends.
+// dialled, and serves them, until the link ends. A request is read into a
+// pooled buffer, which its tunnel holds until it is answered.
 func (lc *linkConn) serve() {
 	defer lc.shut()
 	for {
-		kind, id, payload, err := lc.readFrame(lc.r)
+		kind, id, size, err := lc.readHead(lc.r)
 		if err != nil {
 			return
 		}
 		switch kind {
 		case lkRequest:
-			lc.n.serveRequest(&tunnelConn{n: lc.n, reply: linkKey(lc.peer, id), link: lc, id: id}, payload)
+			b := codec.GetBuffer()
+			b.B = slices.Grow(b.B[:0], size)[:size]
+			if _, err := io.ReadFull(lc.r, b.B); err != nil {
+				codec.PutBuffer(b)
+				return
+			}
+			t := lc.n.getTunnel()
+			t.key, t.mem.req = tunKey{link: lc, id: id}, b
+			lc.n.serveRequest(t, b.B)
 		case lkCancel:
+			if _, err := lc.r.Discard(size); err != nil {
+				return
+			}
 			lc.n.cancelLinkTunnel(lc, id)
 		default:
-			lc.n.badMessage("link frame", payload)
+			lc.n.badMessage("link frame", []byte{kind})
 			return
 		}
 	}
@@ -508,29 +585,22 @@ func (n *Node) linkLost(lc *linkConn) {
 // lost (forward.frame).
 var linkLostFrame = []byte{}
 
-// linkKey is the key in n.tunnels of request id from peer over a link:
-// no NATS subject starts with a 0 byte.
-func linkKey(peer string, id uint64) string {
-	return "\x00" + peer + "." + strconv.FormatUint(id, 36)
-}
-
 // cancelLinkTunnel ends the request id a link carries: its client went
 // away.
 func (n *Node) cancelLinkTunnel(lc *linkConn, id uint64) {
 	n.tunMu.Lock()
-	t := n.tunnels[linkKey(lc.peer, id)]
-	n.tunMu.Unlock()
-	if t != nil && t.link == lc {
+	if t := n.tunnels[tunKey{link: lc, id: id}]; t != nil {
 		n.stats.cancelled.Add(1)
 		t.abort()
 	}
+	n.tunMu.Unlock()
 }
 
 // abortLinkTunnels ends the requests a link that went down carried.
 func (n *Node) abortLinkTunnels(lc *linkConn) {
 	n.tunMu.Lock()
-	for _, t := range n.tunnels {
-		if t.link == lc {
+	for k, t := range n.tunnels {
+		if k.link == lc {
 			t.abort()
 		}
 	}

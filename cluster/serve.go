@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/nats-io/nats.go"
@@ -35,7 +36,9 @@ func (n *Node) onForwarded(m *nats.Msg) {
 		n.badMessage("forwarded request without reply subject", m.Data)
 		return
 	}
-	n.serveRequest(&tunnelConn{n: n, reply: m.Reply}, m.Data)
+	t := n.getTunnel()
+	t.key.reply = m.Reply
+	n.serveRequest(t, m.Data)
 }
 
 // serveRequest serves a forwarded request, data, whose answer goes back
@@ -49,12 +52,13 @@ func (n *Node) serveRequest(t *tunnelConn, data []byte) {
 		n.tunMu.Unlock()
 		n.stats.servedRefused.Add(1)
 		t.refuse(fasthttp.StatusServiceUnavailable, "Service Unavailable: node "+n.name+" is not taking forwarded requests now")
+		n.putTunnel(t)
 		return
 	}
 	n.serving.Add(1)
 	n.serveWG.Add(1)
-	t.started, t.gone = time.Now(), make(chan struct{})
-	n.tunnels[t.reply] = t
+	t.started = time.Now()
+	n.tunnels[t.key] = t
 	n.tunMu.Unlock()
 	n.stats.served.Add(1)
 	j := job{h: *hp, t: t, data: data}
@@ -72,25 +76,32 @@ type job struct {
 	data []byte
 }
 
-// workerIdle is how long a worker waits for its next forwarded request
-// before it exits.
-const workerIdle = 10 * time.Second
-
 // worker serves j, then the forwarded requests that come while it is
 // idle. Workers live on between requests so that each request does not
 // start a goroutine whose stack grows anew to the depth of an HTTP
-// handler (copying it costed a tenth of a forwarded request's CPU).
+// handler (copying it costed a tenth of a forwarded request's CPU). An
+// idle worker exits when the pending ticker finds that no request was
+// forwarded here for a whole tick (retireIdle): a timer per worker,
+// reset for every request, cost about 5% of a forwarded call.
 func (n *Node) worker(j job) {
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
 	for {
 		n.serveForwarded(j.h, j.t, j.data)
-		idle.Reset(workerIdle)
 		select {
 		case j = <-n.jobs:
-		case <-idle.C:
+		case <-n.retire:
 			return
 		case <-n.workersStop:
+			return
+		}
+	}
+}
+
+// retireIdle ends every idle worker.
+func (n *Node) retireIdle() {
+	for {
+		select {
+		case n.retire <- struct{}{}:
+		default:
 			return
 		}
 	}
@@ -113,7 +124,8 @@ func (n *Node) serveForwarded(h fasthttp.RequestHandler, t *tunnelConn, data []b
 	defer n.serving.Add(-1)
 	defer n.dropTunnel(t)
 
-	req, ok := decodeRequest(data)
+	req, ok := decodeRequest(data, t.mem.hdrs[:0])
+	t.mem.hdrs = req.headers
 	if !ok {
 		n.badMessage("forwarded request", data)
 		t.refuse(fasthttp.StatusBadRequest, "Bad Request: a forwarded request did not parse")
@@ -126,7 +138,7 @@ func (n *Node) serveForwarded(h fasthttp.RequestHandler, t *tunnelConn, data []b
 		ctx.ResetUserValues()
 		n.ctxs.Put(ctx)
 	}()
-	t.remote = tcpAddr(req.remote)
+	t.setRemote(req.remote)
 	ctx.Init2(t, nopLogger{}, false)
 	ctx.Request.Header.SetMethodBytes(req.method)
 	ctx.Request.SetRequestURIBytes(req.uri)
@@ -161,8 +173,9 @@ type request struct {
 	body                []byte
 }
 
-// decodeRequest decodes the wire form of a forwarded request.
-func decodeRequest(data []byte) (req request, ok bool) {
+// decodeRequest decodes the wire form of a forwarded request, its
+// headers onto hdrs.
+func decodeRequest(data []byte, hdrs [][2][]byte) (req request, ok bool) {
 	r := reader{b: data}
 	if r.byte() != reqMagic {
 		return req, false
@@ -173,27 +186,88 @@ func decodeRequest(data []byte) (req request, ok bool) {
 	if r.bad || len(req.method) == 0 || len(req.uri) == 0 {
 		return req, false
 	}
-	req.headers = r.headers(make([][2][]byte, 0, 8), 1024)
+	req.headers = r.headers(hdrs, 1024)
 	req.body = r.b
 	return req, !r.bad
 }
 
-func tcpAddr(b []byte) net.Addr {
-	ap, err := netip.ParseAddrPort(string(b))
+// setRemote sets the address RemoteAddr reports, from its text b,
+// without allocating: the tunnel's own TCPAddr is reused.
+func (t *tunnelConn) setRemote(b []byte) {
+	t.addr = net.TCPAddr{}
+	ap, err := netip.ParseAddrPort(unsafe.String(unsafe.SliceData(b), len(b)))
 	if err != nil {
-		return &net.TCPAddr{}
+		return
 	}
-	return net.TCPAddrFromAddrPort(ap)
+	a := ap.Addr()
+	if a.Is4() {
+		ip := a.As4()
+		t.addr.IP = append(t.ip[:0], ip[:]...)
+	} else {
+		ip := a.As16()
+		t.addr.IP = append(t.ip[:0], ip[:]...)
+		t.addr.Zone = a.Zone()
+	}
+	t.addr.Port = int(ap.Port())
 }
 
-// dropTunnel forgets t once its answer is sent.
+// dropTunnel forgets t once its answer is sent: nothing finds it any
+// more, its writes fail, and its memory is recycled.
 func (n *Node) dropTunnel(t *tunnelConn) {
 	n.tunMu.Lock()
-	delete(n.tunnels, t.reply)
+	delete(n.tunnels, t.key)
 	n.tunMu.Unlock()
+	n.putTunnel(t)
+}
+
+// tunnelMem is what a tunnel holds that the next one reuses: the
+// request's bytes, its headers, the frame buffer. The tunnelConn itself
+// is made per request: the transport may keep the connection of a
+// request (a stream's, a large answer's, to cut it) a moment after the
+// request ended, and what it does to an old tunnel must not reach a new
+// request.
+type tunnelMem struct {
+	req  *codec.Buffer // the request's bytes, read from a link; nil for NATS
+	hdrs [][2][]byte   // the request's headers (decodeRequest)
+	buf  []byte        // the frame being sent
+}
+
+var tunnelMems = sync.Pool{New: func() any { return new(tunnelMem) }}
+
+// getTunnel returns a new tunnel of n, with recycled memory.
+func (n *Node) getTunnel() *tunnelConn {
+	return &tunnelConn{n: n, mem: tunnelMems.Get().(*tunnelMem)}
+}
+
+// putTunnel ends t: its request is answered (or refused) and no table
+// holds it. Its writes fail from now on, and its memory is recycled.
+func (n *Node) putTunnel(t *tunnelConn) {
+	t.aborted.Store(true)
 	t.mu.Lock()
-	t.headSent = true
+	m := t.mem
+	t.mem, t.headSent = nil, true
 	t.mu.Unlock()
+	if m == nil {
+		return
+	}
+	if m.req != nil {
+		codec.PutBuffer(m.req)
+		m.req = nil
+	}
+	clear(m.hdrs[:cap(m.hdrs)])
+	m.hdrs, m.buf = m.hdrs[:0], m.buf[:0]
+	if cap(m.buf) > 64<<10 {
+		m.buf = nil
+	}
+	tunnelMems.Put(m)
+}
+
+// tunKey names a tunnel in n.tunnels: its link and number on it, or its
+// NATS reply subject.
+type tunKey struct {
+	link  *linkConn
+	id    uint64
+	reply string
 }
 
 // onCancel takes a forwarding node's word that the client of a request
@@ -201,12 +275,11 @@ func (n *Node) dropTunnel(t *tunnelConn) {
 // disconnect does.
 func (n *Node) onCancel(m *nats.Msg) {
 	n.tunMu.Lock()
-	t := n.tunnels[string(m.Data)]
-	n.tunMu.Unlock()
-	if t != nil {
+	if t := n.tunnels[tunKey{reply: string(m.Data)}]; t != nil {
 		n.stats.cancelled.Add(1)
 		t.abort()
 	}
+	n.tunMu.Unlock()
 }
 
 // abortTunnels fails the writes of every tunnel, at Close.
@@ -222,7 +295,8 @@ func (n *Node) abortTunnels() {
 // nodes that their requests are still being served: every third of
 // ForwardTimeout, each tunnel that has not sent its head yet sends a
 // pending frame. One ticker serves every tunnel, so a forwarded request
-// costs no timer.
+// costs no timer; it also retires the idle workers after a tick without
+// a forwarded request.
 func (n *Node) startPendingTicker() {
 	n.tickOnce.Do(func() {
 		every := n.opts.ForwardTimeout / 3
@@ -230,23 +304,24 @@ func (n *Node) startPendingTicker() {
 		go func() {
 			tk := time.NewTicker(every)
 			defer tk.Stop()
-			var ts []*tunnelConn
+			served := n.stats.served.Load()
 			for {
 				select {
 				case <-n.tickStop:
 					return
 				case now := <-tk.C:
-					ts = ts[:0]
-					n.tunMu.Lock()
+					if s := n.stats.served.Load(); s == served {
+						n.retireIdle() // nothing came for a whole tick
+					} else {
+						served = s
+					}
+					n.tunMu.Lock() // held: a tunnel out of the table is recycled
 					for _, t := range n.tunnels {
 						if now.Sub(t.started) >= every {
-							ts = append(ts, t)
+							t.pending()
 						}
 					}
 					n.tunMu.Unlock()
-					for _, t := range ts {
-						t.pending()
-					}
 				}
 			}
 		}()
@@ -258,19 +333,18 @@ func (n *Node) startPendingTicker() {
 // node as data frames. Reads find nothing: the request is read already.
 type tunnelConn struct {
 	n       *Node
-	reply   string    // the NATS reply subject; over a link, a key of n.tunnels
-	link    *linkConn // the direct link the request came on, nil for NATS
-	id      uint64    // the request's number on the link
-	remote  net.Addr
+	key     tunKey      // in n.tunnels: the link and the request's number on it, or the NATS reply subject
+	addr    net.TCPAddr // RemoteAddr
+	ip      [16]byte    // addr.IP's bytes
 	started time.Time
 	aborted atomic.Bool
-	gone    chan struct{} // closed by abort: PeerGone
-	goneOne sync.Once
 
 	mu       sync.Mutex
 	seq      uint64
 	headSent bool
-	buf      []byte
+	mem      *tunnelMem    // recycled by putTunnel, then nil
+	gone     chan struct{} // made by PeerGone, closed by abort
+	goneDone bool          // gone is closed
 }
 
 // abort fails the tunnel's writes and tells the transport, which watches
@@ -278,13 +352,30 @@ type tunnelConn struct {
 // cancelled, its stream ended, at once.
 func (t *tunnelConn) abort() {
 	t.aborted.Store(true)
-	t.goneOne.Do(func() { close(t.gone) })
+	t.mu.Lock()
+	if t.gone != nil && !t.goneDone {
+		close(t.gone)
+		t.goneDone = true
+	}
+	t.mu.Unlock()
 }
 
 // PeerGone is closed when the forwarding node's client went away (or
 // this node closes): the transport's connection watch (internal/connwatch)
-// waits on it as it would on a socket.
-func (t *tunnelConn) PeerGone() <-chan struct{} { return t.gone }
+// waits on it as it would on a socket. Made when first asked for: a
+// request answered at once never is.
+func (t *tunnelConn) PeerGone() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.gone == nil {
+		t.gone = make(chan struct{})
+		if t.aborted.Load() {
+			close(t.gone)
+			t.goneDone = true
+		}
+	}
+	return t.gone
+}
 
 // send publishes a frame of kind with payload.
 func (t *tunnelConn) send(kind byte, payload []byte) error {
@@ -294,19 +385,23 @@ func (t *tunnelConn) send(kind byte, payload []byte) error {
 }
 
 func (t *tunnelConn) sendLocked(kind byte, payload []byte) error {
-	t.buf = appendFrameStart(t.buf[:0], kind, t.seq)
+	m := t.mem
+	if m == nil {
+		return errCancelled // the request ended
+	}
+	m.buf = appendFrameStart(m.buf[:0], kind, t.seq)
 	t.seq++
-	t.buf = append(t.buf, payload...)
-	return t.emit(t.buf)
+	m.buf = append(m.buf, payload...)
+	return t.emit(m.buf)
 }
 
 // emit sends an answer frame to the forwarding node: on the link the
 // request came on, or on its NATS reply subject.
 func (t *tunnelConn) emit(b []byte) error {
-	if t.link != nil {
-		return t.link.write(lkAnswer, t.id, b)
+	if t.key.link != nil {
+		return t.key.link.write(lkAnswer, t.key.id, b)
 	}
-	return t.n.nc.Publish(t.reply, b)
+	return t.n.nc.Publish(t.key.reply, b)
 }
 
 // pending sends a pending frame unless the head is out.
@@ -331,34 +426,39 @@ func appendHead(dst []byte, ctx *fasthttp.RequestCtx) []byte {
 func (t *tunnelConn) head(ctx *fasthttp.RequestCtx, stream bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.headSent = true
-	t.buf = appendFrameStart(t.buf[:0], frHead, t.seq)
-	t.seq++
-	t.buf = appendHead(t.buf, ctx)
-	if stream {
-		t.buf = append(t.buf, 1)
-	} else {
-		t.buf = append(t.buf, 0)
+	m := t.mem
+	if m == nil {
+		return
 	}
-	_ = t.emit(t.buf)
+	t.headSent = true
+	m.buf = appendFrameStart(m.buf[:0], frHead, t.seq)
+	t.seq++
+	m.buf = appendHead(m.buf, ctx)
+	if stream {
+		m.buf = append(m.buf, 1)
+	} else {
+		m.buf = append(m.buf, 0)
+	}
+	_ = t.emit(m.buf)
 }
 
 // whole sends the answer in one frame, if it fits in one.
 func (t *tunnelConn) whole(ctx *fasthttp.RequestCtx, body []byte) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.buf = appendFrameStart(t.buf[:0], frWhole, t.seq)
-	t.buf = appendHead(t.buf, ctx)
-	if len(t.buf)+len(body) > t.n.maxFrame {
+	m := t.mem
+	if m == nil {
+		return true // the request ended: nothing more is sent
+	}
+	m.buf = appendFrameStart(m.buf[:0], frWhole, t.seq)
+	m.buf = appendHead(m.buf, ctx)
+	if len(m.buf)+len(body) > t.n.maxFrame {
 		return false
 	}
 	t.seq++
 	t.headSent = true
-	t.buf = append(t.buf, body...)
-	_ = t.emit(t.buf)
-	if cap(t.buf) > 64<<10 {
-		t.buf = nil
-	}
+	m.buf = append(m.buf, body...)
+	_ = t.emit(m.buf)
 	return true
 }
 
@@ -405,7 +505,7 @@ func (t *tunnelConn) Close() error { return nil }
 func (t *tunnelConn) LocalAddr() net.Addr { return &net.TCPAddr{} }
 
 // RemoteAddr is the client's address, as the forwarding node saw it.
-func (t *tunnelConn) RemoteAddr() net.Addr { return t.remote }
+func (t *tunnelConn) RemoteAddr() net.Addr { return &t.addr }
 
 // SetDeadline implements net.Conn; see SetWriteDeadline.
 func (t *tunnelConn) SetDeadline(d time.Time) error { return t.SetWriteDeadline(d) }

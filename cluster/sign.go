@@ -24,7 +24,15 @@ const macSize = sha256.Size
 // the state keys do).
 type signer struct {
 	keys [][]byte
-	pool sync.Pool // hash.Hash of keys[0]
+	pool sync.Pool // *macState of keys[0]
+}
+
+// macState is a pooled HMAC of the first key, with room for a sum: a sum
+// on the stack escapes through hash.Hash, one allocation per message
+// checked.
+type macState struct {
+	h   hash.Hash
+	sum [macSize]byte
 }
 
 // clusterKeyLabel separates the cluster's key from the requestState keys
@@ -38,17 +46,17 @@ func newSigner(keys [][]byte) *signer {
 		m.Write([]byte(clusterKeyLabel))
 		s.keys = append(s.keys, m.Sum(nil))
 	}
-	s.pool.New = func() any { return hmac.New(sha256.New, s.keys[0]) }
+	s.pool.New = func() any { return &macState{h: hmac.New(sha256.New, s.keys[0])} }
 	return s
 }
 
 // sign appends the signature of msg, which starts at dst[start:], to dst.
 func (s *signer) sign(dst []byte, start int) []byte {
-	h := s.pool.Get().(hash.Hash)
-	h.Reset()
-	h.Write(dst[start:])
-	dst = h.Sum(dst)
-	s.pool.Put(h)
+	m := s.pool.Get().(*macState)
+	m.h.Reset()
+	m.h.Write(dst[start:])
+	dst = m.h.Sum(dst)
+	s.pool.Put(m)
 	return dst
 }
 
@@ -59,21 +67,17 @@ func (s *signer) open(m []byte) ([]byte, bool) {
 		return nil, false
 	}
 	body, mac := m[:len(m)-macSize], m[len(m)-macSize:]
-	var sum [macSize]byte
+	st := s.pool.Get().(*macState)
+	defer s.pool.Put(st)
 	for i, k := range s.keys {
-		var h hash.Hash
+		h := st.h
 		if i == 0 {
-			h = s.pool.Get().(hash.Hash)
 			h.Reset()
 		} else {
-			h = hmac.New(sha256.New, k)
+			h = hmac.New(sha256.New, k) // an older key: rare
 		}
 		h.Write(body)
-		ok := hmac.Equal(h.Sum(sum[:0]), mac)
-		if i == 0 {
-			s.pool.Put(h)
-		}
-		if ok {
+		if hmac.Equal(h.Sum(st.sum[:0]), mac) {
 			return body, true
 		}
 	}

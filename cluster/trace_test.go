@@ -40,7 +40,7 @@ func TestForwardTrace(t *testing.T) {
 			tp, ts, at, end := requestTrace(&ctx)
 			assert.Equal(t, tc.wantTP, string(tp))
 			assert.Equal(t, tc.wantTS, string(ts))
-			req, ok := decodeRequest(appendRequest(nil, &ctx, &forwardTrace{parent: span, at: at, end: end}))
+			req, ok := decodeRequest(appendRequest(nil, &ctx, &forwardTrace{parent: span, at: at, end: end}), nil)
 			require.True(t, ok)
 			assert.Equal(t, tc.wantBody, string(req.body))
 			var parents []string

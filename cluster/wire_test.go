@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"net"
 	"net/netip"
 	"testing"
 
@@ -150,7 +151,7 @@ func FuzzParsers(f *testing.F) {
 			_ = busPayloadOK(topic, payload)
 		}
 		_, _ = parseFrame(b, nil)
-		_, _ = decodeRequest(b)
+		_, _ = decodeRequest(b, nil)
 		_ = checkBody(ctJSON, b)
 		_ = checkBody(ctSSE, b)
 		// A relayed stream cut anywhere passes (or fails) as whole.
@@ -170,7 +171,7 @@ func FuzzParsers(f *testing.F) {
 		// parse as something that reads past it.
 		for i := range b {
 			_, _ = parseFrame(b[:i], nil)
-			_, _ = decodeRequest(b[:i])
+			_, _ = decodeRequest(b[:i], nil)
 			_, _ = parseRecord(b[:i])
 			_, _ = parseEvent(b[:i])
 		}
@@ -214,5 +215,55 @@ func TestRecordRoundTrip(t *testing.T) {
 	b[10] ^= 1
 	if _, ok := n.sig.open(b); ok {
 		t.Fatal("a changed record passes")
+	}
+}
+
+// TestForwardHeader: the headers that describe one hop stay behind,
+// whatever their case; every other travels.
+func TestForwardHeader(t *testing.T) {
+	for _, tc := range []struct {
+		k    string
+		want bool
+	}{
+		{"Content-Length", false}, {"content-length", false},
+		{"Accept-Encoding", false}, {"ACCEPT-ENCODING", false},
+		{"Connection", false}, {"Keep-Alive", false}, {"keep-alive", false},
+		{"Transfer-Encoding", false}, {"Date", false}, {"date", false},
+		{"Server", false}, {"server", false},
+		{"Content-Type", true}, {"Mcp-Session-Id", true}, {"Host", true},
+		{"Accept", true}, {"Authorization", true}, {"Last-Event-ID", true},
+		{"Servers", true}, {"Dates", true}, {"Connectio", true}, {"Content-Lengths", true},
+	} {
+		t.Run(tc.k, func(t *testing.T) {
+			if got := forwardHeader([]byte(tc.k)); got != tc.want {
+				t.Errorf("forwardHeader(%q) = %v, want %v", tc.k, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAppendAddr: the client's address travels as its String writes it,
+// and the owner reads back the same address.
+func TestAppendAddr(t *testing.T) {
+	for _, a := range []net.Addr{
+		&net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 4321},
+		&net.TCPAddr{IP: net.ParseIP("10.1.2.3").To4(), Port: 1},
+		&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 443},
+		&net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 80, Zone: "eth0"},
+		&net.TCPAddr{},
+		&net.UnixAddr{Name: "/tmp/x", Net: "unix"},
+	} {
+		t.Run(a.String(), func(t *testing.T) {
+			r := reader{b: appendAddr(nil, a)}
+			got := r.bytes()
+			if r.bad || len(r.b) != 0 || string(got) != a.String() {
+				t.Fatalf("appendAddr: %q, want %q", got, a.String())
+			}
+			var tn tunnelConn
+			tn.setRemote(got)
+			if ta, ok := a.(*net.TCPAddr); ok && ta.IP != nil && tn.RemoteAddr().String() != a.String() {
+				t.Errorf("read back as %s, want %s", tn.RemoteAddr(), a)
+			}
+		})
 	}
 }
