@@ -119,3 +119,38 @@ func BenchmarkForward(b *testing.B) {
 		<-sink.ch
 	}
 }
+
+// TestPlaceZeroAlloc holds Gateway.Place, which a cluster's node asks on
+// every request of a session, at zero allocations: with no upstream of
+// share = "session" and none down (the fast path), and with one, whose
+// tool, prompt, resource and completion requests go to the session's
+// home.
+func TestPlaceZeroAlloc(t *testing.T) {
+	pooled := selfUpstream("x", "conformance")
+	bound := selfUpstream("x", "conformance")
+	bound.Share = gateway.Share{Session: true}
+	for _, tt := range []struct {
+		name  string
+		up    gateway.Upstream
+		frame string
+		home  bool
+	}{
+		{"pooled tool", pooled, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_simple_text","arguments":{}}}`, false},
+		{"session tool", bound, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_simple_text","arguments":{}}}`, true},
+		{"session prompt", bound, `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"test_simple_prompt"}}`, true},
+		{"session resource", bound, `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"test://static-text"}}`, true},
+		{"session completion", bound, `{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"test_prompt_with_arguments"},"argument":{"name":"arg1","value":"a"}}}`, true},
+		{"session unknown tool", bound, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope","arguments":{}}}`, false},
+		{"session ping", bound, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, gw := engineFront(t, tt.up)
+			var m codec.Message
+			require.NoError(t, codec.Decode([]byte(tt.frame), &m))
+			home, down := gw.Place(&m)
+			assert.Equal(t, tt.home, home)
+			assert.Empty(t, down)
+			assert.Zero(t, testing.AllocsPerRun(1000, func() { gw.Place(&m) }))
+		})
+	}
+}

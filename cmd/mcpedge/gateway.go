@@ -21,6 +21,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/mcpedge/mcpedge"
 	"github.com/mcpedge/mcpedge/admin"
+	"github.com/mcpedge/mcpedge/cluster"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/gateway"
 	"github.com/mcpedge/mcpedge/session"
@@ -526,10 +527,21 @@ func gatewayReloadHook(gw *gateway.Gateway) reloadHook {
 	}}
 }
 
+// gatewayCluster makes gw a node's of a cluster (docs/cluster.md, "The
+// gateway in a cluster"): the requests of a session that a share =
+// "session" upstream serves go to the session's home, the others are
+// told of the upstreams' state here, and a call to a pooled upstream down
+// here goes to a node where it is up.
+func gatewayCluster(gw *gateway.Gateway, node *cluster.Node) {
+	gw.SetCluster(node)
+	node.SetPlacer(gw.Place)
+	node.SetServices(gw.Health)
+}
+
 // gatewayAdmin adds the gateway to the admin listener: /upstreams (each
 // upstream's state as JSON), the upstream metrics, the status page's
 // upstreams, and readiness (not ready while no upstream is reachable).
-func gatewayAdmin(adm *adminRun, gw *gateway.Gateway, node interface{ Ready() error }) {
+func gatewayAdmin(adm *adminRun, gw *gateway.Gateway, node *cluster.Node) {
 	if adm == nil {
 		return
 	}
@@ -537,9 +549,16 @@ func gatewayAdmin(adm *adminRun, gw *gateway.Gateway, node interface{ Ready() er
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		var peers map[string]map[string]bool
+		if node != nil {
+			peers = node.PeerServices()
+		}
 		_ = enc.Encode(struct {
 			Upstreams []gateway.Status `json:"upstreams"`
-		}{gw.Status()})
+			// Peers are what the other nodes of the cluster report of
+			// their upstreams: node → upstream → up.
+			Peers map[string]map[string]bool `json:"peers,omitempty"`
+		}{gw.Status(), peers})
 	}))
 	check := gw.Ready
 	if node != nil {
