@@ -569,6 +569,10 @@ func gatewayAdmin(adm *adminRun, gw *gateway.Gateway, node *cluster.Node) {
 		adm.metrics.Describe(f.name, f.help)
 	}
 	adm.metrics.Set().RegisterMetricsWriter(func(w io.Writer) { writeUpstreamMetrics(w, gw.Status()) })
+	if node != nil {
+		adm.metrics.Describe(peersUpFamily, "Other nodes of the cluster that report the upstream up (a call to it that finds it down here goes to one of them).")
+		adm.metrics.Set().RegisterMetricsWriter(func(w io.Writer) { writePeersUp(w, gw.Status(), node.PeerServices()) })
+	}
 	adm.metrics.SetUpstreams(func() []admin.Upstream { return statusUpstreams(gw.Status()) })
 }
 
@@ -607,6 +611,30 @@ var upstreamFamilies = []struct {
 	{"mcpedge_upstream_restarts_total", "counter", "Upstream connections that failed or ended, each followed by a reconnection.", func(s *gateway.Status) uint64 { return s.Restarts }},
 	{"mcpedge_upstream_children_started_total", "counter", "Child processes of a stdio upstream started, restarts included.", func(s *gateway.Status) uint64 { return s.ChildrenStarted }},
 	{"mcpedge_upstream_bad_messages_total", "counter", "Messages of the upstream dropped, by kind: garbage (not JSON-RPC), unknown_id (an answer to no call), unrouted (no downstream request could take it), dropped (over -upstream-notify-rate).", nil},
+}
+
+// peersUpFamily is the metric of what the other nodes report of the
+// upstreams: its labels are this node's upstreams' names only.
+const peersUpFamily = "mcpedge_upstream_peers_up"
+
+// writePeersUp writes, for each upstream of st, how many other nodes
+// report it up (peers: node → upstream → up).
+func writePeersUp(w io.Writer, st []gateway.Status, peers map[string]map[string]bool) {
+	if len(st) == 0 {
+		return
+	}
+	metrics.WriteMetadataIfNeeded(w, peersUpFamily, "gauge")
+	var b []byte
+	for i := range st {
+		k := uint64(0)
+		for _, ups := range peers {
+			if ups[st[i].Name] {
+				k++
+			}
+		}
+		b = appendSample(b, peersUpFamily, `upstream=`+strconv.Quote(st[i].Name), k)
+	}
+	_, _ = w.Write(b)
 }
 
 // writeUpstreamMetrics writes each family of upstreamFamilies once, its
