@@ -224,22 +224,29 @@ func (u *upstream) upHere() bool {
 // changed. An upstream is down here when none of its shared pool's
 // connections is ready after one failed: not while it starts.
 func (u *upstream) noteHealth(c *muxConn) {
-	if c.p != u.session || u.retired.Load() {
+	if c.p != u.session {
+		return
+	}
+	// One at a time: two connections that change at once leave the
+	// state of the later reading.
+	u.healthMu.Lock()
+	if u.retired.Load() {
+		u.healthMu.Unlock()
 		return
 	}
 	up := u.upHere()
 	if !u.cfg.Share.Session {
 		u.setDown(!up)
 	}
-	if was := u.reportedUp.Swap(up); was != up {
-		if cl := u.g.clusterView(); cl != nil {
-			cl.ServicesChanged()
-		}
+	changed := u.reportedUp.Swap(up) != up
+	u.healthMu.Unlock()
+	if cl := u.g.clusterView(); changed && cl != nil {
+		cl.ServicesChanged()
 	}
 }
 
 // setDown sets u's down-here flag, keeping the gateway's count of
-// upstreams down here.
+// upstreams down here (u.healthMu held).
 func (u *upstream) setDown(down bool) {
 	if u.downHere.Swap(down) != down {
 		if down {

@@ -392,8 +392,10 @@ func (g *Gateway) retire(u *upstream) {
 	}
 	g.draining[u] = struct{}{}
 	g.mu.Unlock()
+	u.healthMu.Lock()
 	u.retired.Store(true)
-	u.setDown(false)
+	u.setDown(false) // no longer counted: its calls are no longer routed by it
+	u.healthMu.Unlock()
 	go func() {
 		u.drain()
 		g.mu.Lock()

@@ -51,6 +51,7 @@ type upstream struct {
 
 	rate *engine.RateLimit // Upstream.Rate; nil: none
 
+	healthMu   sync.Mutex  // noteHealth's, one at a time
 	downHere   atomic.Bool // pooled, its shared pool's connections failed: none ready (cluster.go)
 	reportedUp atomic.Bool // what noteHealth last saw
 
