@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -177,9 +178,16 @@ func (ix *nameIndex) resource(uri []byte) *upstream {
 }
 
 // member returns the string value of key in JSON object obj, decoded
-// (a copy only when it holds an escape).
+// (a copy only when the object's keys or the value hold an escape).
 func member(obj []byte, key string) ([]byte, bool) {
 	raw, ok, err := codec.ObjectField(obj, key)
+	if errors.Is(err, codec.ErrEscaped) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(obj, &m) != nil {
+			return nil, false
+		}
+		raw, ok, err = m[key], m[key] != nil, nil
+	}
 	if err != nil || !ok {
 		return nil, false
 	}
