@@ -28,7 +28,8 @@ import (
 //     and tasks/cancel go to the node the task id names);
 //   - what the placer binds to the home (Node.SetPlacer, services.go: a
 //     gateway's share = "session" upstream, whose connection for the
-//     session the home holds) goes there too; a request that needs a
+//     session the home holds, and the client's roots/list_changed that
+//     connection is told of) goes there too; a request that needs a
 //     service down here (a gateway's pooled upstream) goes to a node
 //     that reports it up, when one does;
 //   - a resumption (GET with Last-Event-ID) goes to the node that wrote
@@ -125,6 +126,15 @@ func (n *Node) RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Messa
 	case codec.KindNotification:
 		if m.Method == mcp.NotificationCancelled {
 			n.publishCancel(sid, m.Params)
+			return false
+		}
+		if p := n.svcs.placer.Load(); p != nil {
+			// One the placer binds to the home (a gateway relays a
+			// client's roots/list_changed to the session's own upstream
+			// connections, which live there).
+			if home, _ := (*p)(m); home {
+				return n.toHome(ctx, sid, nil)
+			}
 		}
 		return false
 	case codec.KindRequest:

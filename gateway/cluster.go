@@ -87,12 +87,23 @@ func (g *Gateway) index() *nameIndex {
 // Place tells, for a request m of a session of a cluster, where it is to
 // be served (package cluster's Placer): home when it goes to a share =
 // "session" upstream, whose connection for the session lives on the
-// session's home; down names the pooled upstream it goes to when that
+// session's home (and so does the client's roots/list_changed, which
+// that connection is told of); down names the pooled upstream it goes to when that
 // upstream is down on this node (the cluster sends it to a node where it
 // is up). It reads no lock, and allocates nothing but for a name that
 // holds a JSON escape.
 func (g *Gateway) Place(m *codec.Message) (home bool, down string) {
-	if m.Kind != codec.KindRequest {
+	switch m.Kind {
+	case codec.KindRequest:
+	case codec.KindNotification:
+		// A client's roots/list_changed is relayed to the session's own
+		// upstream connections (RootsListChanged), on its home.
+		if m.Method == mcp.NotificationRootsListChanged {
+			ix := g.index()
+			return ix != nil && ix.bound, ""
+		}
+		return false, ""
+	default:
 		return false, ""
 	}
 	ix := g.index()

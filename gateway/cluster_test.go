@@ -113,7 +113,7 @@ func startGatewayCluster(t *testing.T, ups func(i int) []gateway.Upstream) []*gw
 		gw, err := gateway.New(gateway.Options{Upstreams: ups(i), StartTimeout: 20 * time.Second})
 		require.NoError(t, err)
 		srv := mcpedge.New(mcpedge.Options{
-			EngineOptions: mcpedge.EngineOptions{StateKeys: [][]byte{stateKey}, MaxInflight: -1, Bus: gw.Bus(n.Bus())},
+			EngineOptions: mcpedge.EngineOptions{StateKeys: [][]byte{stateKey}, MaxInflight: -1, Bus: gw.Bus(n.Bus()), OnRootsListChanged: gw.RootsListChanged},
 			HTTP:          &mcpedge.HTTPOptions{Addr: "127.0.0.1:0"},
 			Cluster:       n,
 			DrainTimeout:  time.Second,
@@ -292,5 +292,39 @@ func TestClusterUpstreams(t *testing.T) {
 			assert.Len(t, rr.sent, 3, "every node was sent requests")
 			rr.mu.Unlock()
 		})
+	}
+}
+
+// TestClusterSessionRoots: with share = "session" behind round-robin, a
+// client's notifications/roots/list_changed reaches its own upstream
+// connection on the session's home, wherever it lands, and the roots/list
+// the upstream then asks outside any call (on the standalone stream, held
+// by the home) is answered with the client's roots.
+func TestClusterSessionRoots(t *testing.T) {
+	nodes := startGatewayCluster(t, func(int) []gateway.Upstream {
+		u := selfUpstream("x", "fake")
+		u.Share = gateway.Share{Session: true}
+		return []gateway.Upstream{u}
+	})
+	rr := newRoundRobin(t, nodes)
+	ctx := testCtx(t)
+	c, err := client.Dial(ctx, &client.HTTPTransport{URL: nodes[0].url, Client: &http.Client{Transport: rr}}, client.Options{
+		Era: client.EraLegacy,
+		OnRoots: func(context.Context, *client.ServerRequest) (*mcp.ListRootsResult, error) {
+			return &mcp.ListRootsResult{Roots: []mcp.Root{{URI: "file:///work/a", Name: "a"}}}, nil
+		},
+	})
+	require.NoError(t, err)
+	defer c.Close()
+	for i := range 3 {
+		_, err = c.CallTool(ctx, "echo", map[string]any{})
+		require.NoError(t, err)
+		for range i { // the notification lands on each node in turn
+			require.NoError(t, c.Ping(ctx))
+		}
+		require.NoError(t, c.NotifyRootsListChanged(ctx))
+		r, err := c.CallTool(ctx, "roots", map[string]any{})
+		require.NoError(t, err)
+		assert.Contains(t, text(t, r), "file:///work/a")
 	}
 }
