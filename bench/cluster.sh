@@ -14,8 +14,16 @@
 #              to forward
 #   fanout-1   one node: 300 subscribers, 100 board writes, notification delay
 #   fanout-3   three nodes: subscribers spread over them, the writer on the first
+#   gw-1       one gateway node (no cluster) fronting a shared upstream: one
+#              mcpedge -tcp -handlers bench, [upstream.x] share = "pool:4" over
+#              TCP; HTTP, -c 64 sessions
+#   gw-3rr     three gateway nodes of a cluster fronting that one upstream
+#              (each with its own pool:4), each request to the next node: a
+#              proxied call is served where it lands (nothing forwarded)
 #
-# Server CPU per call is summed over every node's process (mcpload -pids).
+# Server CPU per call is summed over every node's process (mcpload -pids);
+# for gw-*, over the gateway nodes (the upstream's own CPU is left out: the
+# same in both).
 # ROUNDS rounds (default 3) of DURATION (default 5s) points; the summary is
 # the median of the rounds. CORES="0-3 4-7 8-11" pins each node to its cores
 # with taskset and LOADCORES the load generator (16-core runs); empty: no
@@ -38,11 +46,12 @@ pin() { # index: the taskset prefix for node index
 loadpin() { [ -n "$LOADCORES" ] && echo "taskset -c $LOADCORES"; }
 
 PIDS=()
-start() { # n [handlers]: start n nodes (1: no cluster) serving the handler set (bench)
+start() { # n [handlers]: start n nodes (1: no cluster) serving the handler set (bench), or (gw) the upstream of gw.toml
   PIDS=()
   local n=$1 set=${2:-bench} i
   for ((i=1; i<=n; i++)); do
-    local args=(-tcp 127.0.0.1:174${i}0 -http 127.0.0.1:174${i}1 -admin "" -handlers $set -log-level warn -max-inflight 0 -state-key-file state.key)
+    local args=(-tcp 127.0.0.1:174${i}0 -http 127.0.0.1:174${i}1 -admin "" -log-level warn -max-inflight 0 -state-key-file state.key)
+    if [ "$set" = gw ]; then args+=(-config gw.toml -workers 4096); else args+=(-handlers $set); fi
     if [ "$n" -gt 1 ]; then
       local routes="" j
       for ((j=1; j<=n; j++)); do [ $j != $i ] && routes="$routes,nats-route://127.0.0.1:174${j}2"; done
@@ -54,6 +63,13 @@ start() { # n [handlers]: start n nodes (1: no cluster) serving the handler set 
   sleep 1.5 # routes up
 }
 stop() { kill "${PIDS[@]}" 2>/dev/null; wait "${PIDS[@]}" 2>/dev/null; }
+UPID=
+upstream() { # the gateway rows' shared upstream, on 17450 (pinned to the last node's cores)
+  $(pin 2) ./mcpedge -tcp 127.0.0.1:17450 -http "" -admin "" -handlers bench -log-level warn -max-inflight 0 2>>"$M/cluster-srv.log" &
+  UPID=$!
+  sleep 0.5
+}
+printf '[upstream.x]\nurl = "tcp://127.0.0.1:17450"\nshare = "pool:4"\n' > gw.toml
 pids() { local IFS=,; echo "${PIDS[*]}"; }
 
 load() { # name targets flags...
@@ -98,6 +114,14 @@ for ((r=1; r<=ROUNDS; r++)); do
   start 3 demo
   fanout fanout-3 "$H1,$H2,$H3"
   stop
+  upstream
+  start 1 gw
+  load gw-1 "$H1" -c 64
+  stop
+  start 3 gw
+  load gw-3rr "$H1,$H2,$H3" -c 64
+  stop
+  kill $UPID; wait $UPID 2>/dev/null
 done
 
 python3 - "$OUT" <<'PY'
@@ -114,6 +138,9 @@ for name in ["http-1","http-3loc","http-3rr","tcp-1","tcp-3","http26-1","http26-
 loc, rr = med("http-3loc","us_per_call"), med("http-3rr","us_per_call")
 print("forwarded call: %.1f us more server CPU than a local one ((3rr - 3loc) x 3/2)" % ((rr-loc)*1.5))
 print("3 nodes / 1 node, CPU per call: http local %.2fx, http round-robin %.2fx, tcp %.2fx, 2026-07-28 round-robin %.2fx" % (loc/med("http-1","us_per_call"), rr/med("http-1","us_per_call"), med("tcp-3","us_per_call")/med("tcp-1","us_per_call"), med("http26-3rr","us_per_call")/med("http26-1","us_per_call")))
+for name in ["gw-1","gw-3rr"]:
+    print("%-10s %8.0f req/s  %6.2f us/call  errors %d" % (name, med(name,"rps"), med(name,"us_per_call"), sum(r["errors"] for r in rows[name])))
+print("gateway, 3 nodes round-robin / 1 node, CPU per call: %.2fx" % (med("gw-3rr","us_per_call")/med("gw-1","us_per_call")))
 for name in ["fanout-1","fanout-3"]:
     print("%-10s delay p50 %6.0f us  p99 %6.0f us  lost %d" % (name, med(name,"p50_us"), med(name,"p99_us"), sum(r["lost"] for r in rows[name])))
 PY

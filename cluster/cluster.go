@@ -236,6 +236,7 @@ type Node struct {
 	recs    records
 	events  eventStore
 	host    atomic.Pointer[session.Shared]
+	svcs    services // what the others report of their services (services.go)
 
 	// The direct link (link.go).
 	linkLn    net.Listener
@@ -423,6 +424,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.members.peers = make(map[string]*peer)
 	n.recs.init()
 	n.events.init(n.prefix)
+	n.svcs.kick = make(chan struct{}, 1)
 	keys := opts.Keys
 	switch {
 	case len(keys) > 0:
@@ -509,6 +511,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		{n.prefix + ".rec", n.onRecord},
 		{n.prefix + ".recget", n.onRecordGet},
 		{n.prefix + ".ev", n.onEvent},
+		{n.prefix + ".svc", n.onServices},
 	} {
 		sub, err := nc.Subscribe(s.subj, s.fn)
 		if err != nil {
@@ -527,6 +530,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		go n.watchRoutes()
 	}
 	go n.heartbeat()
+	go n.announceServices()
 	n.log.Info("cluster: node started", "embed", opts.Embed, "routes", redact.URLs(strings.Join(opts.Routes, ",")), "url", redact.URLs(opts.URL))
 	return n, nil
 }

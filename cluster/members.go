@@ -360,5 +360,6 @@ func (n *Node) peerGone(name, inc, why string) {
 	n.log.Warn("cluster: node lost", "peer", name, "why", why)
 	n.stats.peersLost.Add(1)
 	n.failForwards(name)
+	n.forgetServices(name)
 	n.takeOver(name, inc)
 }

@@ -26,6 +26,12 @@ import (
 //     and so do the standalone stream (GET) and the session's tasks
 //     (task-augmented tools/call, tasks/list; tasks/get, tasks/result
 //     and tasks/cancel go to the node the task id names);
+//   - what the placer binds to the home (Node.SetPlacer, services.go: a
+//     gateway's share = "session" upstream, whose connection for the
+//     session the home holds, and the client's roots/list_changed that
+//     connection is told of) goes there too; a request that needs a
+//     service down here (a gateway's pooled upstream) goes to a node
+//     that reports it up, when one does;
 //   - a resumption (GET with Last-Event-ID) goes to the node that wrote
 //     the stream, which the event id names; when it is gone, the events
 //     the cluster kept are replayed where the GET landed.
@@ -78,7 +84,7 @@ func (n *Node) RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Messa
 		// Forwarded here: served here. A request that needs the home,
 		// sent here because this node is to take the session over,
 		// takes it over first.
-		if m == nil || needsHome(m) {
+		if m == nil || n.homeBound(m) {
 			n.claimIfOrphan(sid)
 		}
 		return false
@@ -120,6 +126,15 @@ func (n *Node) RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Messa
 	case codec.KindNotification:
 		if m.Method == mcp.NotificationCancelled {
 			n.publishCancel(sid, m.Params)
+			return false
+		}
+		if p := n.svcs.placer.Load(); p != nil {
+			// One the placer binds to the home (a gateway relays a
+			// client's roots/list_changed to the session's own upstream
+			// connections, which live there).
+			if home, _ := (*p)(m); home {
+				return n.toHome(ctx, sid, nil)
+			}
 		}
 		return false
 	case codec.KindRequest:
@@ -136,8 +151,28 @@ func (n *Node) RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Messa
 		}
 		return false
 	}
-	if needsHome(m) {
+	switch home, to := n.place(m); {
+	case home:
 		return n.toHome(ctx, sid, m.ID)
+	case to != "":
+		// What it needs is down here and up there (services.go).
+		if n.forwardTo(ctx, to, m.ID) {
+			return true
+		}
+		n.markDead(to, "no subscriber for it")
+	}
+	return false
+}
+
+// homeBound reports whether request m of a session is served by the
+// session's home: needsHome's, or the placer's (services.go).
+func (n *Node) homeBound(m *codec.Message) bool {
+	if needsHome(m) {
+		return true
+	}
+	if p := n.svcs.placer.Load(); p != nil {
+		home, _ := (*p)(m)
+		return home
 	}
 	return false
 }

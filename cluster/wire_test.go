@@ -140,10 +140,16 @@ func FuzzParsers(f *testing.F) {
 	n := &Node{sig: newSigner([][]byte{[]byte("k")}), name: "a", inc: "1", inst: "a.1"}
 	f.Add(n.appendRecord(nil, &entry{rev: 3, home: "a", homeInc: "1", rec: session.Record{ID: "a.x", Version: "2025-11-25", LogLevel: 2, Subscriptions: []string{"mem://x"}}}))
 	f.Add(n.appendHeartbeat(nil, msgHeartbeat))
+	n.svcs.kick = make(chan struct{}, 1)
+	n.SetServices(func(yield func(string, bool) bool) { _ = yield("x", true) && yield("y", false) })
+	if r, ok := n.appendServices(nil); ok {
+		f.Add(r[:len(r)-macSize])
+	}
 	f.Add(append([]byte{eventKind, 3, 'a', '.', 'x', 3, 'a', '.', '1', 1, 2, 0, 0}, `{"jsonrpc":"2.0"}`...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = parseRecord(b)
 		_, _, _, _, _ = parseHeartbeat(b)
+		_, _, _, _ = parseServices(b)
 		_, _ = parseEvent(b)
 		_, _ = n.sig.open(b)
 		_, _, _ = eventInstance(b)
@@ -174,6 +180,7 @@ func FuzzParsers(f *testing.F) {
 			_, _ = decodeRequest(b[:i], nil)
 			_, _ = parseRecord(b[:i])
 			_, _ = parseEvent(b[:i])
+			_, _, _, _ = parseServices(b[:i])
 		}
 	})
 }

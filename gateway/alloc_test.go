@@ -119,3 +119,61 @@ func BenchmarkForward(b *testing.B) {
 		<-sink.ch
 	}
 }
+
+// TestPlaceZeroAlloc holds Gateway.Place, which a cluster's node asks on
+// every request of a session, at zero allocations: with no upstream of
+// share = "session" and none down (the fast path), with a pooled one
+// down here (its calls go elsewhere), and with one of share = "session",
+// whose tool, prompt, resource and completion requests go to the
+// session's home.
+func TestPlaceZeroAlloc(t *testing.T) {
+	pooled := selfUpstream("x", "conformance")
+	bound := selfUpstream("x", "conformance")
+	bound.Share = gateway.Share{Session: true}
+	for _, tt := range []struct {
+		name  string
+		up    gateway.Upstream
+		frame string
+		home  bool
+		down  string // the upstream marked down here first
+	}{
+		{"pooled tool", pooled, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_simple_text","arguments":{}}}`, false, ""},
+		{"pooled tool, down here", pooled, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_simple_text","arguments":{}}}`, false, "x"},
+		{"session tool", bound, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_simple_text","arguments":{}}}`, true, ""},
+		{"session prompt", bound, `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"test_simple_prompt"}}`, true, ""},
+		{"session resource", bound, `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"test://static-text"}}`, true, ""},
+		{"session completion", bound, `{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"test_prompt_with_arguments"},"argument":{"name":"arg1","value":"a"}}}`, true, ""},
+		{"session unknown tool", bound, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope","arguments":{}}}`, false, ""},
+		{"session ping", bound, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, false, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, gw := engineFront(t, tt.up)
+			if tt.down != "" {
+				gw.MarkDown(tt.down)
+			}
+			var m codec.Message
+			require.NoError(t, codec.Decode([]byte(tt.frame), &m))
+			home, down := gw.Place(&m)
+			assert.Equal(t, tt.home, home)
+			assert.Equal(t, tt.down, down)
+			assert.Zero(t, testing.AllocsPerRun(1000, func() { gw.Place(&m) }))
+		})
+	}
+}
+
+// BenchmarkPlace measures Gateway.Place for a session's tools/call of a
+// share = "session" upstream (the slow path: the params scanned, the
+// name looked up).
+func BenchmarkPlace(b *testing.B) {
+	u := selfUpstream("x", "conformance")
+	u.Share = gateway.Share{Session: true}
+	_, gw := engineFront(b, u)
+	var m codec.Message
+	require.NoError(b, codec.Decode([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_simple_text","arguments":{"a":1,"b":"two"}}}`), &m))
+	b.ReportAllocs()
+	for b.Loop() {
+		if home, _ := gw.Place(&m); !home {
+			b.Fatal("not home")
+		}
+	}
+}

@@ -36,3 +36,13 @@ func (g *Gateway) find(name string) *upstream {
 	}
 	return nil
 }
+
+// MarkDown has upstream name count as down here, as its connections
+// failing would (a cluster then sends its calls elsewhere).
+func (g *Gateway) MarkDown(name string) {
+	if u := g.find(name); u != nil {
+		u.healthMu.Lock()
+		u.setDown(true)
+		u.healthMu.Unlock()
+	}
+}

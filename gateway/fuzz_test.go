@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/mcp"
 )
 
@@ -136,5 +137,41 @@ func FuzzTranslateParams(f *testing.F) {
 		}
 		_, _ = inputResponses(params)
 		_, _ = heldToken(string(params))
+	})
+}
+
+// FuzzPlace feeds the params of every method the cluster asks Place
+// about: none may panic, and the name an item is claimed under finds its
+// upstream however the params spell it.
+func FuzzPlace(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"t","arguments":{}}`, `{"name":"\u0074"}`, `{"uri":"mem://r"}`, `{"uri":"mem://x/1"}`,
+		`{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":""}}`,
+		`{"ref":{"type":"ref/resource","uri":"mem://x/{id}"}}`, `{"ref":1}`, `{"name":1}`, `{}`, `[]`, `{"name":`, ``,
+	} {
+		f.Add(s)
+	}
+	g, err := New(Options{Upstreams: []Upstream{{Name: "s", Transport: TCP, URL: "tcp://127.0.0.1:1", Share: Share{Session: true}}, {Name: "o", Transport: TCP, URL: "tcp://127.0.0.1:1"}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	s, o := newUpstream(g, g.opts.Upstreams[0]), newUpstream(g, g.opts.Upstreams[1])
+	defer s.cancel()
+	defer o.cancel()
+	g.ups = []*upstream{s, o}
+	g.claims[listTool]["t"], g.claims[listPrompt]["p"], g.claims[listResource]["mem://r"], g.claims[listTemplate]["mem://x/{id}"] = s, s, s, s
+	g.indexChanged()
+	f.Fuzz(func(t *testing.T, params string) {
+		for _, method := range []string{mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead, mcp.MethodCompletionComplete} {
+			m := codec.Message{Kind: codec.KindRequest, Method: method, Params: []byte(params)}
+			home, down := g.Place(&m)
+			if down != "" {
+				t.Fatalf("%s %s: down %q: nothing is down", method, params, down)
+			}
+			var p map[string]any
+			if method == mcp.MethodToolsCall && json.Unmarshal([]byte(params), &p) == nil && p["name"] == "t" && !home {
+				t.Fatalf("%s %s: not sent home", method, params)
+			}
+		}
 	})
 }

@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -127,6 +128,12 @@ type Gateway struct {
 	stop     chan struct{} // closed by Close
 	stopOnce sync.Once
 	bg       sync.WaitGroup
+
+	// A node's of a cluster (cluster.go).
+	cluster    atomic.Pointer[Cluster]
+	names      atomic.Pointer[nameIndex] // the claims, read without a lock
+	indexStale atomic.Bool               // names is to be made again
+	downs      atomic.Int32              // pooled upstreams down here
 }
 
 // New returns a gateway for opts, after checking the upstreams'
@@ -172,6 +179,7 @@ func New(opts Options) (*Gateway, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	g := &Gateway{opts: opts, log: log, stop: make(chan struct{})}
+	g.indexStale.Store(true)
 	for _, b := range opts.LatencyBuckets {
 		g.bounds = append(g.bounds, int64(b*1e9))
 	}
@@ -314,6 +322,7 @@ func (g *Gateway) Start(ctx context.Context, srv *engine.Server) error {
 		g.current(u)
 		g.ups = append(g.ups, u)
 	}
+	g.indexChanged()
 	ups := slices.Clone(g.ups)
 	g.mu.Unlock()
 	for _, u := range ups {
@@ -383,7 +392,10 @@ func (g *Gateway) retire(u *upstream) {
 	}
 	g.draining[u] = struct{}{}
 	g.mu.Unlock()
+	u.healthMu.Lock()
 	u.retired.Store(true)
+	u.setDown(false) // no longer counted: its calls are no longer routed by it
+	u.healthMu.Unlock()
 	go func() {
 		u.drain()
 		g.mu.Lock()
@@ -402,6 +414,7 @@ func (g *Gateway) handOver(old, nu *upstream) {
 			}
 		}
 	}
+	g.indexChanged()
 }
 
 // upstreamCount is the number of upstreams, which decides the default
@@ -417,12 +430,16 @@ func (g *Gateway) upstreamCount() int {
 func (g *Gateway) claim(kind listKind, name string, u *upstream) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if o, ok := g.claims[kind][name]; ok && o != u {
+	o, ok := g.claims[kind][name]
+	if ok && o != u {
 		return &collisionError{kind: kind.String(), name: name, first: "upstream \"" + o.cfg.Name + "\"", then: u.cfg.Name}
 	} else if !ok && g.builtin(kind, name) {
 		return &collisionError{kind: kind.String(), name: name, first: "the built-in handler set", then: u.cfg.Name}
 	}
-	g.claims[kind][name] = u
+	if !ok {
+		g.claims[kind][name] = u
+		g.indexChanged()
+	}
 	return nil
 }
 
@@ -441,6 +458,7 @@ func (g *Gateway) release(kind listKind, name string, u *upstream) {
 	g.mu.Lock()
 	if g.claims[kind][name] == u {
 		delete(g.claims[kind], name)
+		g.indexChanged()
 	}
 	g.mu.Unlock()
 }
@@ -458,6 +476,7 @@ func (g *Gateway) unregister(kind listKind, names []string, u *upstream) {
 			mine = append(mine, n)
 		}
 	}
+	g.indexChanged()
 	g.mu.Unlock()
 	switch kind {
 	case listTool:

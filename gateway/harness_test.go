@@ -52,6 +52,13 @@ func serveUpstream(set string) int {
 	// GATEWAY_TEST_VERSIONS (or the file GATEWAY_TEST_VERSIONS_FILE,
 	// read at each start: an upstream restarted in another era) names
 	// the revisions it offers, comma-separated.
+	// GATEWAY_TEST_DOWN_FILE: while that file exists, the upstream
+	// exits at once (an upstream down on one node of a cluster).
+	if f := os.Getenv("GATEWAY_TEST_DOWN_FILE"); f != "" {
+		if _, err := os.Stat(f); err == nil {
+			return 1
+		}
+	}
 	versions := os.Getenv("GATEWAY_TEST_VERSIONS")
 	if f := os.Getenv("GATEWAY_TEST_VERSIONS_FILE"); f != "" {
 		b, _ := os.ReadFile(f)

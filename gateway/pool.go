@@ -270,6 +270,9 @@ func (p *pool) pick(ctx context.Context) (*muxConn, error) {
 		if best != nil {
 			return best, nil
 		}
+		if p == p.u.session && p.u.downEverywhere() {
+			return nil, p.u.downEverywhereError() // cluster.go
+		}
 		if p.era == statelessEra && p.u.noStateless.Load() {
 			return nil, p.u.unavailable(errNoStateless)
 		}

@@ -63,6 +63,7 @@ func (g *Gateway) reload(ctx context.Context, ups []Upstream) {
 	}
 	g.ups = next
 	g.opts.Upstreams = ups
+	g.indexChanged()
 	g.mu.Unlock()
 	for _, u := range stop {
 		u.m.clear()

@@ -51,6 +51,10 @@ type upstream struct {
 
 	rate *engine.RateLimit // Upstream.Rate; nil: none
 
+	healthMu   sync.Mutex  // noteHealth's, one at a time
+	downHere   atomic.Bool // pooled, its shared pool's connections failed: none ready (cluster.go)
+	reportedUp atomic.Bool // what noteHealth last saw
+
 	stats   stats
 	lastMu  sync.Mutex
 	lastErr error
@@ -295,6 +299,7 @@ func (u *upstream) connected(c *muxConn) {
 		go u.m.refresh(handlers.ListTools, handlers.ListResources, handlers.ListPrompts)
 		go u.g.resubscribe(u)
 	}
+	u.noteHealth(c)
 }
 
 // failed is called when a connection could not be opened or ended.
@@ -304,6 +309,7 @@ func (u *upstream) failed(c *muxConn, err error) {
 	u.lastErr, u.lastAt = err, time.Now()
 	u.lastMu.Unlock()
 	u.log.Warn("upstream connection failed; reconnecting", "era", c.era, "conn", c.idx, "err", err)
+	u.noteHealth(c)
 }
 
 func (u *upstream) lastError() error {

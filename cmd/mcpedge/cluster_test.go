@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpedge/mcpedge/gateway"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -132,4 +134,46 @@ func TestClusterURLRedacted(t *testing.T) {
 	log := c.log.String()
 	assert.NotContains(t, log, pass)
 	assert.Contains(t, log, "nats://"+user+":[REDACTED]@"+ns.Addr().String())
+}
+
+// TestClusterGatewayPeers: two gateway nodes of a cluster tell each other
+// the state of their upstreams; /upstreams and /metrics show what the
+// other reports.
+func TestClusterGatewayPeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	key := writeFile(t, strings.Repeat("cd", 32)+"\n")
+	file := writeConfig(t, selfTable("x", "conformance"))
+	routeA, routeB := freePort(t), freePort(t)
+	adminA, adminB := freePort(t), freePort(t)
+	common := " -config " + file + " -tcp= -http=127.0.0.1:0 -state-key-file=" + key
+	a := startChild(t, "-node=a -admin="+adminA+" -cluster-embed="+routeA+" -cluster-routes=nats-route://"+routeB+common)
+	b := startChild(t, "-node=b -admin="+adminB+" -cluster-embed="+routeB+" -cluster-routes=nats-route://"+routeA+common)
+	for _, tc := range []struct{ admin, peer string }{{adminA, "b"}, {adminB, "a"}} {
+		var st struct {
+			Upstreams []gateway.Status
+			Peers     map[string]map[string]bool
+		}
+		require.Eventually(t, func() bool {
+			resp, err := http.Get("http://" + tc.admin + "/upstreams")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			return json.NewDecoder(resp.Body).Decode(&st) == nil && st.Peers[tc.peer]["x"]
+		}, 20*time.Second, 20*time.Millisecond, "%s learns that %s has x up", tc.admin, tc.peer)
+		require.Len(t, st.Upstreams, 1)
+		assert.Equal(t, "ready", st.Upstreams[0].State)
+		resp, err := http.Get("http://" + tc.admin + "/metrics")
+		require.NoError(t, err)
+		var m bytes.Buffer
+		_, _ = m.ReadFrom(resp.Body)
+		resp.Body.Close()
+		assert.Contains(t, m.String(), `mcpedge_upstream_peers_up{upstream="x"} 1`)
+	}
+	for _, c := range []*child{a, b} {
+		code, _ := c.stop(syscall.SIGTERM)
+		assert.Equal(t, 0, code, c.log.String())
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/mcpedge/mcpedge"
 	"github.com/mcpedge/mcpedge/admin"
+	"github.com/mcpedge/mcpedge/cluster"
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/gateway"
 	"github.com/mcpedge/mcpedge/session"
@@ -526,10 +527,21 @@ func gatewayReloadHook(gw *gateway.Gateway) reloadHook {
 	}}
 }
 
+// gatewayCluster makes gw a node's of a cluster (docs/cluster.md, "The
+// gateway in a cluster"): the requests of a session that a share =
+// "session" upstream serves go to the session's home, the others are
+// told of the upstreams' state here, and a call to a pooled upstream down
+// here goes to a node where it is up.
+func gatewayCluster(gw *gateway.Gateway, node *cluster.Node) {
+	gw.SetCluster(node)
+	node.SetPlacer(gw.Place)
+	node.SetServices(gw.Health)
+}
+
 // gatewayAdmin adds the gateway to the admin listener: /upstreams (each
 // upstream's state as JSON), the upstream metrics, the status page's
 // upstreams, and readiness (not ready while no upstream is reachable).
-func gatewayAdmin(adm *adminRun, gw *gateway.Gateway, node interface{ Ready() error }) {
+func gatewayAdmin(adm *adminRun, gw *gateway.Gateway, node *cluster.Node) {
 	if adm == nil {
 		return
 	}
@@ -537,9 +549,16 @@ func gatewayAdmin(adm *adminRun, gw *gateway.Gateway, node interface{ Ready() er
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		var peers map[string]map[string]bool
+		if node != nil {
+			peers = node.PeerServices()
+		}
 		_ = enc.Encode(struct {
 			Upstreams []gateway.Status `json:"upstreams"`
-		}{gw.Status()})
+			// Peers are what the other nodes of the cluster report of
+			// their upstreams: node → upstream → up.
+			Peers map[string]map[string]bool `json:"peers,omitempty"`
+		}{gw.Status(), peers})
 	}))
 	check := gw.Ready
 	if node != nil {
@@ -550,6 +569,10 @@ func gatewayAdmin(adm *adminRun, gw *gateway.Gateway, node interface{ Ready() er
 		adm.metrics.Describe(f.name, f.help)
 	}
 	adm.metrics.Set().RegisterMetricsWriter(func(w io.Writer) { writeUpstreamMetrics(w, gw.Status()) })
+	if node != nil {
+		adm.metrics.Describe(peersUpFamily, "Other nodes of the cluster that report the upstream up (a call to it that finds it down here goes to one of them).")
+		adm.metrics.Set().RegisterMetricsWriter(func(w io.Writer) { writePeersUp(w, gw.Status(), node.PeerServices()) })
+	}
 	adm.metrics.SetUpstreams(func() []admin.Upstream { return statusUpstreams(gw.Status()) })
 }
 
@@ -588,6 +611,30 @@ var upstreamFamilies = []struct {
 	{"mcpedge_upstream_restarts_total", "counter", "Upstream connections that failed or ended, each followed by a reconnection.", func(s *gateway.Status) uint64 { return s.Restarts }},
 	{"mcpedge_upstream_children_started_total", "counter", "Child processes of a stdio upstream started, restarts included.", func(s *gateway.Status) uint64 { return s.ChildrenStarted }},
 	{"mcpedge_upstream_bad_messages_total", "counter", "Messages of the upstream dropped, by kind: garbage (not JSON-RPC), unknown_id (an answer to no call), unrouted (no downstream request could take it), dropped (over -upstream-notify-rate).", nil},
+}
+
+// peersUpFamily is the metric of what the other nodes report of the
+// upstreams: its labels are this node's upstreams' names only.
+const peersUpFamily = "mcpedge_upstream_peers_up"
+
+// writePeersUp writes, for each upstream of st, how many other nodes
+// report it up (peers: node → upstream → up).
+func writePeersUp(w io.Writer, st []gateway.Status, peers map[string]map[string]bool) {
+	if len(st) == 0 {
+		return
+	}
+	metrics.WriteMetadataIfNeeded(w, peersUpFamily, "gauge")
+	var b []byte
+	for i := range st {
+		k := uint64(0)
+		for _, ups := range peers {
+			if ups[st[i].Name] {
+				k++
+			}
+		}
+		b = appendSample(b, peersUpFamily, `upstream=`+strconv.Quote(st[i].Name), k)
+	}
+	_, _ = w.Write(b)
 }
 
 // writeUpstreamMetrics writes each family of upstreamFamilies once, its

@@ -482,10 +482,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// upstreams answer the calls in flight.
 		defer gw.Close()
 		if node != nil {
-			gatewayAdmin(adm, gw, node)
-		} else {
-			gatewayAdmin(adm, gw, nil)
+			gatewayCluster(gw, node) // gateway.go
 		}
+		gatewayAdmin(adm, gw, node)
 	}
 
 	// SIGHUP reloads the configuration (reload.go).
