@@ -152,6 +152,7 @@ def ratio(a,b): return "%.2fx" % (med(a,"us_per_call")/med(b,"us_per_call")) if 
 if "http-3loc" in rows and "http-3rr" in rows:
     print("forwarded call: %.1f us more server CPU than a local one ((3rr - 3loc) x 3/2)" % ((med("http-3rr","us_per_call")-med("http-3loc","us_per_call"))*1.5))
 print("3 nodes / 1 node, CPU per call: http local %s, http sticky %s, http round-robin %s, http three alone (no cluster) %s, tcp %s, 2026-07-28 round-robin %s" % (ratio("http-3loc","http-1"), ratio("http-3sticky","http-1"), ratio("http-3rr","http-1"), ratio("http-3alone","http-1"), ratio("tcp-3","tcp-1"), ratio("http26-3rr","http26-1")))
+print("against three nodes that are no cluster (the floor of three processes here), CPU per call: http sticky %s, http round-robin %s" % (ratio("http-3sticky","http-3alone"), ratio("http-3rr","http-3alone")))
 for name in ["fanout-1","fanout-3"]:
     if name not in rows: continue
     print("%-10s delay p50 %6.0f us  p99 %6.0f us  lost %d" % (name, med(name,"p50_us"), med(name,"p99_us"), sum(r["lost"] for r in rows[name])))
