@@ -181,7 +181,7 @@ bench-stateless: ## Stateless calls: mcpedge in protocol 2026-07-28 against 2025
 bench-ops: ## Operations cost: mcpedge's server CPU per call with metrics on against off (HTTP, TCP), and with a static token, cached and uncached RS256 JWTs against no authorization (HTTP); writes that section of docs/benchmarks.md (about 2 min)
 	cd bench && $(GO) run ./cmd/benchpeers -ops-only -duration 3s -warmup 1s -rounds 3 -root .. -out ../docs/benchmarks.md
 
-bench-cluster: ## Cluster: one node against three with embedded NATS (HTTP local and round-robin per request, TCP), forwarded against local calls, notification fan-out delay across nodes; prints the medians for docs/benchmarks.md (about 4 min)
+bench-cluster: ## Cluster: one node against three with embedded NATS (HTTP local, sessions spread, round-robin per request, and three nodes that are no cluster as the floor; TCP), forwarded against local calls, notification fan-out delay across nodes; prints the medians for docs/benchmarks.md (about 4 min)
 	mkdir -p /tmp/mcpedge-bench
 	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpedge ./cmd/mcpedge
 	$(GO) build -trimpath -o /tmp/mcpedge-bench/mcpload ./cmd/mcpload

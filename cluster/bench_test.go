@@ -176,3 +176,73 @@ func benchForward(b *testing.B, link bool) {
 		})
 	}
 }
+
+// BenchmarkReplicaFirstCall measures the first request of a session on a
+// node that does not hold it yet: under round-robin each node pays it
+// once per session (the record looked up, the session rebuilt from it and
+// held), so short sessions pay it on most of their requests. The sessions
+// are opened on a, their records awaited at b, and each one's first
+// tools/call served by b; opening and ending them is outside the timer
+// and the CPU count. Against BenchmarkForward/*/replica (a session b
+// holds already), the difference is what holding a session costs.
+func BenchmarkReplicaFirstCall(b *testing.B) {
+	b.StopTimer() // started again around the first calls only
+	a := newBenchNode(b, "a", nil, true)
+	bn := newBenchNode(b, "b", []string{"nats-route://" + a.n.RouteAddr().String()}, true)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.n.Routes() == 0 || bn.n.Routes() == 0 {
+		if time.Now().After(deadline) {
+			b.Fatal("no route")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	const batch = 500
+	var ctx fasthttp.RequestCtx
+	initReq := request("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`)
+	echo := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`
+	sids := make([]string, 0, batch)
+	var cpu time.Duration
+	b.ReportAllocs()
+	for done := 0; done < b.N; {
+		sids = sids[:0]
+		for range min(batch, b.N-done) {
+			ctx.Init(initReq, benchAddr, nil)
+			a.h(&ctx)
+			sid := string(ctx.Response.Header.Peek("Mcp-Session-Id"))
+			if sid == "" {
+				b.Fatalf("no session: %s", ctx.Response.Body())
+			}
+			if st := a.do(&ctx, request(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)); st != 202 {
+				b.Fatal(st)
+			}
+			sids = append(sids, sid)
+		}
+		for bn.n.Stats().Records < a.n.Stats().Records {
+			if time.Now().After(deadline.Add(time.Minute)) {
+				b.Fatal("records do not reach b")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond) // and their next revision (ready): the time of a client's round trip
+		reqs := make([]*fasthttp.Request, len(sids))
+		for i, sid := range sids {
+			reqs[i] = request(sid, echo)
+		}
+		start := cpuClock()
+		b.StartTimer()
+		for _, req := range reqs {
+			if st := bn.do(&ctx, req); st != 200 {
+				b.Fatalf("status %d", st)
+			}
+		}
+		b.StopTimer()
+		cpu += cpuClock() - start
+		for _, sid := range sids {
+			del := request(sid, "")
+			del.Header.SetMethod("DELETE")
+			a.do(&ctx, del)
+		}
+		done += len(sids)
+	}
+	b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+}

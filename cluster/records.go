@@ -292,27 +292,39 @@ func (c *records) size() (int, int) {
 }
 
 // publishRecord stores e as this node's word on its session and publishes
-// it.
+// it. The message is built in a pooled buffer: Publish copies it.
 func (n *Node) publishRecord(e *entry) {
-	b := n.appendRecord(codec.GetBuffer().B[:0], e)
-	e.size = len(b) + 256
+	buf := codec.GetBuffer()
+	buf.B = n.appendRecord(buf.B[:0], e)
+	e.size = len(buf.B) + 256
 	n.recs.put(e, n.name, n.opts.RecordBytes)
-	if err := n.nc.Publish(n.prefix+".rec", b); err != nil {
+	if err := n.nc.Publish(n.prefix+".rec", buf.B); err != nil {
 		n.stats.busDropped.Add(1)
 	}
+	codec.PutBuffer(buf)
 }
 
 // publishSigned publishes on the record subject a short message of kind:
-// the session id and, for a cancel, the request id.
+// the session id and, for a cancel, the request id. A replica's first
+// request of a session sends one (recUsed): it is built in a pooled
+// buffer (appendSigned allocates nothing: TestAppendSignedAllocs), which
+// Publish copies.
 func (n *Node) publishSigned(kind byte, sid string, extra []byte) {
-	var buf [320]byte
-	b := append(buf[:0], kind)
-	b = appendStr(b, sid)
+	buf := codec.GetBuffer()
+	buf.B = n.appendSigned(buf.B[:0], kind, sid, extra)
+	_ = n.nc.Publish(n.prefix+".rec", buf.B)
+	codec.PutBuffer(buf)
+}
+
+// appendSigned appends the signed message publishSigned sends.
+func (n *Node) appendSigned(dst []byte, kind byte, sid string, extra []byte) []byte {
+	start := len(dst)
+	dst = append(dst, kind)
+	dst = appendStr(dst, sid)
 	if extra != nil {
-		b = appendBytes(b, extra)
+		dst = appendBytes(dst, extra)
 	}
-	b = n.sig.sign(b, 0)
-	_ = n.nc.Publish(n.prefix+".rec", b)
+	return n.sig.sign(dst, start)
 }
 
 // onRecord takes a message of the record subject.

@@ -112,7 +112,9 @@ func (s *httpSession) Call(ctx context.Context, method string, params, dst []byt
 	if t.peers == nil || s.initializing {
 		return s.call(t, method, params, dst)
 	}
-	t = t.peers[s.rr.Add(1)%uint64(len(t.peers))]
+	if !t.opts.sticky {
+		t = t.peers[s.rr.Add(1)%uint64(len(t.peers))]
+	}
 	t.calls.Add(1)
 	res, err := s.call(t, method, params, dst)
 	if err != nil {

@@ -42,6 +42,9 @@ type sessionOpts struct {
 	onNote   func(method string, params []byte)
 	// stateless: protocol 2026-07-28, no handshake and no session.
 	stateless bool
+	// sticky: of several HTTP targets, each session's requests go to
+	// the target it was initialized on (Config.Sticky).
+	sticky bool
 	// bearer are the Authorization header values ("Bearer TOKEN"),
 	// encoded once, that HTTP requests carry in turn; none when empty.
 	bearer     [][]byte

@@ -59,7 +59,10 @@
 // and chaos's well-behaved clients; sessions mode opens sessions on each
 // in turn; fanout puts subscriber i, its requests and its stream, on
 // target i % n and the publisher on the first; chaos's hostile clients go
-// to the first). Over TCP a session is its connection: connection i goes
+// to the first). With Config.Sticky (mcpload -sticky; load mode) each
+// session's requests all go to the target it was opened on instead: the
+// sessions are spread, and no node serves another's. Over TCP a session
+// is its connection: connection i goes
 // to target i % n. Result.Targets gives each target's share, and
 // Config.PIDs sums the CPU time of several local server processes. With
 // one target, a run is what it was before Targets.

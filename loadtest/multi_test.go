@@ -126,6 +126,29 @@ func TestHTTPRequestsAlternate(t *testing.T) {
 	}
 }
 
+// TestHTTPSticky: with Sticky, each session's requests stay on the target
+// it was initialized on: two sessions, one on each of two targets.
+func TestHTTPSticky(t *testing.T) {
+	log := &clusterLog{}
+	ts, err := ParseTargets(startNode(t, "a", log, false) + "," + startNode(t, "b", log, false))
+	require.NoError(t, err)
+	cfg := Config{Targets: ts, Connections: 2, Requests: 20, Steps: echoStep(), Timeout: 5 * time.Second, Sticky: true}
+	res := runBounded(t, cfg, 20*time.Second)
+	require.Zero(t, res.Errors, "%v", res.ErrorSamples)
+	assert.Equal(t, int64(20), res.OK)
+
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	require.Len(t, log.nodes, 20)
+	for i, node := range log.nodes {
+		assert.Equal(t, node+"-1", log.sids[i], "call %d: served by %s", i, node)
+	}
+	require.Len(t, res.Targets, 2)
+	assert.Equal(t, int64(1), res.Targets[0].Sessions)
+	assert.Equal(t, int64(1), res.Targets[1].Sessions)
+	assert.Equal(t, int64(20), res.Targets[0].Requests+res.Targets[1].Requests)
+}
+
 // TestHTTPErrorsPerTarget: calls that fail on one node are counted in the
 // run's errors and in that node's share.
 func TestHTTPErrorsPerTarget(t *testing.T) {

@@ -87,6 +87,12 @@ type Config struct {
 	// another, a request each: distinct tokens defeat a server's cache of
 	// verified tokens. HTTP targets only, not with Client.
 	Bearer []string
+	// Sticky, with several HTTP targets, keeps each session on the target
+	// it was initialized on instead of sending its requests to each target
+	// in turn: the sessions are spread over the nodes, and no node serves
+	// another's session. Against nodes that share nothing (no cluster),
+	// it measures what spreading the load over several processes costs.
+	Sticky bool
 
 	// launched, if set, is called once the connections are set up, as the
 	// requests begin: a chaos run starts its hostile clients then, so that
@@ -403,7 +409,7 @@ type workerLoad struct {
 }
 
 func newWorkerLoad(ctx context.Context, cfg *Config, m *mix) (*workerLoad, error) {
-	opts := &sessionOpts{timeout: cfg.Timeout, maxFrame: cfg.MaxMessage, stateless: cfg.stateless(), bearer: bearerHeaders(cfg.Bearer)}
+	opts := &sessionOpts{timeout: cfg.Timeout, maxFrame: cfg.MaxMessage, stateless: cfg.stateless(), sticky: cfg.Sticky, bearer: bearerHeaders(cfg.Bearer)}
 	// nHolders connections, perHolder workers on each.
 	nHolders, perHolder := cfg.Connections, cfg.InFlight
 	var d dialer

@@ -77,6 +77,7 @@ type options struct {
 	strategy                  string
 	protocol                  string
 	bearer, bearerFile        string
+	sticky                    bool
 
 	sessions, concurrency int
 	subscribers, updates  int
@@ -143,6 +144,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.StringVar(&o.strategy, "strategy", "round-robin", "with -client: the pool's strategy, round-robin, random or least-busy")
 	fs.StringVar(&o.protocol, "protocol", loadtest.ProtocolSession, "protocol revision: "+loadtest.ProtocolSession+" (initialize, then a session per connection) or "+loadtest.ProtocolStateless+" (stateless: no initialize, every request carries its _meta, over HTTP the revision's headers and no session); load mode only, not with -client")
 	fs.StringVar(&o.bearer, "bearer", "", "send `token` as \"Authorization: Bearer TOKEN\" on every HTTP request (prefer -bearer-file: arguments are visible to other users); load mode, and chaos mode's well-behaved clients")
+	fs.BoolVar(&o.sticky, "sticky", false, "several HTTP targets: keep each session on the target it was initialized on, instead of sending each request to the next target (load mode)")
 	fs.StringVar(&o.bearerFile, "bearer-file", "", "bearer tokens from `file`, one a line, used in turn, one per request (distinct tokens defeat a server's cache of verified ones); load mode, and chaos mode's well-behaved clients")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bar")
 	fs.BoolVar(&o.childStderr, "stdio-stderr", false, "pass a stdio server's standard error through")
@@ -304,7 +306,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			Target: target, Targets: targets, Connections: o.conns, InFlight: o.inflight, Rate: o.rate,
 			Duration: o.duration, Requests: o.requests, Warmup: o.warmup, Steps: steps,
 			Timeout: o.timeout, PID: o.pid, PIDs: pids, Client: o.viaClient, Strategy: strategy, Protocol: o.protocol,
-			Bearer: bearer,
+			Bearer: bearer, Sticky: o.sticky,
 		}
 		if o.childStderr {
 			cfg.Stderr = stderr
