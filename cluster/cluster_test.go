@@ -3,12 +3,14 @@ package cluster_test
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -816,6 +818,54 @@ func TestThreeNodes(t *testing.T) {
 			require.EqualValues(t, 5, msgs[0]["id"], "the 504 carries the request's id")
 			break
 		}
+	})
+
+	t.Run("an owner that says it is working outlasts ForwardTimeout", func(t *testing.T) {
+		// A subscriber standing for a node whose tool takes longer than
+		// ForwardTimeout (2 s here): it sends a pending frame every 200 ms
+		// for 2.6 s, then the answer. Each pending frame pushes the
+		// forward's deadline back, so the answer reaches the client.
+		nc, err := nats.Connect("", nats.InProcessServer(c.n))
+		require.NoError(t, err)
+		defer nc.Close()
+		var answering sync.WaitGroup
+		_, err = nc.Subscribe("mcpedge.http.slowpoke", func(m *nats.Msg) {
+			answering.Add(1)
+			go func() {
+				defer answering.Done()
+				var seq uint64
+				for range 13 {
+					_ = nc.Publish(m.Reply, binary.AppendUvarint([]byte{'P'}, seq))
+					seq++
+					time.Sleep(200 * time.Millisecond)
+				}
+				fr := binary.AppendUvarint([]byte{'R'}, seq)
+				fr = binary.AppendUvarint(fr, 200)
+				for _, s := range []string{"Content-Type", "application/json"} {
+					fr = append(binary.AppendUvarint(fr, uint64(len(s))), s...)
+				}
+				fr = append(fr, 0)
+				fr = append(fr, `{"jsonrpc":"2.0","id":5,"result":{"slow":true}}`...)
+				_ = nc.Publish(m.Reply, fr)
+			}()
+		})
+		require.NoError(t, err)
+		_, err = nc.Subscribe("mcpedge.ping.slowpoke", func(m *nats.Msg) { _ = m.Respond(nil) })
+		require.NoError(t, err)
+		require.NoError(t, nc.Flush())
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			st, msgs := post2026(t, b.url, "tasks/get", "slowpoke.0123", `{"taskId":"slowpoke.0123"}`)
+			if (st == http.StatusNotFound || st == http.StatusOK && len(msgs) == 1 && msgs[0]["error"] != nil) && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond) // the subscriptions have not reached b yet: b answers itself
+				continue
+			}
+			require.Equal(t, http.StatusOK, st, msgs)
+			require.Len(t, msgs, 1)
+			require.Equal(t, map[string]any{"slow": true}, msgs[0]["result"])
+			break
+		}
+		answering.Wait()
 	})
 
 	t.Run("DELETE through another node ends the session everywhere", func(t *testing.T) {

@@ -52,8 +52,7 @@ type forward struct {
 	evSID string
 	evKey evKey
 	ch    chan []byte // a nil message: nobody answers for the owner
-	timer *time.Timer // the answer's deadline (timers)
-	probe *time.Timer // when to ask whether the owner is there
+	timer *time.Timer // when to ask whether the owner is there, then the answer's deadline (arm)
 	lost  atomic.Bool // a frame did not fit in ch: the answer is broken
 	next  uint64      // the seq expected next
 	hdrs  [][2][]byte
@@ -177,13 +176,21 @@ func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte,
 		return true, false
 	}
 	n.stats.forwarded.Add(1)
-	// The forward's own timers, reused from one request to the next
-	// (unregister stops them): the answer's deadline, and the probe. A
-	// request that hears nothing for a moment asks whether its owner is
-	// there at all: NATS may deliver the first message after a node left
-	// to the route it left by, and drop it, rather than answer "no
-	// responders". The probe, a later message, gets the true answer.
-	timer, probe := f.timers(n.opts.ForwardTimeout, min(probeAfter, n.opts.ForwardTimeout/2))
+	// The forward's own timer, reused from one request to the next
+	// (unregister stops it). It fires first for the probe: a request that
+	// hears nothing for a moment asks whether its owner is there at all
+	// (NATS may deliver the first message after a node left to the route
+	// it left by, and drop it, rather than answer "no responders"; the
+	// probe, a later message, gets the true answer). Then it stands for
+	// the answer's deadline, which the owner's frames push back by moving
+	// deadline, not the timer: the timer, when it fires early, is set
+	// again for what is left. So a request answered at once sets and
+	// stops one timer, where it used to set and stop two, and reads no
+	// clock.
+	var deadline time.Time // zero: ForwardTimeout after the request went
+	probeIn := min(probeAfter, n.opts.ForwardTimeout/2)
+	timer := f.arm(probeIn)
+	probing := true
 	var probed chan bool
 	var gone chan struct{} // the client went away (watched once slow)
 	var w *connwatch.Watcher
@@ -192,7 +199,25 @@ func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte,
 	var headCT []byte // and its content type
 	for {
 		select {
-		case <-probe.C:
+		case now := <-timer.C:
+			if !probing {
+				if left := deadline.Sub(now); left > 0 {
+					timer.Reset(left) // frames came meanwhile
+					continue
+				}
+				n.unregister(f)
+				n.cancel(f)
+				n.stats.forwardTimeouts.Add(1)
+				ctx.Response.Reset()
+				failID(ctx, fasthttp.StatusGatewayTimeout, codec.CodeInternalError,
+					"Gateway Timeout: node "+owner+" did not answer within "+n.opts.ForwardTimeout.String()+"; the request may still be served there and is not retried", requestID(ctx, reqID))
+				return true, false
+			}
+			probing = false
+			if deadline.IsZero() {
+				deadline = now.Add(n.opts.ForwardTimeout - probeIn)
+			}
+			timer.Reset(max(deadline.Sub(now), time.Nanosecond))
 			if !heard {
 				p := make(chan bool, 1)
 				probed = p
@@ -245,7 +270,7 @@ func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte,
 			}
 			switch fr.kind {
 			case frPending:
-				timer.Reset(n.opts.ForwardTimeout)
+				deadline = time.Now().Add(n.opts.ForwardTimeout)
 			case frWhole:
 				if !checkBody(bodyType(&fr), fr.body) {
 					n.badMessage("answer body", fr.body)
@@ -278,10 +303,10 @@ func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte,
 					ctx.SetBodyStream(&relay{f: f, conn: ctx.Conn()}, -1)
 					return true, false
 				}
-				timer.Reset(n.opts.ForwardTimeout)
+				deadline = time.Now().Add(n.opts.ForwardTimeout)
 			case frData:
 				body = append(body, fr.body...)
-				timer.Reset(n.opts.ForwardTimeout)
+				deadline = time.Now().Add(n.opts.ForwardTimeout)
 			case frEnd:
 				if !checkBody(headCT, body) {
 					n.badMessage("answer body", body)
@@ -301,14 +326,6 @@ func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte,
 					"Bad Gateway: node "+owner+" failed while answering: "+string(fr.body), requestID(ctx, reqID))
 				return true, false
 			}
-		case <-timer.C:
-			n.unregister(f)
-			n.cancel(f)
-			n.stats.forwardTimeouts.Add(1)
-			ctx.Response.Reset()
-			failID(ctx, fasthttp.StatusGatewayTimeout, codec.CodeInternalError,
-				"Gateway Timeout: node "+owner+" did not answer within "+n.opts.ForwardTimeout.String()+"; the request may still be served there and is not retried", requestID(ctx, reqID))
-			return true, false
 		}
 	}
 }
@@ -338,22 +355,20 @@ func (n *Node) cutOff() bool {
 	return false
 }
 
-// timers returns f's timers, set to fire after d and probe.
-func (f *forward) timers(d, probe time.Duration) (*time.Timer, *time.Timer) {
+// arm returns f's timer, set to fire after d.
+func (f *forward) arm(d time.Duration) *time.Timer {
 	if f.timer == nil {
-		f.timer, f.probe = time.NewTimer(d), time.NewTimer(probe)
+		f.timer = time.NewTimer(d)
 	} else {
 		f.timer.Reset(d)
-		f.probe.Reset(probe)
 	}
-	return f.timer, f.probe
+	return f.timer
 }
 
-// stopTimers stops f's timers, if it has any.
+// stopTimers stops f's timer, if it has one.
 func (f *forward) stopTimers() {
 	if f.timer != nil {
 		f.timer.Stop()
-		f.probe.Stop()
 	}
 }
 
