@@ -222,7 +222,6 @@ type Node struct {
 	routedSeen  map[string]bool        // peers ever routed to (watchRoutes only)
 	jobs        chan job               // forwarded requests for idle workers
 	workersStop chan struct{}          // closed at Shutdown: idle workers exit
-	retire      chan struct{}          // an idle worker that receives exits (retireIdle)
 	tickOnce    sync.Once
 	tickStop    chan struct{} // the pending ticker's; nil before Serve
 
@@ -415,7 +414,6 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		natsWarns: lograte.New(natsBurst, time.Second, 1),
 
 		workersStop: make(chan struct{}),
-		retire:      make(chan struct{}),
 	}
 	n.replyPrefix = n.prefix + ".reply." + n.name + "."
 	n.ctxs.New = func() any { return new(fasthttp.RequestCtx) }

@@ -59,14 +59,16 @@ func (n *Node) serveRequest(t *tunnelConn, data []byte) {
 	n.serveWG.Add(1)
 	t.started = time.Now()
 	n.tunnels[t.key] = t
-	n.tunMu.Unlock()
 	n.stats.served.Add(1)
+	// Handed on under tunMu, where closed was checked: the pending ticker
+	// closes jobs under it once the node is closed (endWorkers).
 	j := job{h: *hp, t: t, data: data}
 	select {
 	case n.jobs <- j: // an idle worker takes it
 	default:
 		go n.worker(j)
 	}
+	n.tunMu.Unlock()
 }
 
 // job is a forwarded request for a worker.
@@ -82,29 +84,42 @@ type job struct {
 // handler (copying it costed a tenth of a forwarded request's CPU). An
 // idle worker exits when the pending ticker finds that no request was
 // forwarded here for a whole tick (retireIdle): a timer per worker,
-// reset for every request, cost about 5% of a forwarded call.
+// reset for every request, cost about 5% of a forwarded call. It waits
+// on jobs alone, where an empty job retires it and its close ends it: a
+// select over jobs and two channels that say stop locked and queued on
+// all three for every request.
 func (n *Node) worker(j job) {
 	for {
 		n.serveForwarded(j.h, j.t, j.data)
-		select {
-		case j = <-n.jobs:
-		case <-n.retire:
-			return
-		case <-n.workersStop:
+		var ok bool
+		if j, ok = <-n.jobs; !ok || j.t == nil {
 			return
 		}
 	}
 }
 
-// retireIdle ends every idle worker.
+// retireIdle ends every idle worker: each empty job one takes ends it.
 func (n *Node) retireIdle() {
-	for {
+	n.tunMu.Lock() // see serveRequest
+	defer n.tunMu.Unlock()
+	for !n.closed.Load() {
 		select {
-		case n.retire <- struct{}{}:
+		case n.jobs <- job{}:
 		default:
 			return
 		}
 	}
+}
+
+// endWorkers ends the workers once the node is closed and its requests
+// served (or Shutdown stopped waiting for them: each worker ends when its
+// request does). Nothing is handed on after: serveRequest checks closed,
+// and sends, under tunMu.
+func (n *Node) endWorkers() {
+	<-n.workersStop
+	n.tunMu.Lock()
+	close(n.jobs)
+	n.tunMu.Unlock()
 }
 
 // refusal is the answer frame of a forwarded request refused with status
@@ -308,6 +323,7 @@ func (n *Node) startPendingTicker() {
 			for {
 				select {
 				case <-n.tickStop:
+					n.endWorkers()
 					return
 				case now := <-tk.C:
 					if s := n.stats.served.Load(); s == served {
