@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/engine"
 	"github.com/nats-io/nats.go"
+	"github.com/valyala/fasthttp"
 )
 
 // Services: what a node runs that a request may need and that may be down
@@ -30,8 +32,10 @@ import (
 // needs, which is down here (a pooled upstream whose connections failed).
 // RouteSession then sends it to the home, or to a live node that reports
 // the service up; with none, it is served here, and answered there as
-// down. A request forwarded here is served here, whatever its placer
-// says: nothing is forwarded twice.
+// down. A 2026-07-28 request, which has no session and so no home, is
+// sent on the same way when what it needs is down here (RouteStateless).
+// A request forwarded here is served here, whatever its placer says:
+// nothing is forwarded twice.
 
 // Bounds of a services report.
 const (
@@ -159,6 +163,49 @@ func (n *Node) place(m *codec.Message) (home bool, to string) {
 		return home, ""
 	}
 	return false, n.upAt(down, true)
+}
+
+// RouteStateless implements mcphttp.Cluster: a 2026-07-28 request m (no
+// session, so nothing binds it to a home) that needs a service down here
+// is forwarded to a live node that reports it up, as a session's is
+// (place); it reports whether it was. It is served here when nothing it
+// needs is down (the placer says so at once), when it was forwarded here
+// (nothing is forwarded twice), when it is the retry of a call held by a
+// node (its requestState names it: Route has sent it there, or that node
+// is gone), or when no node has the service up: the gateway answers
+// then, at once.
+func (n *Node) RouteStateless(ctx *fasthttp.RequestCtx, m *codec.Message) bool {
+	p := n.svcs.placer.Load()
+	if p == nil || n.closed.Load() {
+		return false
+	}
+	if _, ok := ctx.Conn().(*tunnelConn); ok {
+		return false
+	}
+	_, down := (*p)(m)
+	if down == "" || heldRetry(m.Params) {
+		return false
+	}
+	to := n.upAt(down, true)
+	if to == "" {
+		return false
+	}
+	if n.forwardTo(ctx, to, m.ID) {
+		return true
+	}
+	n.markDead(to, "no subscriber for it")
+	return false
+}
+
+// heldRetry reports whether params carry a requestState that names the
+// node holding the call (engine.StateNode).
+func heldRetry(params []byte) bool {
+	raw, ok, err := codec.ObjectField(params, "requestState")
+	if err != nil || !ok {
+		return false
+	}
+	st, err := codec.StringValue(raw)
+	return err == nil && engine.StateNode(st) != nil
 }
 
 // appendServices appends this node's signed report to dst; ok is false

@@ -194,13 +194,17 @@ func forwarded(nodes []*gwNode) uint64 {
 // down on one node: the calls that land there are forwarded to a node
 // where it is up, and succeed; down on every node: a clear JSON-RPC
 // error, at once (not after the upstream's timeout, here a minute).
-// (c) A pooled upstream up everywhere: nothing is forwarded.
+// (c) A pooled upstream up everywhere: nothing is forwarded. (d) As
+// (b), for a 2026-07-28 client (stateless: no session, no home): its
+// calls that land on the node where the upstream is down are forwarded
+// too, and with it down everywhere answered at once.
 func TestClusterUpstreams(t *testing.T) {
 	const calls = 9
 	for _, tt := range []struct {
 		name        string
 		share       gateway.Share
 		down        []int // the nodes whose upstream is down
+		stateless   bool  // a 2026-07-28 client
 		wantErr     bool
 		wantForward bool   // some calls were forwarded
 		children    int    // upstream children on every node together, after
@@ -210,6 +214,9 @@ func TestClusterUpstreams(t *testing.T) {
 		{name: "pool down on one", share: gateway.Share{Pool: 1}, down: []int{2}, wantForward: true, children: 2},
 		{name: "pool down everywhere", share: gateway.Share{Pool: 1}, down: []int{0, 1, 2}, wantErr: true, leastDown: "unavailable on every node"},
 		{name: "pool up everywhere", share: gateway.Share{Pool: 1}, children: 3},
+		{name: "stateless pool down on one", share: gateway.Share{Pool: 1}, stateless: true, down: []int{2}, wantForward: true, children: 2},
+		{name: "stateless pool down everywhere", share: gateway.Share{Pool: 1}, stateless: true, down: []int{0, 1, 2}, wantErr: true, leastDown: "unavailable on every node"},
+		{name: "stateless pool up everywhere", share: gateway.Share{Pool: 1}, stateless: true, children: 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -247,9 +254,14 @@ func TestClusterUpstreams(t *testing.T) {
 
 			rr := newRoundRobin(t, nodes)
 			ctx := testCtx(t)
-			c, err := client.Dial(ctx, &client.HTTPTransport{URL: nodes[0].url, Client: &http.Client{Transport: rr}, NoStandaloneStream: true}, client.Options{Era: client.EraLegacy})
+			era := client.EraLegacy
+			if tt.stateless {
+				era = client.EraModern
+			}
+			c, err := client.Dial(ctx, &client.HTTPTransport{URL: nodes[0].url, Client: &http.Client{Transport: rr}, NoStandaloneStream: true}, client.Options{Era: era})
 			require.NoError(t, err)
 			defer c.Close()
+			require.Equal(t, tt.stateless, c.Modern())
 			before := forwarded(nodes)
 			for i := range calls {
 				r, err := c.CallTool(ctx, "test_simple_text", map[string]any{})

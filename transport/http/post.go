@@ -458,7 +458,10 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 	case vk == verStateless || (m.Kind == codec.KindRequest &&
 		(s.opts.Stateless || len(ctx.Request.Header.PeekCanonical(hdrSessionID)) == 0) && metaVersion(m.Params) != nil):
 		// 2026-07-28: stateless, whatever the mode; Mcp-Session-Id is ignored.
-		if m.Kind == codec.KindRequest && !s.checkStatelessHeaders(ctx, m) {
+		// A request is answered here when its headers do not match it,
+		// or by another server when the cluster sends it there.
+		if m.Kind == codec.KindRequest && (!s.checkStatelessHeaders(ctx, m) ||
+			s.opts.Cluster != nil && s.opts.Cluster.RouteStateless(ctx, m)) {
 			s.putCall(c)
 			return
 		}

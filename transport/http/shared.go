@@ -38,6 +38,12 @@ type Cluster interface {
 	// offered every such request after its Host, Origin and credential
 	// checks; a false answer lets this server serve it.
 	RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Message) bool
+	// RouteStateless answers ctx itself, by sending it to a server that
+	// can serve it, and reports whether it did: a 2026-07-28 (stateless)
+	// POST of request m that needs what is down on this server. It is
+	// offered every such request after its Host, Origin, credential and
+	// header checks; a false answer lets this server serve it.
+	RouteStateless(ctx *fasthttp.RequestCtx, m *codec.Message) bool
 	// Restore returns the record of session sid, which this server does
 	// not hold, and whether this server is to be its home. Its error
 	// wraps engine.ErrUnknownSession when no server of the cluster knows
