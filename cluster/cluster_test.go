@@ -983,6 +983,11 @@ func TestExternalNATS(t *testing.T) {
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	external := func(o *cluster.Options) {
 		o.Embed, o.Routes, o.RouteSecret, o.URL = "", nil, "", url
+		// Nothing here waits for a loss: heartbeats of the default's
+		// period, so that a stall of the busy test machine (300 ms at the
+		// tests' 100 ms) does not declare a alive dead, and b take its
+		// session over and answer the record change itself.
+		o.Heartbeat = time.Second
 	}
 	a := startNode(t, "a", nil, external)
 	defer a.kill(t)
