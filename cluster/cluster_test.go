@@ -137,6 +137,18 @@ func (nd *node) kill(t *testing.T) {
 
 func routeOf(nd *node) string { return "nats-route://" + nd.n.RouteAddr().String() }
 
+// startThree starts nodes a, b and c, routed to each other, and waits
+// for their mesh. Stopping them is the caller's: tests kill some of them
+// on the way.
+func startThree(t *testing.T) (a, b, c *node) {
+	t.Helper()
+	a = startNode(t, "a", nil)
+	b = startNode(t, "b", []string{routeOf(a)})
+	c = startNode(t, "c", []string{routeOf(a), routeOf(b)})
+	waitMesh(t, a, b, c)
+	return a, b, c
+}
+
 // waitMesh waits until every node has a route to each other node, knows
 // it alive, and reaches its subjects.
 func waitMesh(t *testing.T, nodes ...*node) {
@@ -386,15 +398,12 @@ func TestThreeNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nodes")
 	}
-	a := startNode(t, "a", nil)
-	b := startNode(t, "b", []string{routeOf(a)})
-	c := startNode(t, "c", []string{routeOf(a), routeOf(b)})
+	a, b, c := startThree(t)
 	defer func() {
-		for _, nd := range []*node{a, c} {
+		for _, nd := range []*node{a, c} { // b is killed on the way
 			nd.kill(t)
 		}
 	}()
-	waitMesh(t, a, b, c)
 	nodes := []*node{a, b, c}
 
 	t.Run("round-robin: every method through every node", func(t *testing.T) {

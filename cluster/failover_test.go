@@ -105,12 +105,9 @@ func TestNodeKilledUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nodes")
 	}
-	a := startNode(t, "a", nil)
+	a, b, c := startThree(t)
 	defer a.kill(t)
-	b := startNode(t, "b", []string{routeOf(a)})
 	defer b.kill(t)
-	c := startNode(t, "c", []string{routeOf(a), routeOf(b)})
-	waitMesh(t, a, b, c)
 	sA, sB, sC := initialize(t, a, `{}`), initialize(t, b, `{}`), initialize(t, c, `{}`)
 	const uri = "mem://board/survivor"
 	call(t, a, sC, "resources/subscribe", `{"uri":"`+uri+`"}`) // at c, its home
@@ -160,12 +157,9 @@ func TestRequestStreamResumedAfterNodeDeath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nodes")
 	}
-	a := startNode(t, "a", nil)
+	a, b, c := startThree(t)
 	defer a.kill(t)
-	b := startNode(t, "b", []string{routeOf(a)})
-	c := startNode(t, "c", []string{routeOf(a), routeOf(b)})
 	defer c.kill(t)
-	waitMesh(t, a, b, c)
 	sid := initialize(t, a, `{}`)
 	msgs := callSSE(t, b, sid, `{"jsonrpc":"2.0","id":31,"method":"tools/call","params":{"name":"poll","arguments":{"n":100},"_meta":{"progressToken":"p"}}}`)
 	require.Len(t, msgs, 1)
@@ -206,12 +200,9 @@ func TestStandaloneStreamResumedAfterNodeDeath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nodes")
 	}
-	a := startNode(t, "a", nil)
-	b := startNode(t, "b", []string{routeOf(a)})
+	a, b, c := startThree(t)
 	defer b.kill(t)
-	c := startNode(t, "c", []string{routeOf(a), routeOf(b)})
 	defer c.kill(t)
-	waitMesh(t, a, b, c)
 	sid := initialize(t, a, `{}`)
 	const uri = "mem://board/missed"
 	call(t, b, sid, "resources/subscribe", `{"uri":"`+uri+`"}`)

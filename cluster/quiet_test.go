@@ -19,15 +19,12 @@ func TestRoundRobinQuiet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nodes")
 	}
-	a := startNode(t, "a", nil)
-	b := startNode(t, "b", []string{routeOf(a)})
-	c := startNode(t, "c", []string{routeOf(a), routeOf(b)})
+	a, b, c := startThree(t)
 	defer func() {
 		for _, nd := range []*node{a, b, c} {
 			nd.kill(t)
 		}
 	}()
-	waitMesh(t, a, b, c)
 	nodes := []*node{a, b, c}
 
 	const sessions, calls = 6, 300

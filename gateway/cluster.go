@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"strconv"
 
 	"github.com/mcpedge/mcpedge/codec"
@@ -69,10 +70,7 @@ func (g *Gateway) index() *nameIndex {
 		if g.indexStale.Swap(false) {
 			ix := &nameIndex{ups: append([]*upstream(nil), g.ups...)}
 			for k := range g.claims {
-				ix.claims[k] = make(map[string]*upstream, len(g.claims[k]))
-				for name, u := range g.claims[k] {
-					ix.claims[k][name] = u
-				}
+				ix.claims[k] = maps.Clone(g.claims[k])
 			}
 			for _, u := range g.ups {
 				ix.bound = ix.bound || u.cfg.Share.Session
