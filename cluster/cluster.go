@@ -202,6 +202,7 @@ type Node struct {
 	replyPrefix string // "<prefix>.reply.<node>."
 	pendMu      sync.Mutex
 	pending     map[uint64]*forward // by reply token, random (register)
+	sweeps      atomic.Uint64       // the forwards' sweeps so far (sweepForwards)
 
 	// Rate limits of the lines input from the cluster can cause: bad
 	// messages, and the embedded server's and the NATS client's own.
@@ -238,13 +239,13 @@ type Node struct {
 	svcs    services // what the others report of their services (services.go)
 
 	// The direct link (link.go).
-	linkLn    net.Listener
-	linkAddrS string // advertised in heartbeats
-	linkSem   chan struct{}
-	linkConns atomic.Int32
-	linkMu    sync.Mutex
-	links     map[*linkConn]struct{}
-	dialers   map[string]*linkDialer
+	linkLn      net.Listener
+	linkAddrS   string // advertised in heartbeats
+	linkSem     chan struct{}
+	linkConns   atomic.Int32
+	linkMu      sync.Mutex
+	links       map[*linkConn]struct{}
+	linkDialers atomic.Pointer[map[string]*linkDialer] // by peer; copied on write, under linkMu
 }
 
 // counters are the node's statistics (Stats).
@@ -256,6 +257,7 @@ type counters struct {
 	peersLost, takenOver, recordFetches, eventsOut, eventsIn   atomic.Uint64
 	forwardedLink, linkRefused                                 atomic.Uint64
 	linkFrames, linkWrites                                     atomic.Uint64
+	forwardedDirect, servedDirect, notDirect                   atomic.Uint64
 }
 
 // Stats are a Node's counters since Start.
@@ -280,6 +282,9 @@ type Stats struct {
 	EventsOut       uint64 // events of this node's streams published to be kept
 	EventsIn        uint64 // events of other nodes' streams kept here
 	ForwardedLink   uint64 // of Forwarded, those sent on a direct link
+	ForwardedDirect uint64 // of ForwardedLink, those sent as direct messages (direct.go)
+	ServedDirect    uint64 // direct messages other nodes sent here, served so
+	NotDirect       uint64 // direct messages other nodes sent here that were not served so (their whole request follows)
 	LinksRefused    uint64 // link connections that failed their handshake
 	LinkFrames      uint64 // frames written on direct links
 	LinkWrites      uint64 // and the system calls that wrote them (frames written together share one)
@@ -302,6 +307,7 @@ func (n *Node) Stats() Stats {
 		EventsOut: c.eventsOut.Load(), EventsIn: c.eventsIn.Load(),
 		ForwardedLink: c.forwardedLink.Load(), LinksRefused: c.linkRefused.Load(),
 		LinkFrames: c.linkFrames.Load(), LinkWrites: c.linkWrites.Load(),
+		ForwardedDirect: c.forwardedDirect.Load(), ServedDirect: c.servedDirect.Load(), NotDirect: c.notDirect.Load(),
 	}
 	st.Records, st.RecordBytes = n.recs.size()
 	_, st.EventBytes = n.events.size()
@@ -528,6 +534,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		go n.watchRoutes()
 	}
 	go n.heartbeat()
+	go n.sweepForwards()
 	go n.announceServices()
 	n.log.Info("cluster: node started", "embed", opts.Embed, "routes", redact.URLs(strings.Join(opts.Routes, ",")), "url", redact.URLs(opts.URL))
 	return n, nil

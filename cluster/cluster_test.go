@@ -47,6 +47,12 @@ type node struct {
 // tool that elicits.
 func startNode(t *testing.T, name string, routes []string, opts ...func(*cluster.Options)) *node {
 	t.Helper()
+	return startNodeWith(t, name, routes, nil, opts...)
+}
+
+// startNodeWith is startNode with the server's options changed by so.
+func startNodeWith(t *testing.T, name string, routes []string, so func(*mcpedge.Options), opts ...func(*cluster.Options)) *node {
+	t.Helper()
 	co := cluster.Options{Node: name, Embed: "127.0.0.1:0", Routes: routes, ForwardTimeout: 2 * time.Second, RouteSecret: routeSecret,
 		Keys: [][]byte{stateKey}, Heartbeat: 100 * time.Millisecond, Link: "127.0.0.1:0"}
 	for _, o := range opts {
@@ -54,12 +60,16 @@ func startNode(t *testing.T, name string, routes []string, opts ...func(*cluster
 	}
 	n, err := cluster.Start(context.Background(), co)
 	require.NoError(t, err)
-	srv := mcpedge.New(mcpedge.Options{
+	mo := mcpedge.Options{
 		EngineOptions: mcpedge.EngineOptions{Name: "cluster-test", StateKeys: [][]byte{stateKey}, ListChangedDelay: 20 * time.Millisecond},
 		HTTP:          &mcpedge.HTTPOptions{Addr: "127.0.0.1:0"},
 		Cluster:       n,
 		DrainTimeout:  time.Second,
-	})
+	}
+	if so != nil {
+		so(&mo)
+	}
+	srv := mcpedge.New(mo)
 	bus := srv.Engine().Bus()
 	require.NoError(t, builtin.Install("demo", srv.Registry(), builtin.Env{ResourceUpdated: srv.ResourceUpdated, Publish: bus.Publish, Subscribe: bus.Subscribe}))
 	require.NoError(t, handlers.AddTool(srv.Registry(), &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *handlers.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
@@ -505,9 +515,12 @@ func TestThreeNodes(t *testing.T) {
 		require.Equal(t, "elicitation/create", first["method"], first)
 		id, _ := json.Marshal(first["id"])
 		require.True(t, strings.HasPrefix(string(id), `"b.`), "the id names the node that waits: %s", id)
-		// The answer goes through c, which sends it to b.
+		// The answer goes through c, which sends it to b: alone, as a
+		// direct message (b's engine takes it at once).
+		direct := b.n.Stats().ServedDirect
 		st, _, _ := post(t, c.url, v, sid, `{"jsonrpc":"2.0","id":`+string(id)+`,"result":{"action":"accept","content":{"name":"ada"}}}`)
 		require.Equal(t, http.StatusAccepted, st)
+		require.Equal(t, direct+1, b.n.Stats().ServedDirect)
 		final := <-msgs
 		require.Contains(t, fmt.Sprint(final["result"]), "accept", final)
 		require.Contains(t, fmt.Sprint(final["result"]), "ada", final)

@@ -52,7 +52,9 @@ type forward struct {
 	evSID string
 	evKey evKey
 	ch    chan []byte // a nil message: nobody answers for the owner
-	timer *time.Timer // when to ask whether the owner is there, then the answer's deadline (arm)
+	timer *time.Timer // the answer's deadline, set once poked (arm)
+	born  uint64      // Node.sweeps when registered (sweepForwards)
+	poked bool        // the sweeper filed its poke (under pendMu)
 	lost  atomic.Bool // a frame did not fit in ch: the answer is broken
 	next  uint64      // the seq expected next
 	hdrs  [][2][]byte
@@ -92,37 +94,249 @@ func (n *Node) Route(ctx *fasthttp.RequestCtx, id []byte) bool {
 // (a resumption: the id of the stream's request), else it is read from a
 // POST's body when an error needs it.
 func (n *Node) forward(ctx *fasthttp.RequestCtx, owner string, reqID []byte) bool {
-	return n.forwardResume(ctx, owner, reqID, "", evKey{})
+	return n.forwardResume(ctx, owner, reqID, "", evKey{}, nil)
 }
 
 // forwardResume is forward for a resumption of stream k of session sid
-// (sid "": any other request), traced when the node has a Tracer
-// (trace.go).
-func (n *Node) forwardResume(ctx *fasthttp.RequestCtx, owner string, reqID []byte, sid string, k evKey) bool {
+// (sid "": any other request), or of the direct message dm (nil: the
+// whole request), traced when the node has a Tracer (trace.go).
+func (n *Node) forwardResume(ctx *fasthttp.RequestCtx, owner string, reqID []byte, sid string, k evKey, dm *direct) bool {
 	if n.opts.Tracer != nil {
 		return n.tracedForward(ctx, owner, func(tr *forwardTrace) bool {
-			return n.forwardTraced(ctx, owner, reqID, sid, k, tr)
+			return n.forwardTraced(ctx, owner, reqID, sid, k, tr, dm)
 		})
 	}
-	return n.forwardTraced(ctx, owner, reqID, sid, k, nil)
+	return n.forwardTraced(ctx, owner, reqID, sid, k, nil, dm)
 }
+
+// again is what forwardOnce leaves to do: nothing, or send the request
+// again, through NATS or whole.
+type again uint8
+
+const (
+	againNot   again = iota
+	againNATS        // a GET whose link went down before any answer: nothing was answered, and a GET may be sent twice
+	againWhole       // a direct message the owner did not serve so: nothing was done there
+)
 
 // forwardTraced is forwardResume carrying trace context tr instead of
 // the client's (nil: the client's).
-func (n *Node) forwardTraced(ctx *fasthttp.RequestCtx, owner string, reqID []byte, sid string, k evKey, tr *forwardTrace) bool {
-	done, again := n.forwardOnce(ctx, owner, reqID, true, sid, k, tr)
-	if again {
-		// The link went down before any answer came, and the request is a
-		// GET, which may be sent twice: through NATS, then.
-		done, _ = n.forwardOnce(ctx, owner, reqID, false, sid, k, tr)
+func (n *Node) forwardTraced(ctx *fasthttp.RequestCtx, owner string, reqID []byte, sid string, k evKey, tr *forwardTrace, dm *direct) bool {
+	if dm != nil && tr != nil && tr.end != 0 {
+		dm = nil // the trace context is in the body: the whole request carries the forward's
+	}
+	done, a := n.forwardOnce(ctx, owner, reqID, true, sid, k, tr, dm)
+	if a == againWhole {
+		done, a = n.forwardOnce(ctx, owner, reqID, true, sid, k, tr, nil)
+	}
+	if a == againNATS {
+		done, _ = n.forwardOnce(ctx, owner, reqID, false, sid, k, tr, nil)
 	}
 	return done
 }
 
 // forwardOnce is forward, on the direct link to owner when useLink and
-// there is one. again reports a GET whose link went down before any
-// answer came: nothing was answered, and it may be sent again.
-func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte, useLink bool, sid string, k evKey, tr *forwardTrace) (done, again bool) {
+// there is one, as the direct message dm when it is one and there is a
+// link (direct.go).
+func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte, useLink bool, sid string, k evKey, tr *forwardTrace, dm *direct) (done bool, more again) {
+	f := n.sendDirect(ctx, owner, useLink, tr, dm)
+	if f == nil {
+		var ok bool
+		if f, ok = n.send(ctx, owner, reqID, useLink, tr); !ok {
+			return true, againNot // answered: refused
+		}
+	}
+	if reqID != nil {
+		f.reqID = append(f.reqID[:0], reqID...)
+	}
+	f.evSID, f.evKey = sid, k
+	n.stats.forwarded.Add(1)
+	// A forward waits on its channel alone while it is young: no timer is
+	// set, no clock read, for a request answered at once. Once it has
+	// waited probeIn, the node's sweeper files a poke with it
+	// (sweepForwards), and it asks whether its owner is there at all
+	// (NATS may deliver the first message after a node left to the route
+	// it left by, and drop it, rather than answer "no responders"; the
+	// probe, a later message, gets the true answer), watches its client,
+	// and sets its timer for the answer's deadline, which the owner's
+	// frames push back by moving deadline, not the timer: the timer, when
+	// it fires early, is set again for what is left.
+	var deadline time.Time // zero: ForwardTimeout after the request went
+	probeIn := n.probeIn()
+	var timerC <-chan time.Time // the deadline's, once poked
+	var probed chan bool
+	var gone chan struct{} // the client went away (watched once slow)
+	var w *connwatch.Watcher
+	heard := false
+	var body []byte   // an answer too large for one frame, gathered
+	var headCT []byte // and its content type
+	for {
+		var m []byte
+		if timerC == nil {
+			m = <-f.ch
+		} else {
+			got := false
+			select {
+			case now := <-timerC:
+				if left := deadline.Sub(now); left > 0 {
+					f.timer.Reset(left) // frames came meanwhile
+					continue
+				}
+				n.unregister(f)
+				n.cancel(f)
+				n.stats.forwardTimeouts.Add(1)
+				ctx.Response.Reset()
+				failID(ctx, fasthttp.StatusGatewayTimeout, codec.CodeInternalError,
+					"Gateway Timeout: node "+owner+" did not answer within "+n.opts.ForwardTimeout.String()+"; the request may still be served there and is not retried", requestID(ctx, reqID))
+				return true, againNot
+			case <-gone:
+				n.unregister(f)
+				n.cancel(f)
+				ctx.SetConnectionClose()
+				return true, againNot
+			case alive := <-probed:
+				probed = nil
+				if !alive && !heard {
+					n.unregister(f)
+					n.stats.forwardNoOwner.Add(1)
+					return false, againNot
+				}
+			case m = <-f.ch:
+				got = true
+			}
+			if !got {
+				continue
+			}
+		}
+		if isPoke(m) {
+			if timerC != nil {
+				continue
+			}
+			now := time.Now()
+			if deadline.IsZero() {
+				deadline = now.Add(n.opts.ForwardTimeout - probeIn)
+			}
+			timerC = f.arm(max(deadline.Sub(now), time.Nanosecond)).C
+			if !heard {
+				p := make(chan bool, 1)
+				probed = p
+				go func() { p <- n.ping(owner) }()
+			}
+			// A slow answer: watch the client, as the owner's transport
+			// would, so that one gone away cancels the request there.
+			g := make(chan struct{})
+			gone = g
+			w = connwatch.Watch(ctx.Conn(), func() { close(g) })
+			defer w.Stop()
+			continue
+		}
+		if m == nil {
+			n.unregister(f)
+			n.stats.forwardNoOwner.Add(1)
+			return false, againNot
+		}
+		if isNodeGone(m) {
+			n.unregister(f)
+			ctx.Response.Reset()
+			failID(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
+				"Bad Gateway: node "+owner+", which served the request, left the cluster; the request may or may not have been served", requestID(ctx, reqID))
+			return true, againNot
+		}
+		if len(m) == 0 && !heard && ctx.IsGet() {
+			n.unregister(f) // its link went down (linkLost)
+			return false, againNATS
+		}
+		heard = true
+		fr, ok := f.frame(m)
+		if !ok {
+			n.unregister(f)
+			n.cancel(f)
+			ctx.Response.Reset()
+			failID(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
+				"Bad Gateway: the answer of node "+owner+" was lost in transit; the request may have been served", requestID(ctx, reqID))
+			return true, againNot
+		}
+		switch fr.kind {
+		case frPending:
+			deadline = time.Now().Add(n.opts.ForwardTimeout)
+		case frWhole:
+			if !checkBody(bodyType(&fr), fr.body) {
+				n.badMessage("answer body", fr.body)
+				n.unregister(f)
+				badAnswer(ctx, owner)
+				return true, againNot
+			}
+			setHead(ctx, &fr)
+			ctx.Response.SetBody(fr.body)
+			f.ended = true
+			n.unregister(f)
+			return true, againNot
+		case frHead:
+			headCT = bodyType(&fr) // aliases m, which nothing reuses
+			if len(headCT) > 0 && &headCT[0] == &ctCompressed[0] {
+				n.badMessage("answer encoding", m)
+				n.unregister(f)
+				n.cancel(f)
+				badAnswer(ctx, owner)
+				return true, againNot
+			}
+			setHead(ctx, &fr)
+			f.checkSSE = bytes.EqualFold(headCT, ctSSE)
+			if fr.stream {
+				if len(f.reqID) == 0 {
+					f.reqID = append(f.reqID[:0], requestID(ctx, nil)...)
+				}
+				ctx.Response.ImmediateHeaderFlush = true
+				f.stopTimers() // the relay has its own
+				ctx.SetBodyStream(&relay{f: f, conn: ctx.Conn()}, -1)
+				return true, againNot
+			}
+			deadline = time.Now().Add(n.opts.ForwardTimeout)
+		case frData:
+			body = append(body, fr.body...)
+			deadline = time.Now().Add(n.opts.ForwardTimeout)
+		case frEnd:
+			if !checkBody(headCT, body) {
+				n.badMessage("answer body", body)
+				n.unregister(f)
+				ctx.Response.Reset()
+				badAnswer(ctx, owner)
+				return true, againNot
+			}
+			ctx.Response.SetBodyRaw(body)
+			f.ended = true
+			n.unregister(f)
+			return true, againNot
+		case frDirect:
+			if len(fr.body) > 0 && !validJSON(fr.body) {
+				n.badMessage("answer body", fr.body)
+				n.unregister(f)
+				badAnswer(ctx, owner)
+				return true, againNot
+			}
+			n.writeDirect(ctx, fr.status, fr.retry, fr.body)
+			f.ended = true
+			n.unregister(f)
+			return true, againNot
+		case frNotDirect:
+			n.unregister(f) // nothing was done there: the whole request goes
+			return false, againWhole
+		default: // frFailed
+			n.unregister(f)
+			ctx.Response.Reset()
+			failID(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
+				"Bad Gateway: node "+owner+" failed while answering: "+string(fr.body), requestID(ctx, reqID))
+			return true, againNot
+		}
+	}
+}
+
+// send sends ctx's request whole to owner: on the direct link to owner
+// when useLink and there is one, else through NATS; with tr, carrying its
+// trace context. It returns the forward its answer comes to, or false
+// when it answered ctx itself (refused: too large, or the cluster is out
+// of reach).
+func (n *Node) send(ctx *fasthttp.RequestCtx, owner string, reqID []byte, useLink bool, tr *forwardTrace) (*forward, bool) {
 	b := codec.GetBuffer()
 	b.B = appendRequest(b.B[:0], ctx, tr)
 	if len(b.B) > n.maxFrame {
@@ -130,7 +344,7 @@ func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte,
 		n.stats.forwardRefused.Add(1)
 		failID(ctx, fasthttp.StatusRequestEntityTooLarge, codec.CodeInvalidRequest,
 			"Request Entity Too Large: over the cluster's message limit of "+strconv.Itoa(n.maxFrame)+" bytes", requestID(ctx, reqID))
-		return true, false
+		return nil, false
 	}
 	if n.cutOff() {
 		// Cut off from the cluster (no NATS connection, or no route to
@@ -143,7 +357,7 @@ func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte,
 		ctx.Response.Header.Set("Retry-After", "1")
 		failID(ctx, fasthttp.StatusServiceUnavailable, codec.CodeInternalError,
 			"Service Unavailable: this node has lost the cluster and cannot reach node "+owner+"; retry", requestID(ctx, reqID))
-		return true, false
+		return nil, false
 	}
 	var lc *linkConn
 	if useLink {
@@ -162,10 +376,6 @@ func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte,
 	} else {
 		n.stats.forwardedLink.Add(1)
 	}
-	if reqID != nil {
-		f.reqID = append(f.reqID[:0], reqID...)
-	}
-	f.evSID, f.evKey = sid, k
 	codec.PutBuffer(b)
 	if err != nil {
 		n.unregister(f)
@@ -173,166 +383,53 @@ func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte,
 		ctx.Response.Header.Set("Retry-After", "1")
 		failID(ctx, fasthttp.StatusServiceUnavailable, codec.CodeInternalError,
 			"Service Unavailable: cannot reach node "+owner+": "+err.Error(), requestID(ctx, reqID))
-		return true, false
+		return nil, false
 	}
-	n.stats.forwarded.Add(1)
-	// The forward's own timer, reused from one request to the next
-	// (unregister stops it). It fires first for the probe: a request that
-	// hears nothing for a moment asks whether its owner is there at all
-	// (NATS may deliver the first message after a node left to the route
-	// it left by, and drop it, rather than answer "no responders"; the
-	// probe, a later message, gets the true answer). Then it stands for
-	// the answer's deadline, which the owner's frames push back by moving
-	// deadline, not the timer: the timer, when it fires early, is set
-	// again for what is left. So a request answered at once sets and
-	// stops one timer, where it used to set and stop two, and reads no
-	// clock.
-	var deadline time.Time // zero: ForwardTimeout after the request went
-	probeIn := min(probeAfter, n.opts.ForwardTimeout/2)
-	timer := f.arm(probeIn)
-	probing := true
-	var probed chan bool
-	var gone chan struct{} // the client went away (watched once slow)
-	var w *connwatch.Watcher
-	heard := false
-	var body []byte   // an answer too large for one frame, gathered
-	var headCT []byte // and its content type
-	for {
-		select {
-		case now := <-timer.C:
-			if !probing {
-				if left := deadline.Sub(now); left > 0 {
-					timer.Reset(left) // frames came meanwhile
-					continue
-				}
-				n.unregister(f)
-				n.cancel(f)
-				n.stats.forwardTimeouts.Add(1)
-				ctx.Response.Reset()
-				failID(ctx, fasthttp.StatusGatewayTimeout, codec.CodeInternalError,
-					"Gateway Timeout: node "+owner+" did not answer within "+n.opts.ForwardTimeout.String()+"; the request may still be served there and is not retried", requestID(ctx, reqID))
-				return true, false
-			}
-			probing = false
-			if deadline.IsZero() {
-				deadline = now.Add(n.opts.ForwardTimeout - probeIn)
-			}
-			timer.Reset(max(deadline.Sub(now), time.Nanosecond))
-			if !heard {
-				p := make(chan bool, 1)
-				probed = p
-				go func() { p <- n.ping(owner) }()
-			}
-			// A slow answer: watch the client, as the owner's transport
-			// would, so that one gone away cancels the request there.
-			g := make(chan struct{})
-			gone = g
-			w = connwatch.Watch(ctx.Conn(), func() { close(g) })
-			defer w.Stop()
-		case <-gone:
-			n.unregister(f)
-			n.cancel(f)
-			ctx.SetConnectionClose()
-			return true, false
-		case alive := <-probed:
-			probed = nil
-			if !alive && !heard {
-				n.unregister(f)
-				n.stats.forwardNoOwner.Add(1)
-				return false, false
-			}
-		case m := <-f.ch:
-			if m == nil {
-				n.unregister(f)
-				n.stats.forwardNoOwner.Add(1)
-				return false, false
-			}
-			if isNodeGone(m) {
-				n.unregister(f)
-				ctx.Response.Reset()
-				failID(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
-					"Bad Gateway: node "+owner+", which served the request, left the cluster; the request may or may not have been served", requestID(ctx, reqID))
-				return true, false
-			}
-			if len(m) == 0 && !heard && ctx.IsGet() {
-				n.unregister(f) // its link went down (linkLost)
-				return false, true
-			}
-			heard = true
-			fr, ok := f.frame(m)
-			if !ok {
-				n.unregister(f)
-				n.cancel(f)
-				ctx.Response.Reset()
-				failID(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
-					"Bad Gateway: the answer of node "+owner+" was lost in transit; the request may have been served", requestID(ctx, reqID))
-				return true, false
-			}
-			switch fr.kind {
-			case frPending:
-				deadline = time.Now().Add(n.opts.ForwardTimeout)
-			case frWhole:
-				if !checkBody(bodyType(&fr), fr.body) {
-					n.badMessage("answer body", fr.body)
-					n.unregister(f)
-					badAnswer(ctx, owner)
-					return true, false
-				}
-				setHead(ctx, &fr)
-				ctx.Response.SetBody(fr.body)
-				f.ended = true
-				n.unregister(f)
-				return true, false
-			case frHead:
-				headCT = bodyType(&fr) // aliases m, which nothing reuses
-				if len(headCT) > 0 && &headCT[0] == &ctCompressed[0] {
-					n.badMessage("answer encoding", m)
-					n.unregister(f)
-					n.cancel(f)
-					badAnswer(ctx, owner)
-					return true, false
-				}
-				setHead(ctx, &fr)
-				f.checkSSE = bytes.EqualFold(headCT, ctSSE)
-				if fr.stream {
-					if len(f.reqID) == 0 {
-						f.reqID = append(f.reqID[:0], requestID(ctx, nil)...)
-					}
-					ctx.Response.ImmediateHeaderFlush = true
-					f.stopTimers() // the relay has its own
-					ctx.SetBodyStream(&relay{f: f, conn: ctx.Conn()}, -1)
-					return true, false
-				}
-				deadline = time.Now().Add(n.opts.ForwardTimeout)
-			case frData:
-				body = append(body, fr.body...)
-				deadline = time.Now().Add(n.opts.ForwardTimeout)
-			case frEnd:
-				if !checkBody(headCT, body) {
-					n.badMessage("answer body", body)
-					n.unregister(f)
-					ctx.Response.Reset()
-					badAnswer(ctx, owner)
-					return true, false
-				}
-				ctx.Response.SetBodyRaw(body)
-				f.ended = true
-				n.unregister(f)
-				return true, false
-			default: // frFailed
-				n.unregister(f)
-				ctx.Response.Reset()
-				failID(ctx, fasthttp.StatusBadGateway, codec.CodeInternalError,
-					"Bad Gateway: node "+owner+" failed while answering: "+string(fr.body), requestID(ctx, reqID))
-				return true, false
-			}
-		}
-	}
+	return f, true
 }
 
 // probeAfter is how long a forwarded request waits for its first frame
 // before it checks that its owner is there (at most half ForwardTimeout).
 const probeAfter = 250 * time.Millisecond
+
+// probeIn is how long a forward waits before it checks that its owner is
+// there, watches its client, and sets its timer.
+func (n *Node) probeIn() time.Duration { return min(probeAfter, n.opts.ForwardTimeout/2) }
+
+// pokeFrame is what the sweeper files with a forward that has waited
+// probeIn: told apart from any frame by its address.
+var pokeFrame = []byte{1}
+
+func isPoke(m []byte) bool { return len(m) == 1 && &m[0] == &pokeFrame[0] }
+
+// sweepForwards pokes, every half probeIn, each forward in flight that
+// has waited probeIn (between that and one and a half times it), once,
+// until the node closes: so that a forward answered at once costs no
+// timer (forwardOnce). A forward is born at the sweep count of its
+// register; three sweeps later, it has waited at least two, probeIn.
+func (n *Node) sweepForwards() {
+	tk := time.NewTicker(n.probeIn() / 2)
+	defer tk.Stop()
+	for {
+		select {
+		case <-n.workersStop:
+			return
+		case <-tk.C:
+		}
+		t := n.sweeps.Add(1)
+		n.pendMu.Lock()
+		for _, f := range n.pending {
+			if !f.poked && t-f.born >= 3 {
+				select {
+				case f.ch <- pokeFrame:
+					f.poked = true
+				default: // full: the next sweep
+				}
+			}
+		}
+		n.pendMu.Unlock()
+	}
+}
 
 // ping reports whether owner answers on its ping subject: false when no
 // node subscribes for it (it left), true otherwise, a timeout included.
@@ -476,6 +573,7 @@ func (n *Node) register(owner string, lc *linkConn) *forward {
 			break
 		}
 	}
+	f.born, f.poked = n.sweeps.Load(), false
 	n.pending[f.token] = f
 	n.pendMu.Unlock()
 	if lc == nil { // on a link, the token is all the answer needs
@@ -724,6 +822,9 @@ func (r *relay) nextData() ([]byte, error) {
 				r.fail = errNoOwner
 				f.n.stats.streamsCut.Add(1)
 				return nil, r.fail
+			}
+			if isPoke(m) {
+				continue // the sweeper's, for the forward's start: the relay has its own timer
 			}
 			if isNodeGone(m) {
 				// The node writing the stream is gone: the request it

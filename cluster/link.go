@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"runtime"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
+	"github.com/mcpedge/mcpedge/session"
 )
 
 // The direct link: forwarded requests and their answers go over TCP
@@ -75,6 +77,9 @@ type linkConn struct {
 
 	slab []byte // dialled: the block answer frames are read into (payload)
 
+	dreq session.DirectRequest // accepted: the direct message being served (serveDirect)
+	dmsg codec.Message         // and its message, decoded by the peer
+
 	// Writes are combined: a writer appends its frame to out and wakes
 	// the link's writer goroutine (writeLoop) unless it is awake already;
 	// the writer yields once, then writes all that waits, again and again
@@ -86,6 +91,8 @@ type linkConn struct {
 	out      []byte
 	spare    []byte
 	flushing bool          // the writer is woken or writing: no need to wake it
+	holding  bool          // accepted: the reader serves what it read, and wakes the writer once it has read all (serve)
+	frame    int           // where the frame being queued starts in out (startFrame)
 	kick     chan struct{} // wakes the writer
 	done     chan struct{} // closed by shut: the writer exits
 }
@@ -325,32 +332,85 @@ func (n *Node) newLinkConn(c net.Conn, peer string, dial bool) *linkConn {
 // link is down already; a write that fails later ends the link, and with
 // it the requests it carried (linkLost, abortLinkTunnels).
 func (lc *linkConn) write(kind byte, id uint64, payload []byte) error {
+	return lc.write2(kind, id, payload, nil)
+}
+
+// write2 is write of a frame whose payload is head, then body.
+func (lc *linkConn) write2(kind byte, id uint64, head, body []byte) error {
+	wake, err := lc.startFrame(kind, id, len(head)+len(body))
+	if err != nil {
+		return err
+	}
+	lc.out = append(lc.out, head...)
+	lc.out = append(lc.out, body...)
+	lc.endFrame(wake)
+	return nil
+}
+
+// startFrame locks the link's queue and appends the head of a frame of
+// kind for request id, whose payload the caller appends next, about size
+// bytes (the bound on what waits is checked against it); endFrame ends
+// it. The frame's length is set by endFrame.
+func (lc *linkConn) startFrame(kind byte, id uint64, size int) (wake bool, err error) {
 	if lc.dead.Load() {
-		return errLinkDown
+		return false, errLinkDown
 	}
 	lc.wmu.Lock()
-	if len(lc.out)+13+len(payload) > linkMaxQueued {
+	if len(lc.out)+13+size > linkMaxQueued {
 		lc.wmu.Unlock()
 		go lc.shut() // the peer does not read: the link is no good (not here: the caller may hold tunMu)
-		return errLinkDown
+		return false, errLinkDown
 	}
-	wake := len(lc.out) == 0 && !lc.flushing
-	lc.out = binary.BigEndian.AppendUint32(lc.out, uint32(9+len(payload)))
-	lc.out = append(lc.out, kind)
+	wake = len(lc.out) == 0 && !lc.flushing && !lc.holding
+	lc.frame = len(lc.out)
+	lc.out = append(lc.out, 0, 0, 0, 0, kind)
 	lc.out = binary.BigEndian.AppendUint64(lc.out, id)
-	lc.out = append(lc.out, payload...)
+	return wake, nil
+}
+
+// endFrame ends the frame startFrame started, unlocks the queue, and
+// wakes the writer when wake.
+func (lc *linkConn) endFrame(wake bool) {
+	binary.BigEndian.PutUint32(lc.out[lc.frame:], uint32(len(lc.out)-lc.frame-4))
 	lc.n.stats.linkFrames.Add(1)
 	if wake {
 		lc.flushing = true
 	}
 	lc.wmu.Unlock()
 	if wake {
-		select {
-		case lc.kick <- struct{}{}:
-		default:
-		}
+		lc.wakeWriter()
 	}
-	return nil
+}
+
+// wakeWriter wakes the link's writer, which the caller found asleep and
+// marked flushing.
+func (lc *linkConn) wakeWriter() {
+	select {
+	case lc.kick <- struct{}{}:
+	default:
+	}
+}
+
+// hold stops the writer being woken for each frame queued: the reader
+// serves what it read (serve).
+func (lc *linkConn) hold() {
+	lc.wmu.Lock()
+	lc.holding = true
+	lc.wmu.Unlock()
+}
+
+// release ends hold: the writer is woken for what queued meanwhile.
+func (lc *linkConn) release() {
+	lc.wmu.Lock()
+	lc.holding = false
+	wake := len(lc.out) > 0 && !lc.flushing
+	if wake {
+		lc.flushing = true
+	}
+	lc.wmu.Unlock()
+	if wake {
+		lc.wakeWriter()
+	}
 }
 
 // writeLoop is the link's writer: woken by write, it writes what waits,
@@ -367,7 +427,7 @@ func (lc *linkConn) writeLoop() {
 		// frames (about 15 with 32 requests in flight, against 1.2 when
 		// each wrote its own at once), and a wake-up and a system call
 		// are shared by all of them.
-		runtime.Gosched()
+		lc.gather()
 		lc.wmu.Lock()
 		for len(lc.out) > 0 {
 			b := lc.out
@@ -391,6 +451,28 @@ func (lc *linkConn) writeLoop() {
 		lc.wmu.Unlock()
 	}
 }
+
+// gather yields while the goroutines that run meanwhile add frames to
+// what waits, at most gatherYields times: the writer writes once they
+// are done rather than in the middle of them.
+func (lc *linkConn) gather() {
+	lc.wmu.Lock()
+	k := len(lc.out)
+	lc.wmu.Unlock()
+	for range gatherYields {
+		runtime.Gosched()
+		lc.wmu.Lock()
+		more := len(lc.out) > k
+		k = len(lc.out)
+		lc.wmu.Unlock()
+		if !more {
+			return
+		}
+	}
+}
+
+// gatherYields bounds the writer's yields before a write (gather).
+const gatherYields = 4
 
 // linkMaxQueued bounds the bytes waiting to be written on a link: a peer
 // that reads nothing fills it, and the link is given up.
@@ -475,15 +557,51 @@ func (lc *linkConn) readAnswers(r *bufio.Reader) {
 
 // serve reads the requests and cancels the peer sends on a link it
 // dialled, and serves them, until the link ends. A request is read into a
-// pooled buffer, which its tunnel holds until it is answered.
+// pooled buffer, which its tunnel holds until it is answered; a direct
+// message is served where it lies in the reader's buffer, by this
+// goroutine, its answer queued. While what was read is being served, the
+// answers queue without waking the writer (holding); once all is served,
+// the writer is woken for all of them: as the floor's owner does
+// (BenchmarkFloorDirect), one write carries the answers of one read.
 func (lc *linkConn) serve() {
 	defer lc.shut()
+	held := false
 	for {
+		if held && lc.r.Buffered() < 13 { // the next head may wait for the peer
+			lc.release()
+			held = false
+		}
 		kind, id, size, err := lc.readHead(lc.r)
 		if err != nil {
 			return
 		}
+		if held && lc.r.Buffered() < size { // and so may the rest of this frame
+			lc.release()
+			held = false
+		}
+		if !held && lc.r.Buffered() >= size {
+			lc.hold()
+			held = true
+		}
 		switch kind {
+		case lkDirect:
+			if size <= lc.r.Size() {
+				p, err := lc.r.Peek(size)
+				if err != nil {
+					return
+				}
+				lc.n.serveDirect(lc, id, p)
+				_, _ = lc.r.Discard(size)
+				continue
+			}
+			b := codec.GetBuffer()
+			b.B = slices.Grow(b.B[:0], size)[:size]
+			if _, err := io.ReadFull(lc.r, b.B); err != nil {
+				codec.PutBuffer(b)
+				return
+			}
+			lc.n.serveDirect(lc, id, b.B)
+			codec.PutBuffer(b)
 		case lkRequest:
 			b := codec.GetBuffer()
 			b.B = slices.Grow(b.B[:0], size)[:size]
@@ -513,6 +631,16 @@ func (n *Node) linkTo(peer string) *linkConn {
 	if n.linkLn == nil {
 		return nil
 	}
+	// The link up already, found without a lock: a peer that restarts
+	// (elsewhere, or as another incarnation) ends its links as it goes,
+	// and a link that ends is dead.
+	if ds := n.linkDialers.Load(); ds != nil {
+		if d := (*ds)[peer]; d != nil {
+			if lc := d.cur.Load(); lc != nil && !lc.dead.Load() {
+				return lc
+			}
+		}
+	}
 	n.members.mu.Lock()
 	p := n.members.peers[peer]
 	var addr, inc string
@@ -524,13 +652,20 @@ func (n *Node) linkTo(peer string) *linkConn {
 		return nil
 	}
 	n.linkMu.Lock()
-	d := n.dialers[peer]
+	var d *linkDialer
+	ds := n.linkDialers.Load()
+	if ds != nil {
+		d = (*ds)[peer]
+	}
 	if d == nil {
-		if n.dialers == nil {
-			n.dialers = make(map[string]*linkDialer)
+		// A peer's first link: a new map, which readers load whole.
+		m := make(map[string]*linkDialer, 1)
+		if ds != nil {
+			maps.Copy(m, *ds)
 		}
 		d = &linkDialer{}
-		n.dialers[peer] = d
+		m[peer] = d
+		n.linkDialers.Store(&m)
 	}
 	n.linkMu.Unlock()
 	if lc := d.cur.Load(); lc != nil && !lc.dead.Load() && lc.addr == addr {

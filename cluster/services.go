@@ -190,7 +190,7 @@ func (n *Node) RouteStateless(ctx *fasthttp.RequestCtx, m *codec.Message) bool {
 	if to == "" {
 		return false
 	}
-	if n.forwardTo(ctx, to, m.ID) {
+	if n.forwardTo(ctx, to, m.ID, nil) {
 		return true
 	}
 	n.markDead(to, "no subscriber for it")

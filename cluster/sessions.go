@@ -75,8 +75,11 @@ func (n *Node) shared() session.Shared {
 // RouteSession implements mcphttp.Cluster: it sends a request of session
 // sid to the node that must serve it, when that is another node, and
 // reports whether it did. The decision, per kind of request, is the
-// table in the comment at the top of this file.
-func (n *Node) RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Message) bool {
+// table in the comment at the top of this file. subject is whom the
+// request's credentials name: a message that the owner's engine answers
+// at once goes as a direct message on the link (directOf), which the
+// owner serves in the session bound to that subject.
+func (n *Node) RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Message, subject string) bool {
 	if n.closed.Load() || !validSessionID(sid) {
 		return false
 	}
@@ -101,7 +104,7 @@ func (n *Node) RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Messa
 					return false // one of this node's streams
 				case n.alive(string(node), string(inc)):
 					k := evKey{string(inst), stream}
-					if n.forwardResume(ctx, string(node), n.events.requestOf(string(sid), k), string(sid), k) {
+					if n.forwardResume(ctx, string(node), n.events.requestOf(string(sid), k), string(sid), k, nil) {
 						return true
 					}
 					n.markDead(string(node), "no subscriber for it")
@@ -112,14 +115,16 @@ func (n *Node) RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Messa
 				// The standalone stream of a node that is gone: at the home.
 			}
 		}
-		return n.toHome(ctx, sid, nil)
+		return n.toHome(ctx, sid, nil, nil)
 	}
+	var dm direct
+	dp := n.directOf(&dm, sid, m, subject)
 	switch m.Kind {
 	case codec.KindResponse, codec.KindError:
 		if p := session.IDPrefix(m.ID); p != nil && !bytes.Equal(p, []byte(n.inst)) {
 			node, inc := splitInstance(p)
 			if validName(node) && n.alive(string(node), string(inc)) {
-				return n.forwardTo(ctx, string(node), nil)
+				return n.forwardTo(ctx, string(node), nil, dp)
 			}
 		}
 		return false
@@ -133,7 +138,7 @@ func (n *Node) RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Messa
 			// client's roots/list_changed to the session's own upstream
 			// connections, which live there).
 			if home, _ := (*p)(m); home {
-				return n.toHome(ctx, sid, nil)
+				return n.toHome(ctx, sid, nil, dp)
 			}
 		}
 		return false
@@ -146,17 +151,17 @@ func (n *Node) RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Messa
 		if id, ok := taskIDOf(m.Params); ok {
 			// The node a task id names, as engine.SessionNode reads it.
 			if node, _, ok := strings.Cut(id, "."); ok && node != "" && node != n.name && validName(node) && n.alive(node, "") {
-				return n.forwardTo(ctx, node, m.ID)
+				return n.forwardTo(ctx, node, m.ID, dp)
 			}
 		}
 		return false
 	}
 	switch home, to := n.place(m); {
 	case home:
-		return n.toHome(ctx, sid, m.ID)
+		return n.toHome(ctx, sid, m.ID, dp)
 	case to != "":
 		// What it needs is down here and up there (services.go).
-		if n.forwardTo(ctx, to, m.ID) {
+		if n.forwardTo(ctx, to, m.ID, dp) {
 			return true
 		}
 		n.markDead(to, "no subscriber for it")
@@ -239,7 +244,7 @@ func eventInstance(id []byte) (inst []byte, stream uint64, ok bool) {
 // hashing picks takes the session over (this one: it adopts it, and the
 // request is served here). It returns false when the request is to be
 // served here, or the session is unknown (then answered 404 here).
-func (n *Node) toHome(ctx *fasthttp.RequestCtx, sid, reqID []byte) bool {
+func (n *Node) toHome(ctx *fasthttp.RequestCtx, sid, reqID []byte, dm *direct) bool {
 	e, ok, unavailable := n.record(sid)
 	if !ok {
 		if unavailable {
@@ -256,7 +261,7 @@ func (n *Node) toHome(ctx *fasthttp.RequestCtx, sid, reqID []byte) bool {
 			return false
 		}
 		if n.alive(e.home, e.homeInc) {
-			if n.forwardTo(ctx, e.home, reqID) {
+			if n.forwardTo(ctx, e.home, reqID, dm) {
 				return true
 			}
 			// Nobody answers for it: it is gone.
@@ -267,7 +272,7 @@ func (n *Node) toHome(ctx *fasthttp.RequestCtx, sid, reqID []byte) bool {
 			n.claim(&e, true)
 			return false
 		}
-		if n.forwardTo(ctx, to, reqID) {
+		if n.forwardTo(ctx, to, reqID, dm) {
 			return true
 		}
 		n.markDead(to, "no subscriber for it")
@@ -279,10 +284,11 @@ func (n *Node) toHome(ctx *fasthttp.RequestCtx, sid, reqID []byte) bool {
 }
 
 // forwardTo forwards ctx to node, with the id of the request it carries
-// (reqID, when known) for the errors it may be answered with. It returns
+// (reqID, when known) for the errors it may be answered with, as the
+// direct message dm when it is one (nil: the whole request). It returns
 // false when nobody answers for node.
-func (n *Node) forwardTo(ctx *fasthttp.RequestCtx, node string, reqID []byte) bool {
-	return n.forward(ctx, node, reqID)
+func (n *Node) forwardTo(ctx *fasthttp.RequestCtx, node string, reqID []byte, dm *direct) bool {
+	return n.forwardResume(ctx, node, reqID, "", evKey{}, dm)
 }
 
 // claimIfOrphan takes session sid over when its home is gone and this

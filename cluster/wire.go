@@ -24,6 +24,10 @@ import (
 //	'D'  body bytes
 //	'E'  nothing: the body is complete
 //	'X'  reason...: the body failed part way
+//	'J'  status retryAfter(seconds, 0: none) body...: the whole answer
+//	     to a direct message (direct.go)
+//	'N'  nothing: the direct message was not served so; nothing was
+//	     done, and the whole request may be sent
 //
 // A cancel, sent to "<prefix>.cancel.<owner>", is the reply subject of the
 // request whose client went away.
@@ -36,6 +40,9 @@ const (
 	frData    = 'D'
 	frEnd     = 'E'
 	frFailed  = 'X'
+
+	frDirect    = 'J'
+	frNotDirect = 'N'
 )
 
 func appendBytes(dst, b []byte) []byte {
@@ -158,7 +165,8 @@ type frame struct {
 	status  int
 	headers [][2][]byte // 'R', 'H'
 	stream  bool        // 'H'
-	body    []byte      // 'R', 'D', 'X'
+	retry   int         // 'J': Retry-After seconds, 0 for none
+	body    []byte      // 'R', 'D', 'X', 'J'
 }
 
 // parseFrame parses a reply frame; ok is false when it does not parse, or
@@ -168,7 +176,13 @@ func parseFrame(b []byte, hdrs [][2][]byte) (f frame, ok bool) {
 	f.kind = r.byte()
 	f.seq = r.uvarint()
 	switch f.kind {
-	case frPending, frEnd:
+	case frPending, frEnd, frNotDirect:
+	case frDirect:
+		st, retry := r.uvarint(), r.uvarint()
+		if st < 100 || st > 999 || retry > maxRetryAfter {
+			return f, false
+		}
+		f.status, f.retry, f.body = int(st), int(retry), r.b
 	case frData, frFailed:
 		f.body = r.b
 	case frWhole, frHead:

@@ -146,6 +146,11 @@ func FuzzParsers(f *testing.F) {
 		f.Add(r[:len(r)-macSize])
 	}
 	f.Add(append([]byte{eventKind, 3, 'a', '.', 'x', 3, 'a', '.', '1', 1, 2, 0, 0}, `{"jsonrpc":"2.0"}`...))
+	dmsg := []byte(`{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"a.1"}}`)
+	var dm codec.Message
+	_ = codec.Decode(dmsg, &dm)
+	f.Add(appendDirect(nil, &session.DirectRequest{Session: []byte("a.s1"), Subject: "static:1", Message: dmsg}, &dm, nil))
+	f.Add(appendFrameStart(nil, frDirect, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = parseRecord(b)
 		_, _, _, _, _ = parseHeartbeat(b)
@@ -158,6 +163,11 @@ func FuzzParsers(f *testing.F) {
 		}
 		_, _ = parseFrame(b, nil)
 		_, _ = decodeRequest(b, nil)
+		var dr session.DirectRequest
+		var dm codec.Message
+		if parseDirect(b, &dr, &dm) && dr.Decoded != nil && !decodedOK(dr.Decoded) {
+			t.Fatalf("a direct message decoded as no message is: %+v", dm)
+		}
 		_ = checkBody(ctJSON, b)
 		_ = checkBody(ctSSE, b)
 		// A relayed stream cut anywhere passes (or fails) as whole.
@@ -178,6 +188,7 @@ func FuzzParsers(f *testing.F) {
 		for i := range b {
 			_, _ = parseFrame(b[:i], nil)
 			_, _ = decodeRequest(b[:i], nil)
+			_ = parseDirect(b[:i], &dr, &dm)
 			_, _ = parseRecord(b[:i])
 			_, _ = parseEvent(b[:i])
 			_, _, _, _ = parseServices(b[:i])

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/handlers"
@@ -232,40 +231,11 @@ func (s *Server) panicAnswer(sess *session.Session, m *codec.Message, out []byte
 
 // rebase sets dst to src with every slice that points into old moved to
 // its copy nw (same length, same bytes): the frame is decoded once, on the
-// transport's goroutine, and the pool works on the copy. A slice outside
-// old is kept as it is: the decoder made it in memory of its own (it
-// corrects invalid UTF-8 in a copy of the frame, and unescapes strings
-// into new memory), so it stays valid when the frame is reused.
+// transport's goroutine, and the pool works on the copy (codec.Mover).
 func rebase(dst, src *codec.Message, old, nw []byte) {
-	mv := mover{old: old, nw: nw}
 	*dst = *src
-	dst.ID, dst.Params, dst.Result, dst.Error = mv.move(src.ID), mv.move(src.Params), mv.move(src.Result), mv.move(src.Error)
-	if len(src.Method) > 0 {
-		if off, ok := mv.inside(unsafe.Pointer(unsafe.StringData(src.Method)), len(src.Method)); ok {
-			dst.Method = unsafe.String(&nw[off], len(src.Method))
-		}
-	}
+	dst.Rebase(old, nw)
 	dst.JSONRPC = ""
-}
-
-// mover moves slices of old to the same place in nw.
-type mover struct{ old, nw []byte }
-
-func (mv mover) inside(p unsafe.Pointer, n int) (uintptr, bool) {
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(mv.old)))
-	q := uintptr(p)
-	return q - base, q >= base && q+uintptr(n) <= base+uintptr(len(mv.old))
-}
-
-func (mv mover) move(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	off, ok := mv.inside(unsafe.Pointer(unsafe.SliceData(b)), len(b))
-	if !ok {
-		return b
-	}
-	return mv.nw[off : off+uintptr(len(b)) : off+uintptr(len(b))]
 }
 
 // handleNonRequest records activity on sess and handles m if it is a

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/handlers"
 	"github.com/mcpedge/mcpedge/mcp"
 	"github.com/mcpedge/mcpedge/session"
@@ -228,3 +229,34 @@ func MethodLabel(i int) string {
 // resources/read, "taskId" for tasks/get, tasks/update and tasks/cancel;
 // "" for every other method.
 func NameParam(method string) string { return lookup(method).nameParam }
+
+// AnswersAtOnce reports whether a session's request of method is one the
+// engine answers at once, on the caller's goroutine, whatever its params
+// (its row serves it at once and never on the worker pool): ping, the
+// list pages, logging/setLevel, resources/subscribe and unsubscribe,
+// tasks/get, tasks/list and tasks/cancel; not initialize, which opens the
+// session. Such a request never waits, so that a caller that must not
+// (an event loop, a cluster link's reader) may serve it itself; the
+// engine may still queue it where a receiving middleware or Authorize
+// says it would wait, and answer it later through the reply sink.
+func AnswersAtOnce(method string) bool {
+	row := lookup(method)
+	switch row.now {
+	case opNone, opInitialize, opStaticRead, opInlineTool:
+		return false
+	}
+	return row.pool == opNone
+}
+
+// ServedAtOnce reports whether the engine serves m, a message of a
+// session, at once: a client's answer to a server-to-client request, a
+// notification, or a request it answers at once (AnswersAtOnce).
+func ServedAtOnce(m *codec.Message) bool {
+	switch m.Kind {
+	case codec.KindResponse, codec.KindError, codec.KindNotification:
+		return true
+	case codec.KindRequest:
+		return AnswersAtOnce(m.Method)
+	}
+	return false
+}

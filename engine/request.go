@@ -580,8 +580,8 @@ func (f toolFields) rebase(old, nw []byte) toolFields {
 	if !f.ok {
 		return toolFields{}
 	}
-	mv := mover{old: old, nw: nw}
-	f.name, f.args, f.meta = mv.move(f.name), mv.move(f.args), mv.move(f.meta)
+	mv := codec.Mover{Old: old, New: nw}
+	f.name, f.args, f.meta = mv.Bytes(f.name), mv.Bytes(f.args), mv.Bytes(f.meta)
 	return f
 }
 

@@ -191,13 +191,11 @@ func unsupportedVersion(requested string) *codec.Error {
 
 // rebase moves mm's slices of old to the same place in nw (see rebase).
 func (mm *statelessMeta) rebase(old, nw []byte) {
-	mv := mover{old: old, nw: nw}
-	if p, ok := mv.inside(unsafe.Pointer(unsafe.StringData(mm.version)), len(mm.version)); ok && len(mm.version) > 0 {
-		mm.version = unsafe.String(&nw[p], len(mm.version))
-	}
-	mm.caps, mm.info = mv.move(mm.caps), mv.move(mm.info)
+	mv := codec.Mover{Old: old, New: nw}
+	mm.version = mv.String(mm.version)
+	mm.caps, mm.info = mv.Bytes(mm.caps), mv.Bytes(mm.info)
 	for i := range mm.trace {
-		mm.trace[i] = mv.move(mm.trace[i])
+		mm.trace[i] = mv.Bytes(mm.trace[i])
 	}
 }
 

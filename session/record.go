@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sort"
 
+	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/mcp"
 )
 
@@ -128,4 +129,42 @@ type Shared interface {
 	// Cancel cancels the request with raw JSON id reqID of session id, if
 	// it runs here (notifications/cancelled received by another server).
 	Cancel(id string, reqID []byte)
+	// ServeDirect serves the message of r, a request of one of its
+	// sessions that another server of the cluster received and checked,
+	// without its HTTP request: a client's answer to a server-to-client
+	// request, a notification, or a request the engine answers at once
+	// (engine.AnswersAtOnce). It never waits, so that a cluster link's
+	// reader may call it. It reports false, having done nothing, when it
+	// cannot serve the message so (the session is not held here, or is
+	// bound to another subject; the message is not such a message): the
+	// whole request must then be sent. Otherwise the answer goes to
+	// to.DirectAnswer with token, before ServeDirect returns or, for a
+	// request the engine queued after all, later, from another
+	// goroutine. r and what it holds are valid during the call only.
+	ServeDirect(r *DirectRequest, to DirectReply, token uint64) bool
+}
+
+// DirectRequest is a message served by Shared.ServeDirect, with what the
+// HTTP request it came in told.
+type DirectRequest struct {
+	Session []byte // Mcp-Session-Id
+	// Subject is whom the request's credentials name ("" without
+	// authorization): it must be the subject the session is bound to.
+	Subject string
+	Message []byte // one JSON-RPC message
+	// Decoded, when not nil, is Message decoded (codec.Decode), its
+	// members pointing into Message: the receiver takes it rather than
+	// decode Message again.
+	Decoded *codec.Message
+	// TraceParent and TraceState are the request's W3C trace context
+	// headers, nil when it had none.
+	TraceParent, TraceState []byte
+}
+
+// DirectReply takes the answer of a message served by Shared.ServeDirect:
+// the HTTP status its request would have been answered with, the seconds
+// of its Retry-After header (0: none), and its JSON body (nil: none, as
+// in a 202). body is valid during the call only, which must not block.
+type DirectReply interface {
+	DirectAnswer(token uint64, status, retryAfter int, body []byte)
 }

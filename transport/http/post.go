@@ -184,12 +184,10 @@ type call struct {
 	// traces requests (engine.TraceCarrier).
 	traceParent, traceState []byte
 
-	refused  *engine.LimitError // the engine refused the request (Refuse)
-	rejected int                // a 2026-07-28 error answered with a status of its own (Reject)
-	tracked  bool               // stateless and streaming: in s.live
-	answer   *codec.Buffer
-	rec      *streamRec // stateful SSE: the stream's record
-	st       *stream    // SSE: the POST's own stream
+	outcome
+	tracked bool       // stateless and streaming: in s.live
+	rec     *streamRec // stateful SSE: the stream's record
+	st      *stream    // SSE: the POST's own stream
 
 	wake  chan struct{} // the handler's wake-up: streaming began, or Final came
 	timer *time.Timer
@@ -314,14 +312,10 @@ func (c *call) Final(b *codec.Buffer) {
 // task, before its Final and before anything was sent: the handler is
 // still there to answer.
 func (c *call) Refuse(id []byte, err *engine.LimitError) {
-	b := codec.GetBuffer()
-	b.B = err.AppendAnswer(b.B, id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.answer != nil {
-		codec.PutBuffer(c.answer)
-	}
-	c.answer, c.final, c.refused = b, true, err
+	c.refuse(id, err)
+	c.final = true
 }
 
 // CloseStream implements engine.StreamCloser: the handler ends the POST's
@@ -476,7 +470,7 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 		}
 	default:
 		sid := ctx.Request.Header.PeekCanonical(hdrSessionID)
-		if len(sid) > 0 && s.opts.Cluster != nil && s.opts.Cluster.RouteSession(ctx, sid, m) {
+		if len(sid) > 0 && s.opts.Cluster != nil && s.opts.Cluster.RouteSession(ctx, sid, m, subjectOf(ai)) {
 			s.putCall(c)
 			return
 		}
@@ -548,46 +542,88 @@ func (s *Server) post(ctx *fasthttp.RequestCtx, ai *auth.Info) {
 	c.unref()
 }
 
+// subjectOf returns whom ai names, "" when nil (no authorization).
+func subjectOf(ai *auth.Info) string {
+	if ai == nil {
+		return ""
+	}
+	return ai.Subject
+}
+
 // answer responds to a POST answered without streaming: at once, or by
 // its queued request's Final.
 func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, kind codec.Kind, created bool) {
+	status, retryAfter := c.status(kind, c.h != nil && c.sess.State() == session.StateClosed)
+	switch {
+	case status == fasthttp.StatusNotFound && c.answer == nil:
+		s.sessionNotFound(ctx, msgEndedWhileServed)
+		return
+	case c.answer == nil:
+		ctx.SetStatusCode(status)
+		return
+	case created && (c.refused != nil || status == fasthttp.StatusOK && c.sess.State() == session.StateNew):
+		s.eng.Conn(c.sess).Close(session.ErrNotInitialized) // refused, or initialize failed
+	case created && status == fasthttp.StatusOK:
+		ctx.Response.Header.SetBytesKV(hdrSessionID, []byte(c.sess.ID()))
+	}
+	if retryAfter > 0 {
+		ctx.Response.Header.SetBytesK(hdrRetryAfter, strconv.Itoa(retryAfter))
+	}
+	s.writeJSON(ctx, status, c.answer.B)
+}
+
+// msgEndedWhileServed is the 404's message for a request whose session
+// ended while it was served.
+const msgEndedWhileServed = "Session not found: it ended while the request was served"
+
+// outcome is how the engine ended a POSTed message: its answer, or why
+// it refused or rejected it. A call (post) and a direct call (direct.go)
+// are answered from it alike (status).
+type outcome struct {
+	refused  *engine.LimitError // the engine refused the request (Refuse)
+	rejected int                // a 2026-07-28 error answered with a status of its own (Reject)
+	answer   *codec.Buffer
+}
+
+// refuse makes the answer the refusal of request id for err (the
+// caller's lock held): see call.Refuse.
+func (o *outcome) refuse(id []byte, err *engine.LimitError) {
+	if o.answer == nil {
+		o.answer = codec.GetBuffer()
+	}
+	o.answer.B = err.AppendAnswer(o.answer.B[:0], id)
+	o.refused = err
+}
+
+// status returns the status of the answer to a message of kind that
+// ended with o and streamed nothing, and the seconds of its Retry-After
+// (0: none). closed tells that the request's session ended while it was
+// served: with no answer, that is a 404 (whose body the caller writes);
+// any other status with no answer has no body.
+func (o *outcome) status(kind codec.Kind, closed bool) (status, retryAfter int) {
 	switch {
 	case kind != codec.KindRequest && kind != codec.KindInvalid:
-		ctx.SetStatusCode(fasthttp.StatusAccepted) // a notification or a response
-	case c.answer == nil:
-		if c.sess.State() == session.StateClosed && c.h != nil {
-			s.sessionNotFound(ctx, "Session not found: it ended while the request was served")
-			return
-		}
-		ctx.SetStatusCode(fasthttp.StatusAccepted) // cancelled by the client: no answer is due
-	case c.refused != nil:
-		if created {
-			s.eng.Conn(c.sess).Close(session.ErrNotInitialized)
-		}
-		status := fasthttp.StatusServiceUnavailable
-		if c.refused.ClientShare() {
+		return fasthttp.StatusAccepted, 0 // a notification or a response
+	case o.answer == nil && closed:
+		return fasthttp.StatusNotFound, 0
+	case o.answer == nil:
+		return fasthttp.StatusAccepted, 0 // cancelled by the client: no answer is due
+	case o.refused != nil:
+		status = fasthttp.StatusServiceUnavailable
+		if o.refused.ClientShare() {
 			status = fasthttp.StatusTooManyRequests
 		}
-		secs := int64(1)
-		if d := c.refused.RetryAfter; d > time.Second {
-			secs = int64((d + time.Second - 1) / time.Second)
+		secs := 1
+		if d := o.refused.RetryAfter; d > time.Second {
+			secs = int((d + time.Second - 1) / time.Second)
 		}
-		ctx.Response.Header.SetBytesK(hdrRetryAfter, strconv.FormatInt(secs, 10))
-		s.writeJSON(ctx, status, c.answer.B)
-	case c.rejected != 0:
-		s.writeJSON(ctx, rejectStatus(c.rejected), c.answer.B)
+		return status, secs
+	case o.rejected != 0:
+		return rejectStatus(o.rejected), 0
 	case kind == codec.KindInvalid:
-		s.writeJSON(ctx, fasthttp.StatusBadRequest, c.answer.B)
-	default:
-		if created {
-			if c.sess.State() != session.StateNew {
-				ctx.Response.Header.SetBytesKV(hdrSessionID, []byte(c.sess.ID()))
-			} else { // initialize failed
-				s.eng.Conn(c.sess).Close(session.ErrNotInitialized)
-			}
-		}
-		s.writeJSON(ctx, fasthttp.StatusOK, c.answer.B)
+		return fasthttp.StatusBadRequest, 0
 	}
+	return fasthttp.StatusOK, 0
 }
 
 // decodeError answers a body that is not one JSON-RPC message with 400

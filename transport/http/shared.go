@@ -36,8 +36,9 @@ type Cluster interface {
 	// must serve it, and reports whether it did: a POST of session sid
 	// (m is its decoded message), or a GET or DELETE (m nil). It is
 	// offered every such request after its Host, Origin and credential
-	// checks; a false answer lets this server serve it.
-	RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Message) bool
+	// checks; subject is whom its credentials name ("" without
+	// authorization). A false answer lets this server serve it.
+	RouteSession(ctx *fasthttp.RequestCtx, sid []byte, m *codec.Message, subject string) bool
 	// RouteStateless answers ctx itself, by sending it to a server that
 	// can serve it, and reports whether it did: a 2026-07-28 (stateless)
 	// POST of request m that needs what is down on this server. It is
@@ -94,7 +95,7 @@ func (s *Server) routeCluster(ctx *fasthttp.RequestCtx) bool {
 	if len(sid) == 0 || ctx.IsPost() || statelessHeader(ctx) {
 		return false
 	}
-	return s.opts.Cluster.RouteSession(ctx, sid, nil)
+	return s.opts.Cluster.RouteSession(ctx, sid, nil, "")
 }
 
 // restore rebuilds session sid from the cluster's record, as a replica or
