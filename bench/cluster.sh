@@ -14,6 +14,13 @@
 #   tcp-1      one node, TCP pipelined (-c 16 -inflight 16)
 #   tcp-3      three nodes, TCP connections spread over them (sessions are
 #              bound to their connection: nothing is forwarded)
+#   lvl-3sticky three nodes, sessions spread, each session's requests to
+#              its own node, each request a logging/setLevel to the level
+#              the session has (a request its home must serve, which
+#              changes nothing): nothing forwarded
+#   lvl-3rr    the same, each request to the next node: 2 in 3 forwarded to
+#              the home, as direct messages (docs/cluster.md, "A cheaper
+#              hop"); against lvl-3sticky, what a forward costs here
 #   http26-1   one node, HTTP at protocol 2026-07-28 (stateless), -c 64
 #   http26-3rr three nodes, 2026-07-28, each request to the next node: nothing
 #              to forward
@@ -84,6 +91,7 @@ upstream() { # the gateway rows' shared upstream, on ${PORTS}50 (pinned to the l
   sleep 0.5
 }
 printf '[upstream.x]\nurl = "tcp://127.0.0.1:%s50"\nshare = "pool:4"\n' "$P" > gw.toml
+echo '[{"name":"level","method":"logging/setLevel","params":{"level":"info"}}]' > level.json
 stop() { kill "${PIDS[@]}" 2>/dev/null; wait "${PIDS[@]}" 2>/dev/null; }
 pids() { local IFS=,; echo "${PIDS[*]}"; }
 
@@ -139,11 +147,13 @@ for ((r=1; r<=ROUNDS; r++)); do
   stop
   fi
   if want fanout-1; then start 1 demo; fanout fanout-1 "$H1"; stop; fi
-  if want http-3loc || want http-3sticky || want http-3rr || want tcp-3 || want http26-3rr; then
+  if want http-3loc || want http-3sticky || want http-3rr || want tcp-3 || want http26-3rr || want lvl-3sticky || want lvl-3rr; then
   start 3
   load http-3loc "$H1" -c 64
   load http-3sticky "$H1,$H2,$H3" -c 64 -sticky
   load http-3rr "$H1,$H2,$H3" -c 64
+  load lvl-3sticky "$H1,$H2,$H3" -c 64 -sticky -scenario level.json
+  load lvl-3rr "$H1,$H2,$H3" -c 64 -scenario level.json
   load tcp-3 "$T1,$T2,$T3" -c 16 -inflight 16
   load http26-3rr "$H1,$H2,$H3" -c 64 -protocol 2026-07-28
   stop
@@ -167,12 +177,12 @@ for line in open(sys.argv[1]):
     rows.setdefault(f[0],[]).append({k:float(v) for k,v in (x.split("=") for x in f[1:])})
 def med(name,key): return st.median(r[key] for r in rows[name])
 print("\nmedians of %d rounds" % max(len(v) for v in rows.values()))
-for name in ["http-1","http-3loc","http-3sticky","http-3rr","http-3alone","tcp-1","tcp-3","http26-1","http26-3rr"]:
+for name in ["http-1","http-3loc","http-3sticky","http-3rr","http-3alone","lvl-3sticky","lvl-3rr","tcp-1","tcp-3","http26-1","http26-3rr"]:
     if name not in rows: continue
     print("%-12s %8.0f req/s  %6.2f us/call  errors %d" % (name, med(name,"rps"), med(name,"us_per_call"), sum(r["errors"] for r in rows[name])))
 def ratio(a,b): return "%.2fx" % (med(a,"us_per_call")/med(b,"us_per_call")) if a in rows and b in rows else "-"
-if "http-3loc" in rows and "http-3rr" in rows:
-    print("forwarded call: %.1f us more server CPU than a local one ((3rr - 3loc) x 3/2)" % ((med("http-3rr","us_per_call")-med("http-3loc","us_per_call"))*1.5))
+if "lvl-3sticky" in rows and "lvl-3rr" in rows:
+    print("forwarded request (direct message): %.1f us more server CPU than one served where it lands ((lvl-3rr - lvl-3sticky) x 3/2)" % ((med("lvl-3rr","us_per_call")-med("lvl-3sticky","us_per_call"))*1.5))
 print("3 nodes / 1 node, CPU per call: http local %s, http sticky %s, http round-robin %s, http three alone (no cluster) %s, tcp %s, 2026-07-28 round-robin %s" % (ratio("http-3loc","http-1"), ratio("http-3sticky","http-1"), ratio("http-3rr","http-1"), ratio("http-3alone","http-1"), ratio("tcp-3","tcp-1"), ratio("http26-3rr","http26-1")))
 print("against three nodes that are no cluster (the floor of three processes here), CPU per call: http sticky %s, http round-robin %s" % (ratio("http-3sticky","http-3alone"), ratio("http-3rr","http-3alone")))
 for name in ["gw-1","gw-3rr"]:
