@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/mcpedge/mcpedge/codec"
 	"github.com/mcpedge/mcpedge/session"
@@ -132,4 +134,32 @@ func TestDecodedOK(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.ok, decodedOK(&tc.m)) })
 	}
+}
+
+// TestLostPeerLinkDropped: the link to a peer that membership finds lost
+// is dropped at once (a forward finds a link up without asking
+// membership), and dialled anew once the peer is back.
+func TestLostPeerLinkDropped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two nodes")
+	}
+	key := [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
+	start := func(name string, routes []string) *Node {
+		n, err := Start(context.Background(), Options{Node: name, Embed: "127.0.0.1:0", Routes: routes, Keys: key, Link: "127.0.0.1:0", Heartbeat: 100 * time.Millisecond})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = n.Close() })
+		return n
+	}
+	a := start("a", nil)
+	b := start("b", []string{"nats-route://" + a.RouteAddr().String()})
+	var lc *linkConn
+	require.Eventually(t, func() bool { lc = b.linkTo("a"); return lc != nil }, 10*time.Second, 10*time.Millisecond)
+	require.Same(t, lc, b.linkTo("a"), "the link up is found again")
+	b.markDead("a", "a test says so")
+	require.True(t, lc.dead.Load(), "the lost peer's link is dropped")
+	// a's next heartbeat brings it back, and a forward dials anew.
+	require.Eventually(t, func() bool {
+		again := b.linkTo("a")
+		return again != nil && again != lc
+	}, 10*time.Second, 10*time.Millisecond)
 }

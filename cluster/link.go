@@ -697,6 +697,19 @@ func (n *Node) linkTo(peer string) *linkConn {
 	return lc
 }
 
+// dropLink ends the link this node dialled to peer, if any: the peer is
+// lost, and its link, which the network may not have cut yet, is not
+// used any more (linkTo dials anew once the peer is back).
+func (n *Node) dropLink(peer string) {
+	if ds := n.linkDialers.Load(); ds != nil {
+		if d := (*ds)[peer]; d != nil {
+			if lc := d.cur.Load(); lc != nil {
+				lc.shut()
+			}
+		}
+	}
+}
+
 // linkLost fails the forwards in flight on a link this node dialled: their
 // answers are lost (a JSON answer awaited is answered 502, a relayed
 // stream is cut, the client resumes it).

@@ -352,7 +352,9 @@ func score(key, node string) uint64 {
 }
 
 // peerGone handles the loss of node name in incarnation inc: the streams
-// relayed from it end, the sessions it was the home of are taken over.
+// relayed from it end, the link to it is dropped (a forward finds it
+// without asking membership: linkTo), the sessions it was the home of
+// are taken over.
 func (n *Node) peerGone(name, inc, why string) {
 	if n.closed.Load() {
 		return
@@ -360,6 +362,7 @@ func (n *Node) peerGone(name, inc, why string) {
 	n.log.Warn("cluster: node lost", "peer", name, "why", why)
 	n.stats.peersLost.Add(1)
 	n.failForwards(name)
+	n.dropLink(name)
 	n.forgetServices(name)
 	n.takeOver(name, inc)
 }
