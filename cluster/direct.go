@@ -49,22 +49,15 @@ import (
 // lkDirect is the link frame kind of a direct message.
 const lkDirect = 'M'
 
-// The trace context headers' names as fasthttp keeps them.
-var (
-	hdrTraceParentC = []byte("Traceparent")
-	hdrTraceStateC  = []byte("Tracestate")
-)
-
 // maxRetryAfter bounds the Retry-After of a direct answer, in seconds.
 const maxRetryAfter = 1 << 20
 
 // direct is a request's message, which may go to its owner as a direct
 // message (sendDirect decides).
 type direct struct {
-	m       *codec.Message // the request's message, decoded from its body
-	sid     []byte         // its session
-	subject string         // whom its credentials name
-	req     session.DirectRequest
+	m   *codec.Message        // the request's message, decoded from its body
+	req session.DirectRequest // its session and subject set by directOf, the rest by fill
+	w   directWriter          // writes its answer (fill)
 }
 
 // directWriter is what the transport attached to a node (Attach) offers
@@ -83,7 +76,7 @@ func (n *Node) directOf(dm *direct, sid []byte, m *codec.Message, subject string
 	if n.linkLn == nil {
 		return nil
 	}
-	dm.m, dm.sid, dm.subject = m, sid, subject
+	dm.m, dm.req.Session, dm.req.Subject = m, sid, subject
 	return dm
 }
 
@@ -95,16 +88,14 @@ func (n *Node) fill(dm *direct, ctx *fasthttp.RequestCtx) bool {
 	if !engine.ServedAtOnce(dm.m) || len(ctx.Request.Header.ContentEncoding()) > 0 {
 		return false
 	}
-	if _, ok := n.shared().(directWriter); !ok {
+	w, ok := n.shared().(directWriter)
+	if !ok {
 		return false
 	}
-	dm.req = session.DirectRequest{
-		Session:     dm.sid,
-		Subject:     dm.subject,
-		Message:     ctx.Request.Body(),
-		TraceParent: ctx.Request.Header.PeekCanonical(hdrTraceParentC),
-		TraceState:  ctx.Request.Header.PeekCanonical(hdrTraceStateC),
-	}
+	dm.w = w
+	dm.req.Message = ctx.Request.Body()
+	dm.req.TraceParent = ctx.Request.Header.PeekCanonical(hdrTraceParent)
+	dm.req.TraceState = ctx.Request.Header.PeekCanonical(hdrTraceState)
 	return true
 }
 
@@ -279,18 +270,4 @@ func (lc *linkConn) DirectAnswer(token uint64, status, retryAfter int, body []by
 	h = appendUvarint(h, status)
 	h = appendUvarint(h, min(retryAfter, maxRetryAfter))
 	_ = lc.write2(lkAnswer, token, h, body)
-}
-
-// writeDirect answers ctx with a direct message's answer, as the attached
-// transport writes its own answers.
-func (n *Node) writeDirect(ctx *fasthttp.RequestCtx, status, retryAfter int, body []byte) {
-	if w, ok := n.shared().(directWriter); ok {
-		w.WriteDirect(ctx, status, retryAfter, body)
-		return
-	}
-	ctx.SetStatusCode(status)
-	if len(body) > 0 {
-		ctx.SetContentType("application/json")
-		ctx.SetBody(body)
-	}
 }

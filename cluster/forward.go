@@ -140,6 +140,7 @@ func (n *Node) forwardTraced(ctx *fasthttp.RequestCtx, owner string, reqID []byt
 // link (direct.go).
 func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte, useLink bool, sid string, k evKey, tr *forwardTrace, dm *direct) (done bool, more again) {
 	f := n.sendDirect(ctx, owner, useLink, tr, dm)
+	sentDirect := f != nil
 	if f == nil {
 		var ok bool
 		if f, ok = n.send(ctx, owner, reqID, useLink, tr); !ok {
@@ -307,20 +308,20 @@ func (n *Node) forwardOnce(ctx *fasthttp.RequestCtx, owner string, reqID []byte,
 			f.ended = true
 			n.unregister(f)
 			return true, againNot
-		case frDirect:
-			if len(fr.body) > 0 && !validJSON(fr.body) {
-				n.badMessage("answer body", fr.body)
+		case frDirect, frNotDirect:
+			if !sentDirect || len(fr.body) > 0 && !validJSON(fr.body) {
+				n.badMessage("answer body", m) // a direct answer to a whole request is garbage too
 				n.unregister(f)
 				badAnswer(ctx, owner)
 				return true, againNot
 			}
-			n.writeDirect(ctx, fr.status, fr.retry, fr.body)
 			f.ended = true
 			n.unregister(f)
+			if fr.kind == frNotDirect {
+				return false, againWhole // nothing was done there: the whole request goes
+			}
+			dm.w.WriteDirect(ctx, fr.status, fr.retry, fr.body)
 			return true, againNot
-		case frNotDirect:
-			n.unregister(f) // nothing was done there: the whole request goes
-			return false, againWhole
 		default: // frFailed
 			n.unregister(f)
 			ctx.Response.Reset()

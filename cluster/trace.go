@@ -31,8 +31,8 @@ type Tracer interface {
 }
 
 var (
-	hdrTraceParent = []byte("traceparent")
-	hdrTraceState  = []byte("tracestate")
+	hdrTraceParent = []byte("Traceparent") // as fasthttp keeps them (PeekCanonical)
+	hdrTraceState  = []byte("Tracestate")
 	hdrSession     = []byte("Mcp-Session-Id")
 	traceKeys      = []string{"traceparent", "tracestate"}
 )
@@ -59,7 +59,7 @@ func requestTrace(ctx *fasthttp.RequestCtx) (tp, ts []byte, at, end int) {
 			}
 		}
 	}
-	return ctx.Request.Header.PeekBytes(hdrTraceParent), ctx.Request.Header.PeekBytes(hdrTraceState), 0, 0
+	return ctx.Request.Header.PeekCanonical(hdrTraceParent), ctx.Request.Header.PeekCanonical(hdrTraceState), 0, 0
 }
 
 // tracedForward runs forward, which sends ctx's request to owner carrying

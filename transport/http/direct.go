@@ -27,7 +27,6 @@ import (
 // dcall is one direct message being served: the reply sink of its
 // request, answered to the cluster's DirectReply. Pooled.
 type dcall struct {
-	s     *Server
 	h     *hsession
 	sess  *session.Session
 	msg   codec.Message // the message, pointing into the caller's buffer: HandleMessage's, no one else's
@@ -93,7 +92,7 @@ func (s *Server) ServeDirect(r *session.DirectRequest, to session.DirectReply, t
 	if h.shared && sess.Replica() {
 		s.used(h)
 	}
-	c.s, c.h, c.sess, c.to, c.token = s, h, sess, to, token
+	c.h, c.sess, c.to, c.token = h, sess, to, token
 	if s.eng.Tracing() {
 		c.traceParent = append(c.traceParent[:0], r.TraceParent...)
 		c.traceState = append(c.traceState[:0], r.TraceState...)
@@ -145,7 +144,7 @@ func (c *dcall) release() {
 	if c.answer != nil {
 		codec.PutBuffer(c.answer)
 	}
-	c.s, c.h, c.sess, c.to, c.msg, c.served, c.outcome = nil, nil, nil, nil, codec.Message{}, false, outcome{}
+	c.h, c.sess, c.to, c.msg, c.served, c.outcome = nil, nil, nil, codec.Message{}, false, outcome{}
 	c.traceParent, c.traceState = c.traceParent[:0], c.traceState[:0]
 	dcalls.Put(c)
 }
